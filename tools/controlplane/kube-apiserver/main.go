@@ -1,0 +1,14 @@
+// Command kube-apiserver is Kubernetes' own API server, built from its
+// v1.37.2 source for the tests' control plane.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewAPIServerCommand()))
+}
