@@ -1,0 +1,20 @@
+# The commands the README gives. Every test of every module runs with the
+# race detector; the tests that need a control plane build it on first use.
+
+GO ?= go
+BIN := $(CURDIR)/.bin
+# A cold build of the control plane takes about 15 minutes on 2 cores, and
+# runs inside the first test binary that needs it.
+TEST_TIMEOUT ?= 60m
+
+.PHONY: test lint controlplane
+
+test:
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./... ./kube/...
+
+$(BIN)/golangci-lint: tools/lint/go.mod tools/lint/go.sum
+	cd tools/lint && GOWORK=off $(GO) build -o $(BIN)/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+lint: $(BIN)/golangci-lint
+	$(BIN)/golangci-lint run ./...
+	cd kube && $(BIN)/golangci-lint run --config ../.golangci.yaml ./...
