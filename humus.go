@@ -2,7 +2,9 @@ package humus
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"sync"
@@ -30,13 +32,15 @@ type Setup struct {
 	// reached through it.
 	Host Host
 
-	// Telemetry is the providers the App records with. Its zero value
+	// Telemetry is the providers the App records with. Run hands Init one
+	// that is Resolved, so every field is set; without WithTelemetry, it
 	// records nothing.
 	Telemetry Telemetry
 }
 
 // Init builds an App's Services. It is called once, before any Service
-// serves; an error from it ends the App with exit code 1.
+// serves; an error from it ends the App with exit code 1, and the Services
+// it returned with the error are neither served nor shut down.
 type Init func(ctx context.Context, s *Setup) ([]Service, error)
 
 // DefaultGracePeriod is how long Run gives the Services' Shutdown, and then
@@ -75,9 +79,9 @@ func WithTelemetry(build func(ctx context.Context, h Host) (Telemetry, error)) O
 // The first SIGINT or SIGTERM cancels the Services' Serve context and
 // starts their shutdown: Run calls every Service's Shutdown with the grace
 // period, and never drains anything itself. A second SIGINT or SIGTERM,
-// while that shutdown runs, exits at once with code 1, without waiting for
-// the Services or flushing the telemetry: it is how a person at a terminal
-// stops an App whose shutdown hangs.
+// while that shutdown runs, writes so to stderr and exits at once with
+// code 1, without waiting for the Services or flushing the telemetry: it is
+// how a person at a terminal stops an App whose shutdown hangs.
 func Main(init Init, opts ...Option) {
 	host := OSHost()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -86,8 +90,8 @@ func Main(init Init, opts ...Option) {
 	go func() {
 		<-sigs
 		cancel()
-		<-sigs
-		fmt.Fprintln(host.Stderr, "humus: a second signal: exiting at once")
+		sig := <-sigs
+		fmt.Fprintf(host.Stderr, "humus: a second signal (%v) during the shutdown: exiting at once\n", sig)
 		os.Exit(1)
 	}()
 	os.Exit(Run(ctx, host, init, opts...))
@@ -98,17 +102,24 @@ func Main(init Init, opts ...Option) {
 // context that the first signal cancels; a test calls it directly, or
 // through humustest.Start.
 //
-// Run checks host, builds the Telemetry (see WithTelemetry), calls init,
-// and runs every Service's Serve. When ctx is done, or when any Serve
-// returns, Run cancels every Serve's context, calls every Service's
-// Shutdown with a context that ends after the grace period, and waits for
-// every Serve and Shutdown to return, for no longer than the grace period.
-// Then it shuts the telemetry down with what is left of it.
+// Run checks host, builds the Telemetry (see WithTelemetry), and calls init
+// with a Setup whose Telemetry is Resolved, so every field is set. Then it
+// runs every Service's Serve, each in a goroutine of its own. When ctx is
+// done, or when any Serve returns, the App stops: Run cancels every Serve's
+// context, and calls every Service's Shutdown with a context that ends
+// after the grace period. Once every Serve and Shutdown has returned, Run
+// shuts the telemetry down within what is left of the same grace period.
+// So Run returns within the grace period of the App's stop, even when a
+// Service or a provider ignores its context; a Serve or Shutdown still
+// running then is left behind, and what it returns later is ignored. When
+// init returns no Service, the App stops at once.
 //
 // The exit code is 0 when every Serve and Shutdown returned nil, and 1
-// otherwise: an error from init or from any Service, or a shutdown that
-// outlasted the grace period. Each such error is written once, on a line of
-// its own, to host.Stderr.
+// otherwise: an error from init or from any Service, a Service that is nil,
+// a shutdown that outlasted the grace period, or an error flushing the
+// telemetry. Each such error is written once, on a line of its own, to
+// host.Stderr: an error that both Serve and Shutdown return, or that two
+// Services return, is written once.
 func Run(ctx context.Context, host Host, init Init, opts ...Option) int {
 	o := options{grace: DefaultGracePeriod}
 	for _, opt := range opts {
@@ -121,46 +132,67 @@ func Run(ctx context.Context, host Host, init Init, opts ...Option) int {
 		}
 		return 1
 	}
-	r := &errorLog{host: host}
+	log := &errorLog{w: host.Stderr}
+	defer log.close()
 
 	var tel Telemetry
 	if o.telemetry != nil {
 		t, err := o.telemetry(ctx, host)
 		if err != nil {
-			r.add(fmt.Errorf("humus: building the telemetry: %w", err))
-			return r.code()
+			log.add(fmt.Errorf("humus: building the telemetry: %w", err))
+			return log.code()
 		}
 		tel = t
 	}
-	setup := &Setup{Host: host, Telemetry: tel}
+	setup := &Setup{Host: host, Telemetry: tel.Resolved()}
 
 	svcs, err := init(ctx, setup)
+	if err == nil {
+		err = checkServices(svcs)
+	}
+	var served *sync.WaitGroup
 	if err != nil {
-		r.add(err)
+		log.add(err)
+		svcs = nil
 	} else {
-		serveAndShutdown(ctx, svcs, o.grace, r)
+		served = serve(ctx, svcs, log)
 	}
 
-	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.grace)
+	// The App has stopped: the grace period starts now, for the Services'
+	// shutdown and the telemetry's flush together.
+	graceCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.grace)
 	defer cancel()
-	if err := tel.shutdown(flushCtx); err != nil {
-		r.add(fmt.Errorf("humus: shutting the telemetry down: %w", err))
+	if len(svcs) > 0 {
+		shutdown(graceCtx, svcs, served, o.grace, log)
 	}
-	return r.code()
+	flush(graceCtx, tel, o.grace, log)
+	return log.code()
 }
 
-// serveAndShutdown runs every Service until ctx is done or one returns, then
-// shuts them all down within grace.
-func serveAndShutdown(ctx context.Context, svcs []Service, grace time.Duration, r *errorLog) {
+// checkServices returns one error naming every nil Service in svcs.
+func checkServices(svcs []Service) error {
+	var errs []error
+	for i, svc := range svcs {
+		if svc == nil {
+			errs = append(errs, fmt.Errorf("humus: Init returned a nil Service at index %d", i))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// serve runs every Service's Serve until ctx is done or one of them
+// returns, then cancels the others' context and returns the WaitGroup that
+// their Serves are in.
+func serve(ctx context.Context, svcs []Service, log *errorLog) *sync.WaitGroup {
 	serveCtx, stop := context.WithCancel(ctx)
 	defer stop()
 
-	var served sync.WaitGroup
+	served := &sync.WaitGroup{}
 	returned := make(chan struct{}, len(svcs))
 	for _, svc := range svcs {
 		served.Go(func() {
 			defer func() { returned <- struct{}{} }()
-			r.add(svc.Serve(serveCtx))
+			log.add(svc.Serve(serveCtx))
 		})
 	}
 	if len(svcs) > 0 {
@@ -169,33 +201,66 @@ func serveAndShutdown(ctx context.Context, svcs []Service, grace time.Duration, 
 		case <-returned:
 		}
 	}
-	stop()
+	return served
+}
 
-	graceCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
-	defer cancel()
+// shutdown calls every Service's Shutdown with ctx, and waits for those and
+// for the Serves in served to return, until ctx is done.
+func shutdown(ctx context.Context, svcs []Service, served *sync.WaitGroup, grace time.Duration, log *errorLog) {
 	var all sync.WaitGroup
 	all.Go(served.Wait)
 	for _, svc := range svcs {
-		all.Go(func() { r.add(svc.Shutdown(graceCtx)) })
+		all.Go(func() { log.add(svc.Shutdown(ctx)) })
 	}
+	if !waitFor(ctx, all.Wait) {
+		log.add(fmt.Errorf("humus: the Services did not shut down within the grace period of %s", grace))
+	}
+}
+
+// flush shuts the telemetry's providers down, until ctx is done.
+func flush(ctx context.Context, tel Telemetry, grace time.Duration, log *errorLog) {
+	if !tel.shutsDown() {
+		return
+	}
+	var err error
+	if !waitFor(ctx, func() { err = tel.shutdown(ctx) }) {
+		log.add(fmt.Errorf("humus: the telemetry did not shut down within the grace period of %s", grace))
+		return
+	}
+	if err != nil {
+		log.add(fmt.Errorf("humus: shutting the telemetry down: %w", err))
+	}
+}
+
+// waitFor runs f in a goroutine, and reports whether it returned before
+// ctx was done. When both happened, f's return wins.
+func waitFor(ctx context.Context, f func()) bool {
 	done := make(chan struct{})
 	go func() {
-		all.Wait()
-		close(done)
+		defer close(done)
+		f()
 	}()
 	select {
 	case <-done:
-	case <-graceCtx.Done():
-		r.add(fmt.Errorf("humus: the Services did not shut down within the grace period of %s", grace))
+		return true
+	case <-ctx.Done():
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
 	}
 }
 
 // errorLog writes each distinct error once to the Host's stderr, and
-// remembers whether there was any.
+// remembers whether there was any. Once closed, it ignores what it is
+// given: Run has returned its code.
 type errorLog struct {
-	host Host
-	mu   sync.Mutex
-	seen map[string]bool
+	w      io.Writer
+	mu     sync.Mutex
+	seen   map[string]bool
+	closed bool
 }
 
 func (l *errorLog) add(err error) {
@@ -204,13 +269,22 @@ func (l *errorLog) add(err error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
 	if l.seen == nil {
 		l.seen = map[string]bool{}
 	}
 	if msg := err.Error(); !l.seen[msg] {
 		l.seen[msg] = true
-		fmt.Fprintln(l.host.Stderr, msg)
+		fmt.Fprintln(l.w, msg)
 	}
+}
+
+func (l *errorLog) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
 }
 
 func (l *errorLog) code() int {

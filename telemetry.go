@@ -44,12 +44,25 @@ func (t Telemetry) Resolved() Telemetry {
 	return t
 }
 
-// shutdown flushes and stops every provider that can be: the SDK's
-// providers have a Shutdown method, and no-op ones don't.
+// shutdowner is a provider that can be flushed and stopped, as the SDK's
+// are; no-op ones can't.
+type shutdowner interface{ Shutdown(context.Context) error }
+
+// shutsDown reports whether any of t's providers can be shut down.
+func (t Telemetry) shutsDown() bool {
+	for _, p := range t.providers() {
+		if _, ok := p.(shutdowner); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// shutdown flushes and stops every provider that can be, and returns every
+// error they return, joined.
 func (t Telemetry) shutdown(ctx context.Context) error {
-	type shutdowner interface{ Shutdown(context.Context) error }
 	var errs []error
-	for _, p := range []any{t.TracerProvider, t.MeterProvider, t.LoggerProvider} {
+	for _, p := range t.providers() {
 		if s, ok := p.(shutdowner); ok {
 			if err := s.Shutdown(ctx); err != nil {
 				errs = append(errs, err)
@@ -57,4 +70,8 @@ func (t Telemetry) shutdown(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func (t Telemetry) providers() []any {
+	return []any{t.TracerProvider, t.MeterProvider, t.LoggerProvider}
 }

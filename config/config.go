@@ -45,6 +45,9 @@ type envSource struct {
 }
 
 func (s envSource) Lookup(context.Context) (string, bool, error) {
+	if s.h.LookupEnv == nil {
+		return "", false, errors.New("the Host has no LookupEnv")
+	}
 	v, ok := s.h.LookupEnv(s.name)
 	return v, ok, nil
 }
@@ -65,6 +68,9 @@ type fileSource struct {
 }
 
 func (s fileSource) Lookup(context.Context) (string, bool, error) {
+	if s.fsys == nil {
+		return "", false, errors.New("the Host has no FS")
+	}
 	b, err := fs.ReadFile(s.fsys, s.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
@@ -154,6 +160,9 @@ func Parse[T any](r *Resolver, src Source, parse func(string) (T, error)) T {
 func Int(r *Resolver, src Source) int {
 	return Parse(r, src, func(s string) (int, error) {
 		n, err := strconv.Atoi(s)
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, errors.New("out of range")
+		}
 		if err != nil {
 			return 0, errors.New("not a whole number")
 		}
@@ -196,6 +205,10 @@ func Struct[T any](build func(r *Resolver) T) Reader[T] { return Reader[T]{build
 // every problem the function's Resolver recorded, in the order they were
 // found.
 func (rd Reader[T]) Read(ctx context.Context) (T, error) {
+	if rd.build == nil {
+		var zero T
+		return zero, errors.New("config: the Reader has no function: make it with Struct")
+	}
 	r := &Resolver{ctx: ctx}
 	v := rd.build(r)
 	if err := errors.Join(r.errs...); err != nil {

@@ -16,6 +16,7 @@ package health
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 )
 
@@ -78,11 +79,16 @@ func (b *Binary) Healthy(context.Context) error {
 }
 
 // All returns a Monitor that is healthy when every one of ms is, and that
-// otherwise answers every unhealthy one's reason, joined.
+// otherwise answers every unhealthy one's reason, joined in ms's order. A
+// nil Monitor in ms is ignored; All() is healthy.
 func All(ms ...Monitor) Monitor {
+	ms = slices.Clone(ms)
 	return MonitorFunc(func(ctx context.Context) error {
 		var errs []error
 		for _, m := range ms {
+			if m == nil {
+				continue
+			}
 			if err := m.Healthy(ctx); err != nil {
 				errs = append(errs, err)
 			}

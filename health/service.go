@@ -34,6 +34,7 @@ type Service struct {
 	server *http.Server
 
 	mu       sync.Mutex
+	served   bool
 	listener net.Listener
 	ready    chan struct{}
 }
@@ -41,10 +42,14 @@ type Service struct {
 // NewService returns a Service that serves probes on addr, such as ":8081",
 // listening with s.Host.Listen once it serves. Both /readyz and /livez are
 // always served; a probe not given, or given with no monitors, is healthy.
-// A probe given twice answers with the monitors of both.
+// A probe given twice answers with the monitors of both; a zero Probe is
+// ignored.
 func NewService(s *humus.Setup, addr string, probes ...Probe) *Service {
 	byPath := map[string][]Monitor{"/readyz": nil, "/livez": nil}
 	for _, p := range probes {
+		if p.path == "" {
+			continue
+		}
 		byPath[p.path] = append(byPath[p.path], p.monitors...)
 	}
 	mux := http.NewServeMux()
@@ -90,9 +95,19 @@ func (s *Service) Addr(ctx context.Context) (net.Addr, error) {
 }
 
 // Serve listens on the Service's address and serves the probes until ctx is
-// done, then closes the listener and returns nil. An error listening or
-// serving is returned, naming the address.
+// done, then closes the server at once and returns nil: probes are short,
+// and a kubelet asks again. An error listening or serving is returned,
+// naming the address. A Service serves once: a second Serve returns an
+// error.
 func (s *Service) Serve(ctx context.Context) error {
+	s.mu.Lock()
+	if s.served {
+		s.mu.Unlock()
+		return fmt.Errorf("health: the Service on %s has already served", s.addr)
+	}
+	s.served = true
+	s.mu.Unlock()
+
 	l, err := s.host.Listen(ctx, "tcp", s.addr)
 	if err != nil {
 		close(s.ready)
@@ -107,10 +122,14 @@ func (s *Service) Serve(ctx context.Context) error {
 	go func() { errc <- s.server.Serve(l) }()
 	select {
 	case err := <-errc:
+		// A Shutdown called before Serve got this far, as Run calls
+		// it when another Service ends the App at once, closes the
+		// server: that is no failure.
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
 		return fmt.Errorf("health: serving on %s: %w", l.Addr(), err)
 	case <-ctx.Done():
-		// Probes are short: closing at once loses nothing a kubelet
-		// doesn't ask again.
 		_ = s.server.Close()
 		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("health: serving on %s: %w", l.Addr(), err)
@@ -119,10 +138,12 @@ func (s *Service) Serve(ctx context.Context) error {
 	}
 }
 
-// Shutdown stops the server, finishing the probes in flight within ctx.
+// Shutdown stops the server, if Serve hasn't already, waiting within ctx
+// for the probes in flight. It returns an error wrapping ctx's when ctx
+// ends first.
 func (s *Service) Shutdown(ctx context.Context) error {
 	if err := s.server.Shutdown(ctx); err != nil {
-		return fmt.Errorf("health: shutting down: %w", err)
+		return fmt.Errorf("health: shutting down the probes on %s: %w", s.addr, err)
 	}
 	return nil
 }

@@ -43,8 +43,10 @@ func Within(d time.Duration) ServiceOption {
 //     a grace of the same bound for goroutines that are on their way out.
 //
 // Between starting and stopping it, TestService runs During's function, if
-// given. Its goroutine check sees every goroutine of the process, so a test
-// that calls it must not run in parallel with others.
+// given; without one, svc is stopped as soon as Serve has been called. Its
+// goroutine check sees every goroutine of the process, so a test that calls
+// it must not run in parallel with others. Inside a testing/synctest
+// bubble, its waits are on the bubble's fake clock.
 func TestService(t testing.TB, svc humus.Service, opts ...ServiceOption) {
 	t.Helper()
 	st := serviceTest{timeout: 10 * time.Second}
@@ -58,11 +60,16 @@ func TestService(t testing.TB, svc humus.Service, opts ...ServiceOption) {
 	served := make(chan error, 1)
 	go func() { served <- svc.Serve(ctx) }()
 
+	// During's function runs until it returns, or until Serve does.
+	var early error
+	returnedEarly := false
 	duringCtx, stopDuring := context.WithCancel(ctx)
+	watched := make(chan struct{})
 	go func() {
+		defer close(watched)
 		select {
 		case err := <-served:
-			served <- err
+			early, returnedEarly = err, true
 			stopDuring()
 		case <-duringCtx.Done():
 		}
@@ -70,28 +77,36 @@ func TestService(t testing.TB, svc humus.Service, opts ...ServiceOption) {
 	if st.during != nil {
 		st.during(duringCtx)
 	}
-	select {
-	case err := <-served:
-		t.Errorf("humustest: Serve returned before its context was cancelled: %v", err)
-		served <- err
-	default:
-	}
 	stopDuring()
+	<-watched
+	if returnedEarly {
+		t.Errorf("humustest: Serve returned before its context was cancelled: %v", early)
+	}
 	cancel()
 
 	shutCtx, cancelShut := context.WithTimeout(context.Background(), st.timeout)
 	defer cancelShut()
-	if err := svc.Shutdown(shutCtx); err != nil {
-		t.Errorf("humustest: Shutdown returned %v, want nil", err)
-	}
+	shut := make(chan error, 1)
+	go func() { shut <- svc.Shutdown(shutCtx) }()
 	select {
-	case err := <-served:
-		if err != nil && ctx.Err() != nil {
-			t.Errorf("humustest: Serve returned %v once cancelled, want nil", err)
+	case err := <-shut:
+		if err != nil {
+			t.Errorf("humustest: Shutdown returned %v, want nil", err)
 		}
 	case <-time.After(st.timeout):
-		t.Errorf("humustest: Serve didn't return within %s of its context being cancelled", st.timeout)
+		t.Errorf("humustest: Shutdown didn't return within %s", st.timeout)
 		return
+	}
+	if !returnedEarly {
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Errorf("humustest: Serve returned %v once cancelled, want nil", err)
+			}
+		case <-time.After(st.timeout):
+			t.Errorf("humustest: Serve didn't return within %s of its context being cancelled", st.timeout)
+			return
+		}
 	}
 
 	if leaked := leakedSince(before, st.timeout); len(leaked) > 0 {

@@ -19,11 +19,18 @@ import (
 // test reads back. Every span and record is kept as it ends or is emitted,
 // with no batching, so a test sees it at once; it is safe for concurrent
 // use, and creates no goroutine, so it works inside a synctest bubble.
+//
+// Shutting its providers down, as humus.Run does once the App has stopped,
+// keeps what they recorded readable: Spans and Records go on answering,
+// and Metrics answers the data collected at the MeterProvider's shutdown.
 type Telemetry struct {
 	spans  *tracetest.SpanRecorder
 	reader *sdkmetric.ManualReader
 	logs   *logRecorder
 	tel    humus.Telemetry
+
+	mu    sync.Mutex
+	final *metricdata.ResourceMetrics // collected at shutdown
 }
 
 // NewTelemetry returns a Telemetry with the SDK's providers, recording into
@@ -36,7 +43,7 @@ func NewTelemetry() *Telemetry {
 	}
 	t.tel = humus.Telemetry{
 		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(t.spans)),
-		MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(t.reader)),
+		MeterProvider:  &meterProvider{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(t.reader)), t: t},
 		LoggerProvider: sdklog.NewLoggerProvider(sdklog.WithProcessor(t.logs)),
 		Propagator:     propagation.TraceContext{},
 	}
@@ -49,11 +56,36 @@ func (t *Telemetry) Telemetry() humus.Telemetry { return t.tel }
 // Spans returns the spans that have ended, in the order they ended.
 func (t *Telemetry) Spans() []sdktrace.ReadOnlySpan { return t.spans.Ended() }
 
-// Metrics collects the metric data recorded so far.
+// Metrics collects the metric data recorded so far; once the MeterProvider
+// is shut down, it returns the data collected then.
 func (t *Telemetry) Metrics(ctx context.Context) (metricdata.ResourceMetrics, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.final != nil {
+		return *t.final, nil
+	}
 	var rm metricdata.ResourceMetrics
 	err := t.reader.Collect(ctx, &rm)
 	return rm, err
+}
+
+// meterProvider is the SDK's, collecting the data one last time before it
+// shuts down.
+type meterProvider struct {
+	*sdkmetric.MeterProvider
+	t *Telemetry
+}
+
+func (p *meterProvider) Shutdown(ctx context.Context) error {
+	p.t.mu.Lock()
+	if p.t.final == nil {
+		var rm metricdata.ResourceMetrics
+		if err := p.t.reader.Collect(ctx, &rm); err == nil {
+			p.t.final = &rm
+		}
+	}
+	p.t.mu.Unlock()
+	return p.MeterProvider.Shutdown(ctx)
 }
 
 // Records returns the log records emitted so far, in order.
