@@ -110,7 +110,7 @@ func TestService(t testing.TB, svc humus.Service, opts ...ServiceOption) {
 	}
 
 	if leaked := leakedSince(before, st.timeout); len(leaked) > 0 {
-		t.Errorf("humustest: %d goroutines outlived the Service:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+		t.Errorf("humustest: %d goroutine(s) outlived the Service:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 	}
 }
 
