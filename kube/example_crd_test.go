@@ -1,0 +1,69 @@
+package kube_test
+
+import (
+	"fmt"
+	"regexp"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/z5labs/humus/kube"
+)
+
+type MemcachedSpec struct {
+	Size  int32  `json:"size"`
+	Image string `json:"image"`
+}
+
+type MemcachedStatus struct {
+	ReadyReplicas int32              `json:"readyReplicas,omitempty"`
+	Conditions    []metav1.Condition `json:"conditions,omitempty"`
+}
+
+var (
+	spec   MemcachedSpec
+	status MemcachedStatus
+
+	Memcached = kube.Resource[MemcachedSpec, MemcachedStatus]{
+		Group:   "cache.example.com",
+		Version: "v1alpha1",
+		Kind:    "Memcached",
+		Plural:  "memcacheds",
+		Scope:   kube.Namespaced,
+		Rules: []kube.TypeRules{
+			kube.Rules(&spec,
+				kube.Field(&spec.Size).Minimum(1).Maximum(3).Description("How many memcached pods run."),
+				kube.Field(&spec.Image).Pattern(regexp.MustCompile(`^memcached:`)).Default("memcached:1.6.26-alpine3.19"),
+			),
+			kube.Rules(&status,
+				kube.Field(&status.Conditions).ListMap("type"),
+			),
+		},
+	}
+)
+
+// A custom resource is a Go value: its CRD is reflected from the spec and
+// status types, and constrained by typed rules on their fields.
+func ExampleResource_CRD() {
+	crd, err := Memcached.CRD()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(crd.Name, crd.Spec.Scope)
+
+	root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	s := root.Properties["spec"]
+	size, image := s.Properties["size"], s.Properties["image"]
+	fmt.Println("required:", root.Required, s.Required)
+	fmt.Printf("size: %s %s, from %v to %v: %s\n", size.Type, size.Format, *size.Minimum, *size.Maximum, size.Description)
+	fmt.Printf("image: %s matching %s, by default %s\n", image.Type, image.Pattern, image.Default.Raw)
+
+	conditions := root.Properties["status"].Properties["conditions"]
+	fmt.Println("conditions:", *conditions.XListType, conditions.XListMapKeys)
+	// Output:
+	// memcacheds.cache.example.com Namespaced
+	// required: [spec] [size]
+	// size: integer int32, from 1 to 3: How many memcached pods run.
+	// image: string matching ^memcached:, by default "memcached:1.6.26-alpine3.19"
+	// conditions: map [type]
+}

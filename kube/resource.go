@@ -1,0 +1,172 @@
+package kube
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Scope is whether a resource's objects are in a namespace.
+type Scope string
+
+const (
+	Namespaced Scope = "Namespaced"
+	Cluster    Scope = "Cluster"
+)
+
+// Resource declares a custom resource of one version, whose objects have a
+// spec of type Spec and a status of type Status.
+type Resource[Spec, Status any] struct {
+	Group   string // such as cache.example.com
+	Version string // such as v1alpha1
+	Kind    string // such as Memcached
+	Plural  string // such as memcacheds
+	Scope   Scope
+
+	// Rules constrain the fields of Spec, of Status, and of the types they
+	// hold.
+	Rules []TypeRules
+}
+
+// GVR is the resource's group, version and plural name.
+func (r Resource[Spec, Status]) GVR() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Plural}
+}
+
+// CRD returns the resource's CustomResourceDefinition: one version, served
+// and stored, with the status subresource, and a schema reflected from Spec
+// and Status and constrained by Rules. It returns one error that names
+// every mistake it finds.
+//
+// The CRD is named <Plural>.<Group>, and carries Scope. Its names' singular
+// is Kind in lower case and its list kind is Kind+"List", as the API server
+// would default them, so the CRD it holds is the one CRD returns. Its root
+// schema has apiVersion and kind (strings), metadata (an object, which the
+// API server validates itself), a required spec and an optional status.
+//
+// Besides every mistake in the schema and its Rules, CRD reports a missing
+// Group, Version, Kind or Plural, a Scope that is neither Namespaced nor
+// Cluster, and any of them the API server would refuse: a Group that isn't
+// a DNS subdomain with at least one dot, a Version or Plural that isn't a
+// DNS-1035 label, and a Kind that isn't one but for its case.
+//
+// CRD doesn't compile the CEL rules given with Validation: the API server
+// compiles them when the CRD is created or updated, and refuses it, naming
+// the rule, when one doesn't compile or is too costly.
+func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition, error) {
+	return buildCRD(resourceMeta{
+		Group:   r.Group,
+		Version: r.Version,
+		Kind:    r.Kind,
+		Plural:  r.Plural,
+		Scope:   r.Scope,
+	}, reflect.TypeFor[Spec](), reflect.TypeFor[Status](), r.Rules)
+}
+
+// Object is one object of a Resource.
+type Object[Spec, Status any] struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   Spec   `json:"spec"`
+	Status Status `json:"status,omitempty"`
+}
+
+// resourceMeta is a Resource without its type parameters.
+type resourceMeta struct {
+	Group, Version, Kind, Plural string
+	Scope                        Scope
+}
+
+func (m resourceMeta) errs(spec, status reflect.Type) []error {
+	subject := fmt.Sprintf("kube: Resource[%s, %s]", typeName(spec), typeName(status))
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{subject}, args...)...))
+	}
+	if m.Group == "" {
+		bad("missing Group")
+	} else if e := validation.IsDNS1123Subdomain(m.Group); len(e) > 0 {
+		bad("Group %q: %s", m.Group, strings.Join(e, "; "))
+	} else if !strings.Contains(m.Group, ".") {
+		bad("Group %q: should be a domain with at least one dot", m.Group)
+	}
+	if m.Version == "" {
+		bad("missing Version")
+	} else if e := validation.IsDNS1035Label(m.Version); len(e) > 0 {
+		bad("Version %q: %s", m.Version, strings.Join(e, "; "))
+	}
+	if m.Kind == "" {
+		bad("missing Kind")
+	} else if e := validation.IsDNS1035Label(strings.ToLower(m.Kind)); len(e) > 0 {
+		bad("Kind %q: may have mixed case, but should otherwise match: %s", m.Kind, strings.Join(e, "; "))
+	}
+	if m.Plural == "" {
+		bad("missing Plural")
+	} else if e := validation.IsDNS1035Label(m.Plural); len(e) > 0 {
+		bad("Plural %q: %s", m.Plural, strings.Join(e, "; "))
+	}
+	if m.Scope != Namespaced && m.Scope != Cluster {
+		bad("Scope %q is neither %s nor %s", m.Scope, Namespaced, Cluster)
+	}
+	return errs
+}
+
+// buildCRD is CRD, on reflect.Types, so that generated types can be
+// reflected too.
+func buildCRD(m resourceMeta, spec, status reflect.Type, rules []TypeRules) (*apiextensionsv1.CustomResourceDefinition, error) {
+	errs := m.errs(spec, status)
+
+	r := newReflector(rules)
+	specSchema, _ := r.field(site{path: "spec", owner: typeName(spec)}, spec, jsonOpts{}, nil)
+	statusSchema, _ := r.field(site{path: "status", owner: typeName(status)}, status, jsonOpts{omitEmpty: true}, nil)
+	errs = append(errs, r.finish()...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+
+	return &apiextensionsv1.CustomResourceDefinition{
+		TypeMeta: metav1.TypeMeta{
+			APIVersion: apiextensionsv1.SchemeGroupVersion.String(),
+			Kind:       "CustomResourceDefinition",
+		},
+		ObjectMeta: metav1.ObjectMeta{Name: m.Plural + "." + m.Group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: m.Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{
+				Plural:   m.Plural,
+				Singular: strings.ToLower(m.Kind),
+				Kind:     m.Kind,
+				ListKind: m.Kind + "List",
+			},
+			Scope: apiextensionsv1.ResourceScope(m.Scope),
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name:    m.Version,
+				Served:  true,
+				Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{
+					OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+						Type: "object",
+						Properties: map[string]apiextensionsv1.JSONSchemaProps{
+							"apiVersion": {Type: "string"},
+							"kind":       {Type: "string"},
+							"metadata":   {Type: "object"},
+							"spec":       *specSchema,
+							"status":     *statusSchema,
+						},
+						Required: []string{"spec"},
+					},
+				},
+				Subresources: &apiextensionsv1.CustomResourceSubresources{
+					Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
+				},
+			}},
+		},
+	}, nil
+}

@@ -1,0 +1,195 @@
+package kube_test
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/z5labs/humus/kube"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden CRDs in testdata")
+
+// TestMemcachedCRD is the golden test the proposal shows an end user
+// writing: the proposal's Memcached, reflected, is the YAML in testdata.
+func TestMemcachedCRD(t *testing.T) {
+	crd, err := Memcached.CRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := yaml.Marshal(crd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "memcacheds.cache.example.com.yaml")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(want) != string(got) {
+		t.Errorf("the CRD differs from %s (go test -run TestMemcachedCRD -update rewrites it):\n--- got\n%s\n--- want\n%s", golden, got, want)
+	}
+}
+
+func TestResourceGVR(t *testing.T) {
+	want := schema.GroupVersionResource{Group: "cache.example.com", Version: "v1alpha1", Resource: "memcacheds"}
+	if got := Memcached.GVR(); got != want {
+		t.Errorf("GVR() = %v, want %v", got, want)
+	}
+}
+
+func TestResourceCRDShape(t *testing.T) {
+	for _, scope := range []kube.Scope{kube.Namespaced, kube.Cluster} {
+		t.Run(string(scope), func(t *testing.T) {
+			r := Memcached
+			r.Scope = scope
+			crd, err := r.CRD()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if crd.APIVersion != "apiextensions.k8s.io/v1" || crd.Kind != "CustomResourceDefinition" {
+				t.Errorf("TypeMeta = %+v", crd.TypeMeta)
+			}
+			if crd.Name != "memcacheds.cache.example.com" {
+				t.Errorf("Name = %q, want <Plural>.<Group>", crd.Name)
+			}
+			if crd.Spec.Scope != apiextensionsv1.ResourceScope(scope) {
+				t.Errorf("Scope = %q, want %q", crd.Spec.Scope, scope)
+			}
+			wantNames := apiextensionsv1.CustomResourceDefinitionNames{Plural: "memcacheds", Singular: "memcached", Kind: "Memcached", ListKind: "MemcachedList"}
+			if !namesEqual(crd.Spec.Names, wantNames) {
+				t.Errorf("Names = %+v, want %+v", crd.Spec.Names, wantNames)
+			}
+			if len(crd.Spec.Versions) != 1 {
+				t.Fatalf("%d versions, want 1", len(crd.Spec.Versions))
+			}
+			v := crd.Spec.Versions[0]
+			if v.Name != "v1alpha1" || !v.Served || !v.Storage {
+				t.Errorf("version %q served %v storage %v, want v1alpha1 served and stored", v.Name, v.Served, v.Storage)
+			}
+			if v.Subresources == nil || v.Subresources.Status == nil || v.Subresources.Scale != nil {
+				t.Errorf("Subresources = %+v, want the status subresource alone", v.Subresources)
+			}
+			root := v.Schema.OpenAPIV3Schema
+			if root.Type != "object" || !slices.Equal(root.Required, []string{"spec"}) {
+				t.Errorf("root is %q requiring %v, want an object requiring spec", root.Type, root.Required)
+			}
+			for name, typ := range map[string]string{"apiVersion": "string", "kind": "string", "metadata": "object", "spec": "object", "status": "object"} {
+				p, ok := root.Properties[name]
+				if !ok || p.Type != typ {
+					t.Errorf("root property %s = %+v, want type %s", name, p, typ)
+				}
+			}
+			if len(root.Properties) != 5 {
+				t.Errorf("root has %d properties, want 5", len(root.Properties))
+			}
+			if m := root.Properties["metadata"]; len(m.Properties) != 0 {
+				t.Errorf("metadata has properties %v, want none: the API server validates it", m.Properties)
+			}
+		})
+	}
+}
+
+func namesEqual(a, b apiextensionsv1.CustomResourceDefinitionNames) bool {
+	return a.Plural == b.Plural && a.Singular == b.Singular && a.Kind == b.Kind && a.ListKind == b.ListKind &&
+		len(a.ShortNames) == 0 && len(a.Categories) == 0
+}
+
+// TestResourceCRDErrors checks that CRD names every mistake at once, each in
+// an error of its own.
+func TestResourceCRDErrors(t *testing.T) {
+	type (
+		Leaf struct {
+			N int `json:"n"`
+		}
+		BadSpec struct {
+			Labels   map[int]string `json:"labels"`
+			Any      any            `json:"any"`
+			Ch       chan int       `json:"ch"`
+			Fn       func()         `json:"fn"`
+			Clock    marshalsItself `json:"clock"`
+			Leaf     Leaf           `json:"leaf"`
+			Name     string         `json:"name"`
+			Replicas int32          `json:"replicas"`
+			Hidden   string         `json:"-"`
+		}
+		BadStatus struct {
+			Node node `json:"node"`
+		}
+	)
+	var (
+		bad   BadSpec
+		leaf  Leaf
+		other int32
+	)
+	r := kube.Resource[BadSpec, BadStatus]{
+		Scope: "Namespace",
+		Rules: []kube.TypeRules{
+			kube.Rules(&bad,
+				kube.Field(&bad.Name).Minimum("a"),
+				kube.Field(&bad.Replicas).Pattern(nil),
+				kube.Field(&bad.Leaf.N).Minimum(1),
+				kube.Field(&other).Minimum(1),
+				kube.Field(&bad.Hidden).MinLength(1),
+			),
+			kube.Rules(&leaf),
+			kube.Rules(&leaf),
+		},
+	}
+	_, err := r.CRD()
+	if err == nil {
+		t.Fatal("CRD() returned no error")
+	}
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) {
+		t.Fatalf("CRD()'s error isn't a joined error: %v", err)
+	}
+	want := []string{
+		`kube: Resource[kube_test.BadSpec, kube_test.BadStatus]: missing Group`,
+		`kube: Resource[kube_test.BadSpec, kube_test.BadStatus]: missing Version`,
+		`kube: Resource[kube_test.BadSpec, kube_test.BadStatus]: missing Kind`,
+		`kube: Resource[kube_test.BadSpec, kube_test.BadStatus]: missing Plural`,
+		`kube: Resource[kube_test.BadSpec, kube_test.BadStatus]: Scope "Namespace" is neither Namespaced nor Cluster`,
+		`kube: Rules for kube_test.BadSpec: fields[2], a Field of int, names kube_test.Leaf.N, a field of kube_test.Leaf, which a struct field holds: constrain it in the Rules for kube_test.Leaf`,
+		`kube: Rules for kube_test.BadSpec: fields[3], a Field of int32, is a rule that names no field: it points outside the kube_test.BadSpec handed to Rules`,
+		`kube: Rules for kube_test.BadSpec: fields[4], a Field of string, names kube_test.BadSpec.Hidden, which isn't in kube_test.BadSpec's JSON encoding: Hidden's json tag is "-"`,
+		`kube: Rules for kube_test.Leaf: two Rules for one type, Resource.Rules[1] and [2]: give one`,
+		`kube: kube_test.BadSpec.Labels (spec.labels): map[int]string has keys of type int: a map's keys must be strings`,
+		`kube: kube_test.BadSpec.Any (spec.any): interface {} is an interface, which has no schema: use a concrete type, or runtime.RawExtension for any object`,
+		`kube: kube_test.BadSpec.Ch (spec.ch): chan int is a channel, which has no schema`,
+		`kube: kube_test.BadSpec.Fn (spec.fn): func() is a function, which has no schema`,
+		`kube: kube_test.BadSpec.Clock (spec.clock): kube_test.marshalsItself implements json.Marshaler, so its fields aren't its encoding: give its schema with kube.Schema[kube_test.marshalsItself]`,
+		`kube: kube_test.BadSpec.Name (spec.name): Minimum needs a number, and the field's schema is type: string`,
+		`kube: kube_test.BadSpec.Replicas (spec.replicas): Pattern needs a string, and the field's schema is type: integer`,
+		`kube: kube_test.node.Next (status.node.next): kube_test.node contains itself, which a schema without $ref can't express`,
+	}
+	var got []string
+	for _, e := range joined.Unwrap() {
+		got = append(got, e.Error())
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("CRD() errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+type marshalsItself struct{ v int }
+
+func (m marshalsItself) MarshalJSON() ([]byte, error) { return []byte("1"), nil }
+
+type node struct {
+	Value string `json:"value"`
+	Next  *node  `json:"next,omitempty"`
+}
