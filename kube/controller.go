@@ -1,0 +1,199 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/metadata"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/health"
+)
+
+// ErrLostLeadership is what Serve returns when the replica loses the Lease
+// while it serves: renewal failed for RenewDeadline, or another replica
+// took it. The App exits 1, and Kubernetes restarts the pod, which
+// campaigns again.
+var ErrLostLeadership = errors.New("kube: lost the lease")
+
+// Controller reconciles the objects of one Resource or one Kind. It is a
+// humus.Service: Serve runs it, and Shutdown finishes its reconciles in
+// flight. A Controller serves once.
+type Controller struct {
+	name      string
+	settings  Settings
+	gvr       schema.GroupVersionResource
+	group     string // the objects' API group, for owner references
+	kind      string
+	scope     Scope
+	objs      objects
+	finalizer string // "" without Finalize
+	owned     []schema.GroupVersionResource
+
+	clients clients
+	tel     *telemetry
+
+	synced   *health.Binary
+	versions writtenVersions
+
+	// stop is closed when shutdown begins: Serve's context is done, or
+	// Shutdown is called.
+	stop     chan struct{}
+	stopOnce sync.Once
+	// work is the reconciles' context: cancelled only when Shutdown's
+	// context ends first, or the Lease is lost.
+	work       context.Context
+	cancelWork context.CancelFunc
+	started    atomic.Bool
+	done       chan struct{} // closed when Serve returns
+}
+
+// clients are the API clients a Controller uses: built from the Client's
+// Config, or client-go's fakes in the package's tests.
+type clients struct {
+	dynamic  dynamic.Interface
+	metadata metadata.Interface
+	leases   coordinationv1.LeasesGetter
+}
+
+func newClients(c *Client) (clients, error) {
+	cfg := c.Config()
+	d, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return clients{}, fmt.Errorf("kube: the dynamic client: %w", err)
+	}
+	m, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return clients{}, fmt.Errorf("kube: the metadata client: %w", err)
+	}
+	l, err := coordinationv1.NewForConfig(cfg)
+	if err != nil {
+		return clients{}, fmt.Errorf("kube: the Lease client: %w", err)
+	}
+	return clients{dynamic: d, metadata: m, leases: l}, nil
+}
+
+// NewController returns a Controller of r's objects. It opens no
+// connection. It returns one error naming every mistake in settings, in r,
+// as CRD reports them, and in parts.
+//
+// The controller never installs r's CRD: installing it would give the
+// controller's ServiceAccount write access to every CRD in the cluster, and
+// a CRD outlives the controller's pods, so it belongs to whatever deploys
+// them. Serve fails, naming the resource, when the CRD isn't installed.
+func NewController[Spec, Status any](s *humus.Setup, c *Client, settings Settings, r Resource[Spec, Status], rec Reconciler[Spec, Status], parts ...Part) (*Controller, error) {
+	var errs []error
+	if _, err := r.CRD(); err != nil {
+		errs = append(errs, err)
+	}
+	if rec == nil {
+		errs = append(errs, errors.New("kube: the Reconciler is nil"))
+	}
+	fin, name, owned, err := checkParts[Object[Spec, Status]](parts)
+	errs = append(errs, err)
+	objs := resourceObjects[Spec, Status]{rec: rec, fin: fin}
+	gvr := r.GVR()
+	return newController(s, c, settings, gvr, r.Group, r.Kind, r.Scope, objs, name, owned, errs)
+}
+
+// NewKindController returns a Controller of k's objects. It opens no
+// connection. It returns one error naming every mistake in settings, in k
+// and in parts. *T must be a metav1.Object, as every client-go type's is.
+func NewKindController[T any](s *humus.Setup, c *Client, settings Settings, k Kind[T], rec KindReconciler[T], parts ...Part) (*Controller, error) {
+	var errs []error
+	if err := checkGVR(k.GVR); err != nil {
+		errs = append(errs, fmt.Errorf("kube: Kind.GVR %s: %w", k.GVR, err))
+	}
+	if k.Kind == "" {
+		errs = append(errs, errors.New("kube: Kind.Kind is required"))
+	}
+	if !reflect.PointerTo(reflect.TypeFor[T]()).Implements(reflect.TypeFor[v1.Object]()) {
+		errs = append(errs, fmt.Errorf("kube: Kind[%s]: *%[1]s isn't a metav1.Object, as a client-go type's pointer is", reflect.TypeFor[T]()))
+	}
+	if rec == nil {
+		errs = append(errs, errors.New("kube: the KindReconciler is nil"))
+	}
+	fin, name, owned, err := checkParts[T](parts)
+	errs = append(errs, err)
+	objs := kindObjects[T]{rec: rec, fin: fin}
+	return newController(s, c, settings, k.GVR, k.GVR.Group, k.Kind, k.Scope, objs, name, owned, errs)
+}
+
+func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.GroupVersionResource, group, kind string, scope Scope, objs objects, finalizer string, owned []schema.GroupVersionResource, errs []error) (*Controller, error) {
+	if scope != Namespaced && scope != Cluster {
+		errs = append(errs, fmt.Errorf("kube: Scope %q is neither %s nor %s", scope, Namespaced, Cluster))
+	}
+	errs = append(errs, settings.check(scope))
+	if s == nil {
+		errs = append(errs, errors.New("kube: the Setup is nil"))
+		s = &humus.Setup{}
+	}
+	tel, err := newTelemetry(s.Telemetry, settings.Name)
+	errs = append(errs, err)
+	var cl clients
+	if c == nil {
+		errs = append(errs, errors.New("kube: the Client is nil"))
+	} else {
+		cl, err = newClients(c)
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	work, cancel := context.WithCancel(context.Background())
+	return &Controller{
+		name:       settings.Name,
+		settings:   settings,
+		gvr:        gvr,
+		group:      group,
+		kind:       kind,
+		scope:      scope,
+		objs:       objs,
+		finalizer:  finalizer,
+		owned:      owned,
+		clients:    cl,
+		tel:        tel,
+		synced:     health.NewBinary(fmt.Errorf("kube: controller %s: its caches haven't synced", settings.Name)),
+		stop:       make(chan struct{}),
+		work:       work,
+		cancelWork: cancel,
+		done:       make(chan struct{}),
+	}, nil
+}
+
+// Synced is healthy once the controller's caches have synced, on every
+// replica, leader or not, and until Serve returns. It is for readiness:
+// serve it as health.Readiness(ctrl.Synced()).
+func (c *Controller) Synced() health.Monitor { return c.synced }
+
+// Shutdown finishes the controller's shutdown within ctx. Shutdown begins
+// when Serve's context is done, or when Shutdown is called: the controller
+// stops taking keys, lets the reconciles in flight finish, releases the
+// Lease and stops its informers, leaving its backlog for the next leader,
+// and Serve returns nil. When ctx ends first, Shutdown cancels the
+// reconciles in flight, waits for them and for Serve to return, and
+// returns an error wrapping ctx's.
+func (c *Controller) Shutdown(ctx context.Context) error {
+	c.beginShutdown()
+	if !c.started.Load() {
+		return nil
+	}
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+	}
+	c.cancelWork()
+	<-c.done
+	return fmt.Errorf("kube: controller %s: shutting down: %w", c.name, ctx.Err())
+}
+
+func (c *Controller) beginShutdown() { c.stopOnce.Do(func() { close(c.stop) }) }

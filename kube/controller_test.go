@@ -1,0 +1,540 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
+)
+
+type cacheSpec struct {
+	Size  int32  `json:"size"`
+	Image string `json:"image,omitempty"`
+}
+
+type cacheStatus struct {
+	ReadyReplicas int32              `json:"readyReplicas,omitempty"`
+	Conditions    []metav1.Condition `json:"conditions,omitempty"`
+}
+
+type memcached = Object[cacheSpec, cacheStatus]
+
+var caches = Resource[cacheSpec, cacheStatus]{
+	Group:   "cache.example.com",
+	Version: "v1alpha1",
+	Kind:    "Memcached",
+	Plural:  "memcacheds",
+	Scope:   Namespaced,
+}
+
+var (
+	cachesGVR   = caches.GVR()
+	listKinds   = map[schema.GroupVersionResource]string{cachesGVR: "MemcachedList", namespacesGVR: "NamespaceList"}
+	deployments = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+)
+
+func cacheObject(ns, name string, size int64) *unstructured.Unstructured {
+	return object("cache.example.com/v1alpha1", "Memcached", ns, name, map[string]any{"size": size})
+}
+
+// served runs ctrl's Serve in the bubble, and returns a function that
+// cancels its context and returns what Serve returned.
+func served(t *testing.T, ctrl *Controller) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() { errc <- ctrl.Serve(ctx) }()
+	return func() error {
+		cancel()
+		return <-errc
+	}
+}
+
+func newTestController(t *testing.T, f *fakeCluster, s Settings, rec Reconciler[cacheSpec, cacheStatus], parts ...Part) *Controller {
+	t.Helper()
+	setup := &humus.Setup{Host: humustest.NewHost().Host()}
+	ctrl, err := NewController(setup, testClient(t, setup), s, caches, rec, parts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.use(ctrl)
+}
+
+// readyReplicas reports the object's size as its ready replicas: a
+// Reconciler whose status settles after one apply.
+func readyReplicas(calls *counter) ReconcilerFunc[cacheSpec, cacheStatus] {
+	return func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		calls.inc(m.Name)
+		st := m.Status
+		st.ReadyReplicas = m.Spec.Size
+		return Result[cacheStatus]{Status: &st}, nil
+	}
+}
+
+func TestControllerSettlesInTwoReconciles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
+		var calls counter
+		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls)))
+
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := calls.get("m"); got != 2 {
+			t.Errorf("reconciles = %d, want 2: one for the object, one for its own status", got)
+		}
+		statuses := f.appliesTo("status")
+		if len(statuses) != 1 {
+			t.Fatalf("status applies = %d, want 1", len(statuses))
+		}
+		if got := statuses[0].fieldOwner; got != "memcached-controller" {
+			t.Errorf("the status apply's field manager = %q, want memcached-controller", got)
+		}
+		got := f.get(t, cachesGVR, "default", "m")
+		if n, _, _ := unstructured.NestedInt64(got.Object, "status", "readyReplicas"); n != 3 {
+			t.Errorf("status.readyReplicas = %d, want 3", n)
+		}
+		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "replica-1" {
+			t.Errorf("the Lease's holder = %q, want replica-1", h)
+		}
+
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "" {
+			t.Errorf("the Lease's holder after shutdown = %q, want none", h)
+		}
+	})
+}
+
+func TestControllerReconcilesAgainAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		var calls counter
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			calls.inc(m.Name)
+			return Result[cacheStatus]{After: 10 * time.Second}, nil
+		})
+		stop := served(t, newTestController(t, f, testSettings(), rec))
+		time.Sleep(35 * time.Second)
+		synctest.Wait()
+		if got := calls.get("m"); got != 4 {
+			t.Errorf("reconciles in 35s with After 10s = %d, want 4 (at 0, 10, 20 and 30s)", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+func TestControllerRetriesAnErrorWithADoublingBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		var mu sync.Mutex
+		var at []time.Time
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			mu.Lock()
+			defer mu.Unlock()
+			at = append(at, time.Now())
+			return Result[cacheStatus]{}, errors.New("the memcached image can't be pulled")
+		})
+		s := testSettings()
+		s.RetryBaseDelay, s.RetryMaxDelay = time.Second, 8*time.Second
+		stop := served(t, newTestController(t, f, s, rec))
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+
+		mu.Lock()
+		var gaps []time.Duration
+		for i := 1; i < len(at); i++ {
+			gaps = append(gaps, at[i].Sub(at[i-1]))
+		}
+		mu.Unlock()
+		want := []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second}
+		if len(gaps) < len(want) {
+			t.Fatalf("retries' gaps = %v, want at least %v", gaps, want)
+		}
+		for i, w := range want {
+			if gaps[i] != w {
+				t.Errorf("retry %d came after %v, want %v (gaps %v)", i+1, gaps[i], w, gaps)
+			}
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v after failing reconciles, want nil: an error never ends the Service", err)
+		}
+	})
+}
+
+func TestShutdownContextEndingFirstCancelsTheReconcileInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		inFlight := make(chan struct{})
+		var sawErr error
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			close(inFlight)
+			<-ctx.Done()
+			sawErr = ctx.Err()
+			return Result[cacheStatus]{}, ctx.Err()
+		})
+		ctrl := newTestController(t, f, testSettings(), rec)
+		stop := served(t, ctrl)
+		<-inFlight
+
+		shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- stop() }()
+		err := ctrl.Shutdown(shutCtx)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Shutdown = %v, want an error wrapping context.DeadlineExceeded", err)
+		}
+		if !errors.Is(sawErr, context.Canceled) {
+			t.Errorf("the reconcile's context ended with %v, want context.Canceled", sawErr)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+func TestShutdownFinishesTheReconcileInFlightAndLeavesTheBacklog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds,
+			cacheObject("default", "a", 1), cacheObject("default", "b", 1), cacheObject("default", "c", 1))
+		var calls counter
+		inFlight, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			calls.inc(m.Name)
+			once.Do(func() {
+				close(inFlight)
+				<-release
+			})
+			return Result[cacheStatus]{}, nil
+		})
+		ctrl := newTestController(t, f, testSettings(), rec)
+		stop := served(t, ctrl)
+		<-inFlight
+		synctest.Wait() // the other two are queued
+
+		done := make(chan error, 1)
+		go func() { done <- stop() }()
+		synctest.Wait() // shutdown has begun
+		close(release)
+		if err := <-done; err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+		if keys := calls.keys(); len(keys) != 1 {
+			t.Errorf("reconciled %v, want only the one in flight at shutdown", keys)
+		}
+		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "" {
+			t.Errorf("the Lease's holder after shutdown = %q, want none", h)
+		}
+		if err := ctrl.Shutdown(t.Context()); err != nil {
+			t.Errorf("Shutdown after Serve returned = %v, want nil", err)
+		}
+	})
+}
+
+func TestAPanicIsRecoveredAndNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "bad", 1), cacheObject("default", "good", 2))
+		var calls counter
+		ready := readyReplicas(&calls)
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			if m.Name == "bad" {
+				calls.inc(m.Name)
+				var replicas []int32
+				_ = replicas[m.Spec.Size] // index out of range
+			}
+			return ready(ctx, m)
+		})
+		s := testSettings()
+		s.Workers = 2
+		stop := served(t, newTestController(t, f, s, rec))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := calls.get("bad"); got != 1 {
+			t.Errorf("the panicking object's reconciles = %d, want 1: a panic isn't retried", got)
+		}
+		if got := calls.get("good"); got != 2 {
+			t.Errorf("the other object's reconciles = %d, want 2", got)
+		}
+		for _, a := range f.appliesTo("status") {
+			if a.key == "default/bad" {
+				t.Errorf("a status was applied to the panicking object: %v", a.body)
+			}
+		}
+
+		bad := f.get(t, cachesGVR, "default", "bad")
+		_ = unstructured.SetNestedField(bad.Object, int64(2), "spec", "size")
+		f.update(t, cachesGVR, bad)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := calls.get("bad"); got != 2 {
+			t.Errorf("the panicking object's reconciles after it changed = %d, want 2", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil: a panic doesn't end the Service", err)
+		}
+	})
+}
+
+func TestAStatusAppliedIsNotAppliedAgainOnALaggingCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
+		f.statusLag = 5 * time.Second
+		var calls counter
+		ready := readyReplicas(&calls)
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			res, err := ready(ctx, m)
+			if calls.get(m.Name) == 1 {
+				res.After = time.Second // comes up while the watch lags
+			}
+			return res, err
+		})
+		stop := served(t, newTestController(t, f, testSettings(), rec))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := len(f.appliesTo("status")); got != 1 {
+			t.Errorf("status applies = %d, want 1: the key came up on a cache older than its own write", got)
+		}
+		if got := calls.get("m"); got != 2 {
+			t.Errorf("reconciles = %d, want 2", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+func TestFinalizeAddsRunsAndRemovesTheFinalizer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		var calls, finalized counter
+		fin := Finalize("cache.example.com/finalizer", func(ctx context.Context, m memcached) error {
+			finalized.inc(m.Name)
+			return nil
+		})
+		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls), fin))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		m := f.get(t, cachesGVR, "default", "m")
+		if got := m.GetFinalizers(); len(got) != 1 || got[0] != "cache.example.com/finalizer" {
+			t.Fatalf("finalizers = %v, want [cache.example.com/finalizer]", got)
+		}
+		adds := f.appliesTo("")
+		if len(adds) != 1 || adds[0].fieldOwner != "memcached-controller" {
+			t.Fatalf("finalizer applies = %+v, want one by memcached-controller", adds)
+		}
+
+		now := metav1.Now()
+		m.SetDeletionTimestamp(&now)
+		f.update(t, cachesGVR, m)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got := finalized.get("m"); got != 1 {
+			t.Errorf("f ran %d times, want 1", got)
+		}
+		if _, err := f.dyn.Tracker().Get(cachesGVR, "default", "m"); err == nil {
+			t.Errorf("the object is still there: its finalizer wasn't removed")
+		}
+		if got := calls.get("m"); got != 2 {
+			t.Errorf("reconciles = %d, want 2: none once the object is being deleted", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+func TestAPanickingFinalizerKeepsTheFinalizer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := cacheObject("default", "m", 1)
+		m.SetFinalizers([]string{"cache.example.com/finalizer"})
+		now := metav1.Now()
+		m.SetDeletionTimestamp(&now)
+		f := newFakeCluster(t, listKinds, m)
+		var finalized counter
+		fin := Finalize("cache.example.com/finalizer", func(ctx context.Context, m memcached) error {
+			finalized.inc(m.Name)
+			panic("the cache's volume is gone")
+		})
+		var calls counter
+		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls), fin))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := finalized.get("m"); got != 1 {
+			t.Errorf("f ran %d times, want 1: a panic isn't retried", got)
+		}
+		if got := f.get(t, cachesGVR, "default", "m").GetFinalizers(); len(got) != 1 {
+			t.Errorf("finalizers = %v, want the finalizer kept", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+func TestServeFailsWhenTheResourceIsNotServed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds)
+		f.dyn.PrependReactor("list", "memcacheds", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewGenericServerResponse(http.StatusNotFound, "list", cachesGVR.GroupResource(), "", "", 0, false)
+		})
+		var calls counter
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+		err := ctrl.Serve(t.Context())
+		const want = "kube: listing cache.example.com/v1alpha1, Resource=memcacheds: the server could not find the requested resource"
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("Serve = %v, want %q", err, want)
+		}
+	})
+}
+
+func TestLosingTheLeaseCancelsTheReconcilesAndEndsServe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		var unreachable atomic.Bool
+		refuse := func(k8stesting.Action) (bool, runtime.Object, error) {
+			if unreachable.Load() {
+				return true, nil, errors.New("connection refused")
+			}
+			return false, nil, nil
+		}
+		f.kube.PrependReactor("update", "leases", refuse)
+		f.kube.PrependReactor("get", "leases", refuse)
+		inFlight := make(chan struct{})
+		var sawErr error
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			close(inFlight)
+			<-ctx.Done()
+			sawErr = ctx.Err()
+			return Result[cacheStatus]{}, nil
+		})
+		ctrl := newTestController(t, f, testSettings(), rec)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		errc := make(chan error, 1)
+		go func() { errc <- ctrl.Serve(ctx) }()
+		<-inFlight
+
+		// The API server stops answering for the Lease: renewal fails for
+		// RenewDeadline. (The fakes don't check resourceVersions, so a Lease
+		// another replica took would be overwritten by the optimistic renew.)
+		unreachable.Store(true)
+		select {
+		case err := <-errc:
+			if !errors.Is(err, ErrLostLeadership) {
+				t.Errorf("Serve = %v, want ErrLostLeadership", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("Serve didn't return within a minute of losing the Lease")
+		}
+		if !errors.Is(sawErr, context.Canceled) {
+			t.Errorf("the reconcile in flight ended with %v, want context.Canceled", sawErr)
+		}
+	})
+}
+
+var namespacesGVR = corev1.SchemeGroupVersion.WithResource("namespaces")
+
+var namespaces = Kind[corev1.Namespace]{GVR: namespacesGVR, Kind: "Namespace", Scope: Cluster}
+
+func TestKindControllerReconcilesClientGosStruct(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns := object("v1", "Namespace", "", "team-a", nil)
+		ns.SetLabels(map[string]string{"team": "a"})
+		f := newFakeCluster(t, listKinds, ns)
+		var calls, finalized counter
+		var seen corev1.Namespace
+		var mu sync.Mutex
+		rec := KindReconcilerFunc[corev1.Namespace](func(ctx context.Context, ns corev1.Namespace) (time.Duration, error) {
+			mu.Lock()
+			seen = ns
+			mu.Unlock()
+			calls.inc(ns.Name)
+			return 20 * time.Second, nil
+		})
+		fin := Finalize("example.com/default-deny", func(ctx context.Context, ns corev1.Namespace) error {
+			finalized.inc(ns.Name)
+			return nil
+		})
+		setup := &humus.Setup{Host: humustest.NewHost().Host()}
+		s := testSettings()
+		ctrl, err := NewKindController(setup, testClient(t, setup), s, namespaces, rec, Owns(configMaps), fin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.use(ctrl)
+		stop := served(t, ctrl)
+
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		if seen.Name != "team-a" || seen.Labels["team"] != "a" || seen.Kind != "Namespace" {
+			t.Errorf("the Reconciler was handed %+v, want the Namespace team-a with its labels", seen.ObjectMeta)
+		}
+		mu.Unlock()
+		// Once, plus the finalizer's own change, plus once after 20s.
+		if got := calls.get("team-a"); got != 3 {
+			t.Errorf("reconciles in 30s = %d, want 3", got)
+		}
+		if got := len(f.appliesTo("status")); got != 0 {
+			t.Errorf("status applies = %d, want none for a Kind", got)
+		}
+
+		// A change to a ConfigMap it controls reconciles it.
+		before := calls.get("team-a")
+		cm := &metav1.PartialObjectMetadata{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Name: "default-deny", Namespace: "team-a", OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Namespace", Name: "team-a", UID: "uid-team-a", Controller: new(true),
+			}}},
+		}
+		if _, err := f.meta.Resource(configMaps).Namespace("team-a").(metadataCreator).CreateFake(cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := calls.get("team-a"); got != before+1 {
+			t.Errorf("reconciles after an owned ConfigMap changed = %d, want %d", got, before+1)
+		}
+
+		ns = f.get(t, namespacesGVR, "", "team-a")
+		now := metav1.Now()
+		ns.SetDeletionTimestamp(&now)
+		f.update(t, namespacesGVR, ns)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := finalized.get("team-a"); got != 1 {
+			t.Errorf("f ran %d times, want 1", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+var configMaps = corev1.SchemeGroupVersion.WithResource("configmaps")
+
+type metadataCreator interface {
+	CreateFake(obj *metav1.PartialObjectMetadata, opts metav1.CreateOptions, subresources ...string) (*metav1.PartialObjectMetadata, error)
+}
+
+var _ runtime.Object = (*unstructured.Unstructured)(nil)

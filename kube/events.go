@@ -1,0 +1,64 @@
+package kube
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+)
+
+// objectEvents queues an object's key on every change to it, its deletion
+// and each resync.
+func (c *Controller) objectEvents(q queue) cache.ResourceEventHandler {
+	enqueue := func(obj any) {
+		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			q.Add(k)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}
+}
+
+// ownedEvents queues the owner of an owned resource that changes: the
+// object its controller owner reference names, when that reference names
+// the controller's group and kind.
+func (c *Controller) ownedEvents(q queue) cache.ResourceEventHandler {
+	enqueue := func(obj any) {
+		if k, ok := c.ownerKey(obj); ok {
+			q.Add(k)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		UpdateFunc: func(old, obj any) {
+			// A change of owner reconciles the old owner too.
+			enqueue(old)
+			enqueue(obj)
+		},
+		DeleteFunc: enqueue,
+	}
+}
+
+func (c *Controller) ownerKey(obj any) (string, bool) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return "", false
+	}
+	ref := metav1.GetControllerOfNoCopy(m)
+	if ref == nil || ref.Kind != c.kind {
+		return "", false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != c.group {
+		return "", false
+	}
+	if c.scope == Cluster {
+		return ref.Name, true
+	}
+	return m.GetNamespace() + "/" + ref.Name, true
+}

@@ -1,0 +1,251 @@
+package kube
+
+import (
+	"crypto/tls"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/z5labs/humus"
+)
+
+// fakeCluster is client-go's fakes standing in for the API server: the
+// dynamic client for the controller's objects, the metadata client for
+// the owned ones, and a clientset for the Lease. The fake dynamic client
+// can't apply an unstructured object, so an apply reactor of the test's
+// own does what server-side apply would for the controller's two writes:
+// the status, and the finalizer.
+type fakeCluster struct {
+	dyn  *dynamicfake.FakeDynamicClient
+	meta *metadatafake.FakeMetadataClient
+	kube *kubefake.Clientset
+
+	mu      sync.Mutex
+	rv      int
+	applies []applied
+	// statusLag delays the status apply's effect on the tracker, and so
+	// its watch event, while the apply returns at once: a watch that
+	// lags behind the controller's own write.
+	statusLag time.Duration
+}
+
+type applied struct {
+	gvr         schema.GroupVersionResource
+	key         string
+	subresource string
+	fieldOwner  string
+	body        map[string]any
+}
+
+func newFakeCluster(t testing.TB, listKinds map[schema.GroupVersionResource]string, objs ...runtime.Object) *fakeCluster {
+	t.Helper()
+	f := &fakeCluster{}
+	for _, o := range objs {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			u.SetResourceVersion(f.nextRV())
+		}
+	}
+	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, objs...)
+	scheme := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	f.meta = metadatafake.NewSimpleMetadataClient(scheme)
+	f.kube = kubefake.NewClientset()
+	f.dyn.PrependReactor("patch", "*", f.apply)
+	return f
+}
+
+func (f *fakeCluster) nextRV() string {
+	f.rv++
+	return strconv.Itoa(f.rv)
+}
+
+// apply handles a server-side apply of a status or of metadata.finalizers.
+func (f *fakeCluster) apply(a k8stesting.Action) (bool, runtime.Object, error) {
+	pa := a.(k8stesting.PatchAction)
+	if pa.GetPatchType() != types.ApplyPatchType {
+		return false, nil, nil
+	}
+	gvr, ns, name := pa.GetResource(), pa.GetNamespace(), pa.GetName()
+	obj, err := f.dyn.Tracker().Get(gvr, ns, name)
+	if err != nil {
+		return true, nil, err
+	}
+	u := obj.(*unstructured.Unstructured).DeepCopy()
+	var body map[string]any
+	if err := utiljson.Unmarshal(pa.GetPatch(), &body); err != nil {
+		return true, nil, err
+	}
+	opts := a.(k8stesting.PatchActionImpl).GetPatchOptions()
+	f.mu.Lock()
+	f.applies = append(f.applies, applied{gvr: gvr, key: key(u), subresource: pa.GetSubresource(), fieldOwner: opts.FieldManager, body: body})
+	u.SetResourceVersion(f.nextRV())
+	lag := f.statusLag
+	f.mu.Unlock()
+
+	switch pa.GetSubresource() {
+	case "status":
+		u.Object["status"] = body["status"]
+		if lag > 0 {
+			time.AfterFunc(lag, func() { _ = f.dyn.Tracker().Update(gvr, u.DeepCopy(), ns) })
+			return true, u, nil
+		}
+	case "":
+		meta, _ := body["metadata"].(map[string]any)
+		var fins []string
+		if list, ok := meta["finalizers"].([]any); ok {
+			for _, s := range list {
+				fins = append(fins, s.(string))
+			}
+		}
+		u.SetFinalizers(fins)
+		if u.GetDeletionTimestamp() != nil && len(fins) == 0 {
+			// The last finalizer is gone: the deletion completes.
+			return true, u, f.dyn.Tracker().Delete(gvr, ns, name)
+		}
+	default:
+		return true, nil, fmt.Errorf("fake: no apply to %s", pa.GetSubresource())
+	}
+	return true, u, f.dyn.Tracker().Update(gvr, u, ns)
+}
+
+// update stores u as the API server would after a write: with a new
+// resourceVersion.
+func (f *fakeCluster) update(t testing.TB, gvr schema.GroupVersionResource, u *unstructured.Unstructured) {
+	t.Helper()
+	f.mu.Lock()
+	u.SetResourceVersion(f.nextRV())
+	f.mu.Unlock()
+	if err := f.dyn.Tracker().Update(gvr, u, u.GetNamespace()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fakeCluster) get(t testing.TB, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	obj, err := f.dyn.Tracker().Get(gvr, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj.(*unstructured.Unstructured).DeepCopy()
+}
+
+func (f *fakeCluster) appliesTo(subresource string) []applied {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []applied
+	for _, a := range f.applies {
+		if a.subresource == subresource {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (f *fakeCluster) lease(t testing.TB, ns, name string) *coordinationv1.Lease {
+	t.Helper()
+	l, err := f.kube.CoordinationV1().Leases(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// holder is the Lease's holder, or "" for none.
+func holder(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// use replaces c's clients with the fakes: the package's seam for them.
+func (f *fakeCluster) use(c *Controller) *Controller {
+	c.clients = clients{dynamic: f.dyn, metadata: f.meta, leases: f.kube.CoordinationV1()}
+	return c
+}
+
+// testClient is a Client that opens no connection; a controller built with
+// it has its clients replaced by a fakeCluster's.
+func testClient(t testing.TB, s *humus.Setup) *Client {
+	t.Helper()
+	c, err := NewClient(s, Connection{Server: "127.0.0.1:6443", TLS: &tls.Config{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// testSettings are DefaultSettings named for a test.
+func testSettings() Settings {
+	s := DefaultSettings()
+	s.Name = "memcached-controller"
+	s.LeaderElection.Namespace = "kube-system"
+	s.LeaderElection.Identity = "replica-1"
+	return s
+}
+
+// object returns an unstructured object of the test's resource.
+func object(apiVersion, kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": apiVersion,
+		"kind":       kind,
+		"metadata":   map[string]any{"name": name, "uid": "uid-" + name},
+	}}
+	if ns != "" {
+		u.SetNamespace(ns)
+	}
+	if spec != nil {
+		u.Object["spec"] = spec
+	}
+	return u
+}
+
+// counter counts calls by key, safely across workers.
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counter) inc(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[key]++
+	return c.n[key]
+}
+
+func (c *counter) get(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[key]
+}
+
+func (c *counter) keys() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ks []string
+	for k := range c.n {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

@@ -1,0 +1,140 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// durationBuckets is OpenTelemetry's advice for a duration in seconds, as
+// http.server.request.duration takes it. The SDK's default boundaries are
+// for milliseconds.
+var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+
+// instruments are the controller's six.
+type instruments struct {
+	queueDepth         metric.Int64UpDownCounter
+	queueAdds          metric.Int64Counter
+	queueDuration      metric.Float64Histogram
+	reconcileDuration  metric.Float64Histogram
+	unfinishedDuration metric.Float64Gauge
+	longestUnfinished  metric.Float64Gauge
+}
+
+func newInstruments(m metric.Meter) (*instruments, error) {
+	var errs []error
+	check := func(name string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("kube: creating the instrument %s: %w", name, err))
+		}
+	}
+	var i instruments
+	var err error
+	const p = "humus.kube.controller."
+
+	i.queueDepth, err = m.Int64UpDownCounter(p+"queue.depth", metric.WithUnit("{object}"),
+		metric.WithDescription("Objects waiting in the work queue for a worker."))
+	check(p+"queue.depth", err)
+	i.queueAdds, err = m.Int64Counter(p+"queue.adds", metric.WithUnit("{object}"),
+		metric.WithDescription("Objects added to the work queue, not counting one already waiting."))
+	check(p+"queue.adds", err)
+	i.queueDuration, err = m.Float64Histogram(p+"queue.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long an object waited in the work queue for a worker."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	check(p+"queue.duration", err)
+	i.reconcileDuration, err = m.Float64Histogram(p+"reconcile.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long each reconcile took, by its outcome."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	check(p+"reconcile.duration", err)
+	i.unfinishedDuration, err = m.Float64Gauge(p+"reconcile.unfinished_duration", metric.WithUnit("s"),
+		metric.WithDescription("How long the reconciles in flight have run, added together."))
+	check(p+"reconcile.unfinished_duration", err)
+	i.longestUnfinished, err = m.Float64Gauge(p+"reconcile.longest_unfinished_duration", metric.WithUnit("s"),
+		metric.WithDescription("How long the longest reconcile in flight has run."))
+	check(p+"reconcile.longest_unfinished_duration", err)
+
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &i, nil
+}
+
+// queueMetrics is the work queue's MetricsProvider: the controller's own,
+// set in its queue's config. client-go hands it the queue's name, which is
+// the controller's, and it records it as humus.kube.controller.name. The
+// work duration and the retries are no-ops: reconcile.duration times the
+// first, with the outcome, and the error outcome counts the second exactly,
+// where the queue would count every Result.After as a retry.
+type queueMetrics struct{ inst *instruments }
+
+var _ workqueue.MetricsProvider = (*queueMetrics)(nil)
+
+func (p *queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
+	return depth{c: p.inst.queueDepth, set: byController(name)}
+}
+
+func (p *queueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
+	return adds{c: p.inst.queueAdds, set: byController(name)}
+}
+
+func (p *queueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
+	return histogram{h: p.inst.queueDuration, set: byController(name)}
+}
+
+func (p *queueMetrics) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noop{} }
+
+func (p *queueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return gauge{g: p.inst.unfinishedDuration, set: byController(name)}
+}
+
+func (p *queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return gauge{g: p.inst.longestUnfinished, set: byController(name)}
+}
+
+func (p *queueMetrics) NewRetriesMetric(string) workqueue.CounterMetric { return noop{} }
+
+func byController(name string) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrController, name)))
+}
+
+// The queue's metrics have no context: they are recorded with none.
+var background = context.Background()
+
+type depth struct {
+	c   metric.Int64UpDownCounter
+	set metric.MeasurementOption
+}
+
+func (d depth) Inc() { d.c.Add(background, 1, d.set) }
+func (d depth) Dec() { d.c.Add(background, -1, d.set) }
+
+type adds struct {
+	c   metric.Int64Counter
+	set metric.MeasurementOption
+}
+
+func (a adds) Inc() { a.c.Add(background, 1, a.set) }
+
+type histogram struct {
+	h   metric.Float64Histogram
+	set metric.MeasurementOption
+}
+
+func (h histogram) Observe(v float64) { h.h.Record(background, v, h.set) }
+
+type gauge struct {
+	g   metric.Float64Gauge
+	set metric.MeasurementOption
+}
+
+func (g gauge) Set(v float64) { g.g.Record(background, v, g.set) }
+
+type noop struct{}
+
+func (noop) Inc()            {}
+func (noop) Observe(float64) {}
+

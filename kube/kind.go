@@ -1,0 +1,34 @@
+package kube
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Kind names a kind whose Go type is defined elsewhere, such as one of
+// Kubernetes' own, corev1.Namespace. Its objects decode into T. Its status
+// belongs to whoever defines the kind, so a controller of a Kind applies no
+// status. A Kind has no CRD: its definition is the API server's.
+type Kind[T any] struct {
+	GVR   schema.GroupVersionResource // such as corev1.SchemeGroupVersion.WithResource("namespaces")
+	Kind  string                      // such as Namespace
+	Scope Scope
+}
+
+// KindReconciler brings the cluster to what an object of a Kind declares.
+type KindReconciler[T any] interface {
+	// Reconcile is handed obj, its own copy of the object as the cache last
+	// saw it. A positive after reconciles obj again after that long, unless
+	// it changes first. Zero waits for a change, or for the resync.
+	Reconcile(ctx context.Context, obj T) (after time.Duration, err error)
+}
+
+// KindReconcilerFunc is a function that is a KindReconciler.
+type KindReconcilerFunc[T any] func(ctx context.Context, obj T) (time.Duration, error)
+
+// Reconcile calls f.
+func (f KindReconcilerFunc[T]) Reconcile(ctx context.Context, obj T) (time.Duration, error) {
+	return f(ctx, obj)
+}

@@ -1,0 +1,109 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Part is a part of a controller beyond its Reconciler: Owns or Finalize.
+type Part interface{ part() }
+
+// Owns reconciles an object again when a resource of gvr that it controls
+// changes: one whose controller owner reference names the object's group
+// and kind. The controller watches gvr's resources through a metadata
+// informer, limited to Settings.Namespace, since only their owner
+// references are looked at. A namespaced resource can name a cluster-scoped
+// owner, such as its Namespace.
+//
+// The end user sets the owner reference when they apply the child; the
+// controller needs list and watch on gvr.
+func Owns(gvr schema.GroupVersionResource) Part { return owns{gvr: gvr} }
+
+type owns struct{ gvr schema.GroupVersionResource }
+
+func (owns) part() {}
+
+// Finalize keeps every object until f has cleaned up after it. The
+// controller adds the finalizer name to each object it reconciles, with
+// server-side apply under its field manager, before the first reconcile.
+// Once an object is being deleted, it calls f in place of the Reconciler
+// until f returns nil, and then removes name, so the deletion completes. An
+// error from f retries, as a reconcile's does; a panic in f is recovered and
+// not retried, and the object keeps its finalizer until its next reconcile.
+//
+// T is the Controller's object type: Object[Spec, Status] for a Resource,
+// and T for a Kind[T]. NewController and NewKindController check it, and
+// that name is a qualified name such as "cache.example.com/finalizer".
+func Finalize[T any](name string, f func(ctx context.Context, obj T) error) Part {
+	return finalize{name: name, f: f, typ: reflect.TypeFor[T]()}
+}
+
+type finalize struct {
+	name string
+	f    any // func(context.Context, T) error
+	typ  reflect.Type
+}
+
+func (finalize) part() {}
+
+// checkParts returns one error naming every mistake in parts, and the
+// finalizer function for objects of type T, if one is given.
+func checkParts[T any](parts []Part) (fin func(context.Context, T) error, name string, owned []schema.GroupVersionResource, err error) {
+	var errs []error
+	seen := map[schema.GroupVersionResource]bool{}
+	for i, p := range parts {
+		switch p := p.(type) {
+		case owns:
+			if e := checkGVR(p.gvr); e != nil {
+				errs = append(errs, fmt.Errorf("kube: Owns(%s): %w", p.gvr, e))
+				continue
+			}
+			if seen[p.gvr] {
+				errs = append(errs, fmt.Errorf("kube: Owns(%s) is given twice", p.gvr))
+				continue
+			}
+			seen[p.gvr] = true
+			owned = append(owned, p.gvr)
+		case finalize:
+			if name != "" {
+				errs = append(errs, fmt.Errorf("kube: Finalize(%q) is a second finalizer; a controller has one, %q", p.name, name))
+				continue
+			}
+			if problems := validation.IsQualifiedName(p.name); len(problems) > 0 {
+				errs = append(errs, fmt.Errorf("kube: Finalize(%q): the name must be a qualified name, such as example.com/finalizer: %s", p.name, strings.Join(problems, "; ")))
+			}
+			f, ok := p.f.(func(context.Context, T) error)
+			if !ok {
+				errs = append(errs, fmt.Errorf("kube: Finalize(%q): f takes a %s, and the controller's objects are %s", p.name, p.typ, reflect.TypeFor[T]()))
+			}
+			fin, name = f, p.name
+		case nil:
+			errs = append(errs, fmt.Errorf("kube: part %d is nil", i))
+		default:
+			errs = append(errs, fmt.Errorf("kube: part %d is a %T, not one of Owns or Finalize", i, p))
+		}
+	}
+	return fin, name, owned, errors.Join(errs...)
+}
+
+// checkGVR returns what is missing from gvr. Its group is "" for the core
+// group, which is valid.
+func checkGVR(gvr schema.GroupVersionResource) error {
+	var missing []string
+	if gvr.Version == "" {
+		missing = append(missing, "a Version")
+	}
+	if gvr.Resource == "" {
+		missing = append(missing, "a Resource")
+	}
+	if len(missing) > 0 {
+		return errors.New("the GVR has no " + strings.Join(missing, " and no "))
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+)
+
+// worker takes keys from q and reconciles them until q shuts down: the
+// canonical controller loop. A key taken once shutdown has begun is marked
+// done unreconciled, and left for the next leader.
+func (c *Controller) worker(ctx context.Context, q queue, objects cache.Indexer) {
+	for {
+		key, shutdown := q.Get()
+		if shutdown {
+			return
+		}
+		if c.stopped() {
+			q.Done(key)
+			continue
+		}
+		c.process(ctx, q, objects, key)
+	}
+}
+
+// stopTaking makes the workers stop taking keys, and shuts q down with
+// ShutDown, never ShutDownWithDrain: draining would hand the workers the
+// backlog. ShutDown also stops the queue's own goroutines at once.
+func (c *Controller) stopTaking(q queue) {
+	c.beginShutdown()
+	q.ShutDown()
+}
+
+func (c *Controller) stopped() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// outcome is how a reconcile ended, for step 7 and the telemetry.
+type outcome string
+
+const (
+	success  outcome = "success"
+	failure  outcome = "error"
+	panicked outcome = "panic"
+)
+
+// process reconciles one key, steps 1 to 7 of Reconciling.
+func (c *Controller) process(ctx context.Context, q queue, objects cache.Indexer, key string) {
+	defer q.Done(key)
+
+	// 1. Look it up in the cache. An object that is gone needs nothing: its
+	// owned resources are garbage collected, through their owner
+	// references.
+	item, exists, err := objects.GetByKey(key)
+	if err != nil || !exists {
+		c.versions.forget(key)
+		q.Forget(key)
+		return
+	}
+	u := item.(*unstructured.Unstructured)
+
+	// Read your own writes: a cache older than this key's last write would
+	// reconcile, and apply, what that write already did. The watch event
+	// that brings the write queues the key again.
+	if c.versions.ahead(key, u.GetResourceVersion()) {
+		return
+	}
+
+	ctx, rec := c.tel.start(ctx, c.kind, u)
+	after, err, pv := c.reconcileOrPanic(ctx, u)
+	switch {
+	case pv != nil:
+		// 7. A panic is recovered, recorded and forgotten: a retry would run
+		// the same code on the same object, and panic the same way.
+		rec.panicked(pv)
+		q.Forget(key)
+	case err != nil:
+		// 7. An error retries the object after a backoff of its own.
+		rec.failed(err)
+		q.AddRateLimited(key)
+	default:
+		rec.succeeded()
+		q.Forget(key)
+		if after > 0 {
+			q.AddAfter(key, after)
+		}
+	}
+}
+
+// panicValue is a recovered panic, and where it happened.
+type panicValue struct {
+	value any
+	stack []byte
+}
+
+// reconcileOrPanic runs steps 2 to 6, recovering a panic in the end user's
+// code.
+func (c *Controller) reconcileOrPanic(ctx context.Context, u *unstructured.Unstructured) (after time.Duration, err error, pv *panicValue) {
+	defer func() {
+		if r := recover(); r != nil {
+			pv = &panicValue{value: r, stack: debug.Stack()}
+		}
+	}()
+	after, err = c.reconcile(ctx, u)
+	return after, err, nil
+}
+
+// reconcile runs steps 2 to 6 for u: the finalizer, the Reconciler and the
+// status.
+func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured) (time.Duration, error) {
+	deleting := u.GetDeletionTimestamp() != nil
+	if c.finalizer != "" {
+		// 3. Handle the finalizer.
+		has := slices.Contains(u.GetFinalizers(), c.finalizer)
+		switch {
+		case deleting && has:
+			// 2. The decode is inside finalize: the copy is f's.
+			if err := c.objs.finalize(ctx, u); err != nil {
+				return 0, err
+			}
+			return 0, c.applyFinalizer(ctx, u, false)
+		case deleting:
+			return 0, nil // finalized already: the deletion completes
+		case !has:
+			if err := c.applyFinalizer(ctx, u, true); err != nil {
+				return 0, err
+			}
+		}
+	} else if deleting {
+		// 4. Leave an object that is being deleted alone.
+		return 0, nil
+	}
+
+	// 2 and 5. Decode it, and call the Reconciler.
+	status, after, err := c.objs.reconcile(ctx, u)
+
+	// 6. Apply the status, whether or not Reconcile returned an error.
+	if status != nil {
+		if applyErr := c.applyStatus(ctx, u, status); applyErr != nil {
+			err = errors.Join(err, applyErr)
+		}
+	}
+	return after, err
+}
+
+// key is u's key in the queue and the cache.
+func key(u *unstructured.Unstructured) string {
+	if ns := u.GetNamespace(); ns != "" {
+		return ns + "/" + u.GetName()
+	}
+	return u.GetName()
+}
+
+// wrapf names the object an error is about.
+func wrapf(u *unstructured.Unstructured, err error, format string) error {
+	return fmt.Errorf("kube: "+format+" %s: %w", describe(u), err)
+}

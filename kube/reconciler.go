@@ -1,0 +1,140 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Reconciler brings the cluster to what an object's spec declares.
+type Reconciler[Spec, Status any] interface {
+	// Reconcile is handed obj, its own copy of the object as the cache last
+	// saw it, and returns what obj's status is now.
+	Reconcile(ctx context.Context, obj Object[Spec, Status]) (Result[Status], error)
+}
+
+// ReconcilerFunc is a function that is a Reconciler.
+type ReconcilerFunc[Spec, Status any] func(ctx context.Context, obj Object[Spec, Status]) (Result[Status], error)
+
+// Reconcile calls f.
+func (f ReconcilerFunc[Spec, Status]) Reconcile(ctx context.Context, obj Object[Spec, Status]) (Result[Status], error) {
+	return f(ctx, obj)
+}
+
+// Result is what a reconcile leaves its object with.
+type Result[Status any] struct {
+	// Status is the object's status now. nil leaves it as it is. The
+	// controller applies it when it differs from the object's, whether or
+	// not Reconcile returned an error, so a failure can be a condition.
+	Status *Status
+
+	// After reconciles the object again after this long, unless it changes
+	// first. Zero waits for a change, or for the resync.
+	After time.Duration
+}
+
+// objects is what a Controller knows of its objects' Go type: how to hand
+// one from the cache to the end user's code. It is the only generic part
+// of a Controller.
+type objects interface {
+	// reconcile decodes u and reconciles it. status is the JSON of the
+	// status to apply, or nil for none.
+	reconcile(ctx context.Context, u *unstructured.Unstructured) (status []byte, after time.Duration, err error)
+
+	// finalize decodes u and calls the finalizer's f.
+	finalize(ctx context.Context, u *unstructured.Unstructured) error
+}
+
+// resourceObjects are the objects of a Resource.
+type resourceObjects[Spec, Status any] struct {
+	rec Reconciler[Spec, Status]
+	fin func(context.Context, Object[Spec, Status]) error
+}
+
+func (r resourceObjects[Spec, Status]) reconcile(ctx context.Context, u *unstructured.Unstructured) ([]byte, time.Duration, error) {
+	var obj Object[Spec, Status]
+	if err := decode(u, &obj); err != nil {
+		return nil, 0, err
+	}
+	before, err := json.Marshal(obj.Status)
+	if err != nil {
+		return nil, 0, fmt.Errorf("kube: encoding %s's status: %w", describe(u), err)
+	}
+	res, err := r.rec.Reconcile(ctx, obj)
+	if res.Status == nil {
+		return nil, res.After, err
+	}
+	after, encErr := json.Marshal(res.Status)
+	if encErr != nil {
+		return nil, res.After, errors.Join(err, fmt.Errorf("kube: encoding %s's new status: %w", describe(u), encErr))
+	}
+	if bytes.Equal(before, after) {
+		return nil, res.After, err
+	}
+	return after, res.After, err
+}
+
+func (r resourceObjects[Spec, Status]) finalize(ctx context.Context, u *unstructured.Unstructured) error {
+	var obj Object[Spec, Status]
+	if err := decode(u, &obj); err != nil {
+		return err
+	}
+	return r.fin(ctx, obj)
+}
+
+// kindObjects are the objects of a Kind.
+type kindObjects[T any] struct {
+	rec KindReconciler[T]
+	fin func(context.Context, T) error
+}
+
+func (k kindObjects[T]) reconcile(ctx context.Context, u *unstructured.Unstructured) ([]byte, time.Duration, error) {
+	var obj T
+	if err := decode(u, &obj); err != nil {
+		return nil, 0, err
+	}
+	after, err := k.rec.Reconcile(ctx, obj)
+	return nil, after, err
+}
+
+func (k kindObjects[T]) finalize(ctx context.Context, u *unstructured.Unstructured) error {
+	var obj T
+	if err := decode(u, &obj); err != nil {
+		return err
+	}
+	return k.fin(ctx, obj)
+}
+
+// decode decodes u into a new value at v, through its JSON, as the API
+// server encoded it. The decode is the end user's copy: nothing they do to
+// it changes the cache. Fields the Go type doesn't have are ignored, since a
+// newer CRD may add them; a value of the wrong type is an error naming the
+// object and the field.
+func decode(u *unstructured.Unstructured, v any) error {
+	b, err := u.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("kube: decoding %s: %w", describe(u), err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return fmt.Errorf("kube: decoding %s: field %s: a JSON %s can't be a Go %s", describe(u), te.Field, te.Value, te.Type)
+		}
+		return fmt.Errorf("kube: decoding %s: %w", describe(u), err)
+	}
+	return nil
+}
+
+// describe names an object in errors and records, such as
+// "Memcached default/cache".
+func describe(u *unstructured.Unstructured) string {
+	if ns := u.GetNamespace(); ns != "" {
+		return u.GetKind() + " " + ns + "/" + u.GetName()
+	}
+	return u.GetKind() + " " + u.GetName()
+}

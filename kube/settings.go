@@ -1,0 +1,196 @@
+package kube
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// LeaderElection is the Lease a controller's replicas elect their leader
+// with. The Lease is named after Settings.Name.
+type LeaderElection struct {
+	Namespace string // the Lease's namespace, such as the pod's
+	Identity  string // this replica's name in the Lease, such as its pod's
+
+	LeaseDuration time.Duration // how long a Lease lasts without renewal
+	RenewDeadline time.Duration // how long the leader tries to renew
+	RetryPeriod   time.Duration // how often a replica tries to take or renew
+}
+
+// Settings configures a Controller. Every field is a plain value: each
+// one's default, range and check is on the field. NewController and
+// NewKindController check them all, and DefaultSettings fills the defaults.
+type Settings struct {
+	// Name is the controller's field manager, and its Lease's name.
+	// Required: a DNS-1123 subdomain (CheckName).
+	Name string
+
+	// Namespace limits the controller to one namespace. "" means every
+	// namespace, the default; otherwise a DNS-1123 label
+	// (CheckWatchNamespace). It must be "" for a cluster-scoped resource.
+	Namespace string
+
+	// Workers is how many objects are reconciled at once. One object is
+	// never reconciled twice at once. Default 1, at least 1 (CheckWorkers).
+	Workers int
+
+	// Resync reconciles every object again this often. Default 10h,
+	// positive (CheckResync).
+	Resync time.Duration
+
+	// RetryBaseDelay and RetryMaxDelay bound the backoff of an object whose
+	// reconcile failed: the delay doubles from the first to the second.
+	// Defaults 5ms and 1000s, client-go's; both positive (CheckRetryDelay),
+	// and RetryMaxDelay at least RetryBaseDelay. On top of each object's
+	// backoff, retries overall are limited to 10 a second, bursting to 100.
+	RetryBaseDelay time.Duration
+	RetryMaxDelay  time.Duration
+
+	// LeaderElection is the Lease. Its Namespace (a DNS-1123 label,
+	// CheckNamespace) and Identity (not empty, CheckIdentity) are required.
+	// Its durations default to kube-controller-manager's: LeaseDuration 15s,
+	// longer than RenewDeadline; RenewDeadline 10s, longer than 1.2
+	// RetryPeriods; RetryPeriod 2s, positive (CheckRetryPeriod).
+	LeaderElection LeaderElection
+}
+
+// DefaultSettings returns Settings with every default filled in. Name and
+// the Lease's Namespace and Identity have none, and must be set.
+func DefaultSettings() Settings {
+	return Settings{
+		Workers:        1,
+		Resync:         10 * time.Hour,
+		RetryBaseDelay: 5 * time.Millisecond,
+		RetryMaxDelay:  1000 * time.Second,
+		LeaderElection: LeaderElection{
+			LeaseDuration: 15 * time.Second,
+			RenewDeadline: 10 * time.Second,
+			RetryPeriod:   2 * time.Second,
+		},
+	}
+}
+
+// jitterFactor is client-go's leader election jitter: RenewDeadline must be
+// longer than this many RetryPeriods.
+const jitterFactor = 1.2
+
+// CheckName checks a controller's name: a DNS-1123 subdomain, as a Lease's
+// name and a field manager's must be.
+func CheckName(name string) error { return named("name", name, checkName(name)) }
+
+// CheckWatchNamespace checks the namespace a controller is limited to: "",
+// for every namespace, or a DNS-1123 label.
+func CheckWatchNamespace(ns string) error {
+	return named("namespace", ns, checkWatchNamespace(ns))
+}
+
+// CheckNamespace checks the Lease's namespace: a DNS-1123 label.
+func CheckNamespace(ns string) error { return named("namespace", ns, checkNamespace(ns)) }
+
+// CheckIdentity checks a replica's identity in the Lease: not empty.
+func CheckIdentity(id string) error { return named("identity", id, checkIdentity(id)) }
+
+// CheckWorkers checks a worker count: at least 1.
+func CheckWorkers(n int) error { return named("workers", n, checkWorkers(n)) }
+
+// CheckResync checks a resync period: positive.
+func CheckResync(d time.Duration) error { return named("resync", d, checkPositive(d)) }
+
+// CheckRetryDelay checks a retry delay: positive.
+func CheckRetryDelay(d time.Duration) error { return named("retry delay", d, checkPositive(d)) }
+
+// CheckRetryPeriod checks the Lease's retry period: positive.
+func CheckRetryPeriod(d time.Duration) error { return named("retry period", d, checkPositive(d)) }
+
+func checkName(name string) error {
+	if name == "" {
+		return errors.New("is required")
+	}
+	return dns("a DNS-1123 subdomain", validation.IsDNS1123Subdomain(name))
+}
+
+func checkWatchNamespace(ns string) error {
+	if ns == "" {
+		return nil
+	}
+	return checkNamespace(ns)
+}
+
+func checkNamespace(ns string) error {
+	if ns == "" {
+		return errors.New("is required")
+	}
+	return dns("a DNS-1123 label", validation.IsDNS1123Label(ns))
+}
+
+func checkIdentity(id string) error {
+	if id == "" {
+		return errors.New("is required")
+	}
+	return nil
+}
+
+func checkWorkers(n int) error {
+	if n < 1 {
+		return errors.New("must be at least 1")
+	}
+	return nil
+}
+
+func checkPositive(d time.Duration) error {
+	if d <= 0 {
+		return errors.New("must be positive")
+	}
+	return nil
+}
+
+func dns(what string, problems []string) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("must be %s: %s", what, strings.Join(problems, "; "))
+}
+
+// named prefixes problem with what it is about, and its value.
+func named(what string, value any, problem error) error {
+	if problem == nil {
+		return nil
+	}
+	if s, ok := value.(string); ok {
+		value = fmt.Sprintf("%q", s)
+	}
+	return fmt.Errorf("kube: %s %v %w", what, value, problem)
+}
+
+// check returns one error naming every mistake in s, each by its field.
+// scope is the controller's resource's scope.
+func (s Settings) check(scope Scope) error {
+	le := s.LeaderElection
+	errs := []error{
+		named("Settings.Name", s.Name, checkName(s.Name)),
+		named("Settings.Namespace", s.Namespace, checkWatchNamespace(s.Namespace)),
+		named("Settings.Workers", s.Workers, checkWorkers(s.Workers)),
+		named("Settings.Resync", s.Resync, checkPositive(s.Resync)),
+		named("Settings.RetryBaseDelay", s.RetryBaseDelay, checkPositive(s.RetryBaseDelay)),
+		named("Settings.RetryMaxDelay", s.RetryMaxDelay, checkPositive(s.RetryMaxDelay)),
+		named("Settings.LeaderElection.Namespace", le.Namespace, checkNamespace(le.Namespace)),
+		named("Settings.LeaderElection.Identity", le.Identity, checkIdentity(le.Identity)),
+		named("Settings.LeaderElection.RetryPeriod", le.RetryPeriod, checkPositive(le.RetryPeriod)),
+	}
+	if s.RetryBaseDelay > 0 && s.RetryMaxDelay > 0 && s.RetryMaxDelay < s.RetryBaseDelay {
+		errs = append(errs, fmt.Errorf("kube: Settings.RetryMaxDelay %v must be at least Settings.RetryBaseDelay %v", s.RetryMaxDelay, s.RetryBaseDelay))
+	}
+	if le.LeaseDuration <= le.RenewDeadline {
+		errs = append(errs, fmt.Errorf("kube: Settings.LeaderElection.LeaseDuration %v must be longer than RenewDeadline %v", le.LeaseDuration, le.RenewDeadline))
+	}
+	if float64(le.RenewDeadline) <= jitterFactor*float64(le.RetryPeriod) {
+		errs = append(errs, fmt.Errorf("kube: Settings.LeaderElection.RenewDeadline %v must be longer than 1.2 RetryPeriods (%v)", le.RenewDeadline, time.Duration(jitterFactor*float64(le.RetryPeriod))))
+	}
+	if scope == Cluster && s.Namespace != "" {
+		errs = append(errs, fmt.Errorf("kube: Settings.Namespace %q: a cluster-scoped resource can't be limited to a namespace", s.Namespace))
+	}
+	return errors.Join(errs...)
+}
