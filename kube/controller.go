@@ -115,6 +115,9 @@ func NewKindController[T any](s *humus.Setup, c *Client, settings Settings, k Ki
 	if k.Kind == "" {
 		errs = append(errs, errors.New("kube: Kind.Kind is required"))
 	}
+	if k.Scope != Namespaced && k.Scope != Cluster {
+		errs = append(errs, fmt.Errorf("kube: Kind.Scope %q is neither %s nor %s", k.Scope, Namespaced, Cluster))
+	}
 	if !reflect.PointerTo(reflect.TypeFor[T]()).Implements(reflect.TypeFor[v1.Object]()) {
 		errs = append(errs, fmt.Errorf("kube: Kind[%s]: *%[1]s isn't a metav1.Object, as a client-go type's pointer is", reflect.TypeFor[T]()))
 	}
@@ -128,9 +131,6 @@ func NewKindController[T any](s *humus.Setup, c *Client, settings Settings, k Ki
 }
 
 func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.GroupVersionResource, group, kind string, scope Scope, objs objects, finalizer string, owned []schema.GroupVersionResource, errs []error) (*Controller, error) {
-	if scope != Namespaced && scope != Cluster {
-		errs = append(errs, fmt.Errorf("kube: Scope %q is neither %s nor %s", scope, Namespaced, Cluster))
-	}
 	errs = append(errs, settings.check(scope))
 	if s == nil {
 		errs = append(errs, errors.New("kube: the Setup is nil"))

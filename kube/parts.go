@@ -97,10 +97,10 @@ func checkParts[T any](parts []Part) (fin func(context.Context, T) error, name s
 func checkGVR(gvr schema.GroupVersionResource) error {
 	var missing []string
 	if gvr.Version == "" {
-		missing = append(missing, "a Version")
+		missing = append(missing, "Version")
 	}
 	if gvr.Resource == "" {
-		missing = append(missing, "a Resource")
+		missing = append(missing, "Resource")
 	}
 	if len(missing) > 0 {
 		return errors.New("the GVR has no " + strings.Join(missing, " and no "))

@@ -1,0 +1,174 @@
+package kube
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
+)
+
+func TestCheckFunctionsNameTheValueAndTheProblem(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"a name", CheckName("memcached-controller"), ""},
+		{"no name", CheckName(""), `kube: name "" is required`},
+		{"a name with capitals", CheckName("Memcached"), `kube: name "Memcached" must be a DNS-1123 subdomain: a lowercase RFC 1123 subdomain`},
+		{"every namespace", CheckWatchNamespace(""), ""},
+		{"a watch namespace", CheckWatchNamespace("team-a"), ""},
+		{"a dotted watch namespace", CheckWatchNamespace("team.a"), `kube: namespace "team.a" must be a DNS-1123 label`},
+		{"a Lease namespace", CheckNamespace("kube-system"), ""},
+		{"no Lease namespace", CheckNamespace(""), `kube: namespace "" is required`},
+		{"an identity", CheckIdentity("memcached-7d9f"), ""},
+		{"no identity", CheckIdentity(""), `kube: identity "" is required`},
+		{"one worker", CheckWorkers(1), ""},
+		{"no workers", CheckWorkers(0), "kube: workers 0 must be at least 1"},
+		{"a resync", CheckResync(time.Hour), ""},
+		{"no resync", CheckResync(0), "kube: resync 0s must be positive"},
+		{"a retry delay", CheckRetryDelay(5 * time.Millisecond), ""},
+		{"a negative retry delay", CheckRetryDelay(-time.Second), "kube: retry delay -1s must be positive"},
+		{"a retry period", CheckRetryPeriod(2 * time.Second), ""},
+		{"no retry period", CheckRetryPeriod(0), "kube: retry period 0s must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			switch {
+			case tc.want == "" && tc.err != nil:
+				t.Errorf("got %v, want nil", tc.err)
+			case tc.want != "" && (tc.err == nil || !strings.HasPrefix(tc.err.Error(), tc.want)):
+				t.Errorf("got %v, want an error starting %q", tc.err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDefaultSettingsAreTheTables(t *testing.T) {
+	s := DefaultSettings()
+	want := Settings{
+		Workers: 1, Resync: 10 * time.Hour, RetryBaseDelay: 5 * time.Millisecond, RetryMaxDelay: 1000 * time.Second,
+		LeaderElection: LeaderElection{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
+	}
+	if s != want {
+		t.Errorf("DefaultSettings() = %+v, want %+v", s, want)
+	}
+}
+
+// errorLines returns err's lines: errors.Join puts one mistake on each.
+func errorLines(err error) []string {
+	if err == nil {
+		return nil
+	}
+	return strings.Split(err.Error(), "\n")
+}
+
+// wantMistakes checks that err names every one of want, each on a line of
+// its own, and nothing else.
+func wantMistakes(t *testing.T, err error, want ...string) {
+	t.Helper()
+	lines := errorLines(err)
+	for _, w := range want {
+		found := false
+		for _, l := range lines {
+			if strings.Contains(l, w) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("the error doesn't name %q; it is:\n%v", w, err)
+		}
+	}
+	if len(lines) != len(want) {
+		t.Errorf("the error has %d mistakes, want %d:\n%v", len(lines), len(want), err)
+	}
+}
+
+func TestNewControllerNamesEveryMistakeAtOnce(t *testing.T) {
+	setup := &humus.Setup{Host: humustest.NewHost().Host()}
+	bad := Settings{
+		Name:           "Memcached_Controller",
+		Namespace:      "team.a",
+		Workers:        0,
+		Resync:         0,
+		RetryBaseDelay: 2 * time.Second,
+		RetryMaxDelay:  time.Second,
+		LeaderElection: LeaderElection{
+			Namespace:     "",
+			Identity:      "",
+			LeaseDuration: 10 * time.Second,
+			RenewDeadline: 10 * time.Second,
+			RetryPeriod:   9 * time.Second,
+		},
+	}
+	r := caches
+	r.Group = ""
+	wrongFinalizer := Finalize("cache.example.com/finalizer", func(context.Context, corev1.Namespace) error { return nil })
+	_, err := NewController(setup, testClient(t, setup), bad, r, readyReplicas(&counter{}),
+		wrongFinalizer, Owns(schema.GroupVersionResource{Group: "apps"}), nil)
+	wantMistakes(t, err,
+		`kube: Resource[kube.cacheSpec, kube.cacheStatus]: missing Group`,
+		`kube: Settings.Name "Memcached_Controller" must be a DNS-1123 subdomain`,
+		`kube: Settings.Namespace "team.a" must be a DNS-1123 label`,
+		`kube: Settings.Workers 0 must be at least 1`,
+		`kube: Settings.Resync 0s must be positive`,
+		`kube: Settings.RetryMaxDelay 1s must be at least Settings.RetryBaseDelay 2s`,
+		`kube: Settings.LeaderElection.Namespace "" is required`,
+		`kube: Settings.LeaderElection.Identity "" is required`,
+		`kube: Settings.LeaderElection.LeaseDuration 10s must be longer than RenewDeadline 10s`,
+		`kube: Settings.LeaderElection.RenewDeadline 10s must be longer than 1.2 RetryPeriods (10.8s)`,
+		`kube: Finalize("cache.example.com/finalizer"): f takes a v1.Namespace, and the controller's objects are kube.Object[`,
+		`kube: Owns(apps/, Resource=): the GVR has no Version and no Resource`,
+		`kube: part 2 is nil`,
+	)
+}
+
+func TestNewKindControllerNamesEveryMistakeAtOnce(t *testing.T) {
+	setup := &humus.Setup{Host: humustest.NewHost().Host()}
+	s := testSettings()
+	s.Namespace = "team-a"
+	type notAnObject struct{ Name string }
+	_, err := NewKindController(setup, testClient(t, setup), s,
+		Kind[notAnObject]{GVR: schema.GroupVersionResource{Resource: "things"}, Scope: Cluster},
+		KindReconcilerFunc[notAnObject](func(context.Context, notAnObject) (time.Duration, error) { return 0, nil }),
+		Finalize("example.com/x", func(context.Context, notAnObject) error { return nil }),
+		Finalize("example.com/y", func(context.Context, notAnObject) error { return nil }),
+	)
+	wantMistakes(t, err,
+		`kube: Kind.GVR /, Resource=things: the GVR has no Version`,
+		`kube: Kind.Kind is required`,
+		`isn't a metav1.Object`,
+		`kube: Settings.Namespace "team-a": a cluster-scoped resource can't be limited to a namespace`,
+		`kube: Finalize("example.com/y") is a second finalizer; a controller has one, "example.com/x"`,
+	)
+
+	_, err = NewKindController(setup, testClient(t, setup), testSettings(),
+		Kind[corev1.Namespace]{GVR: namespacesGVR, Kind: "Namespace", Scope: "Global"},
+		KindReconcilerFunc[corev1.Namespace](func(context.Context, corev1.Namespace) (time.Duration, error) { return 0, nil }))
+	wantMistakes(t, err, `kube: Kind.Scope "Global" is neither Namespaced nor Cluster`)
+}
+
+func TestNewKindControllerTakesTheCoreGroup(t *testing.T) {
+	setup := &humus.Setup{Host: humustest.NewHost().Host()}
+	_, err := NewKindController(setup, testClient(t, setup), testSettings(), namespaces,
+		KindReconcilerFunc[corev1.Namespace](func(context.Context, corev1.Namespace) (time.Duration, error) { return 0, nil }),
+		Owns(configMaps))
+	if err != nil {
+		t.Errorf("a Kind of the core group: %v", err)
+	}
+}
+
+func TestAClusterScopedResourceCantBeLimitedToANamespace(t *testing.T) {
+	setup := &humus.Setup{Host: humustest.NewHost().Host()}
+	r := caches
+	r.Scope = Cluster
+	s := testSettings()
+	s.Namespace = "default"
+	_, err := NewController(setup, testClient(t, setup), s, r, readyReplicas(&counter{}))
+	wantMistakes(t, err, `kube: Settings.Namespace "default": a cluster-scoped resource can't be limited to a namespace`)
+}
