@@ -1,0 +1,178 @@
+package kube
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/z5labs/humus"
+)
+
+// The transport's durations. The pings' are client-go's, which its own
+// transports read from HTTP2_READ_IDLE_TIMEOUT_SECONDS and
+// HTTP2_PING_TIMEOUT_SECONDS; the rest are the ones client-go's transports
+// take from http.DefaultTransport.
+const (
+	pingAfter        = 30 * time.Second // without a frame, before a ping
+	pingTimeout      = 15 * time.Second // for the ping's answer
+	handshakeTimeout = 10 * time.Second
+	idleConnTimeout  = 90 * time.Second
+	idleConnsPerHost = 25 // client-go's
+)
+
+// newTransport returns the connections' transport, and the chain of round
+// trippers over it that every request goes through: the 401's error, then
+// otelhttp, then the token, then the connections.
+func newTransport(s *humus.Setup, c Connection) (*http.Transport, http.RoundTripper) {
+	tlsConfig := c.TLS.Clone()
+	if tlsConfig.ServerName == "" {
+		host, _, _ := net.SplitHostPort(c.Server) // CheckServer has passed
+		tlsConfig.ServerName = host
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(true)
+	base := &http.Transport{
+		// No proxy: http.ProxyFromEnvironment, client-go's default, reads
+		// the real process's environment.
+		Proxy:               nil,
+		DialContext:         s.Host.Dial,
+		TLSClientConfig:     tlsConfig,
+		TLSHandshakeTimeout: handshakeTimeout,
+		IdleConnTimeout:     idleConnTimeout,
+		MaxIdleConnsPerHost: idleConnsPerHost,
+		Protocols:           &protocols,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: pingAfter,
+			PingTimeout:     pingTimeout,
+		},
+	}
+
+	var rt http.RoundTripper = base
+	if c.Token != nil {
+		rt = &tokenTransport{tokens: newTokenCache(c.Server, c.Token), next: rt}
+	}
+	tel := s.Telemetry.Resolved()
+	rt = otelhttp.NewTransport(rt,
+		otelhttp.WithTracerProvider(tel.TracerProvider),
+		otelhttp.WithMeterProvider(tel.MeterProvider),
+		otelhttp.WithPropagators(tel.Propagator),
+		otelhttp.WithFilter(func(r *http.Request) bool { return !isWatch(r) }),
+		otelhttp.WithSpanNameFormatter(spanName),
+	)
+	rt = &unauthorizedTransport{server: c.Server, next: rt, base: base}
+	return base, rt
+}
+
+// isWatch reports whether r is a watch, which lasts as long as an
+// informer runs: client-go asks for one with the query watch=true, and the
+// deprecated paths /api/v1/watch/... and /apis/<group>/<version>/watch/...
+// are one too. A watch is neither traced nor measured: its span and its
+// duration would be the informer's lifetime, not a request's.
+func isWatch(r *http.Request) bool {
+	if w, err := strconv.ParseBool(r.URL.Query().Get("watch")); err == nil && w {
+		return true
+	}
+	segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	case len(segs) > 2 && segs[0] == "api":
+		return segs[2] == "watch"
+	case len(segs) > 3 && segs[0] == "apis":
+		return segs[3] == "watch"
+	}
+	return false
+}
+
+// spanName names a request's span by its method and its path, with the
+// namespace and the object's name replaced, so the names are few:
+// "GET /api/v1/namespaces/{namespace}/pods/{name}",
+// "PATCH /apis/cache.example.com/v1alpha1/namespaces/{namespace}/memcacheds/{name}/status",
+// "GET /api/v1/namespaces/{name}". A path outside /api and /apis, such as
+// /version, is kept whole.
+func spanName(_ string, r *http.Request) string {
+	return r.Method + " " + pathTemplate(r.URL.Path)
+}
+
+func pathTemplate(path string) string {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	var i int // the index of the first segment after the group version
+	switch {
+	case len(segs) >= 2 && segs[0] == "api":
+		i = 2
+	case len(segs) >= 3 && segs[0] == "apis":
+		i = 3
+	default:
+		return path
+	}
+	rest := segs[i:]
+	if len(rest) >= 2 && rest[0] == "namespaces" {
+		if len(rest) == 2 {
+			rest[1] = "{name}" // the Namespace itself
+		} else {
+			rest[1] = "{namespace}"
+			rest = rest[2:]
+		}
+	}
+	if len(rest) >= 2 && rest[1] != "{name}" {
+		rest[1] = "{name}" // rest[0] is the resource, rest[2:] its subresource
+	}
+	return "/" + strings.Join(segs, "/")
+}
+
+// unauthorizedTransport turns a 401 into an error naming the server.
+// client-go's own error for it says only "Unauthorized", and a caller with
+// several clusters, or a controller's log, can't tell which one refused. The
+// error is an *apierrors.StatusError underneath, so
+// apierrors.IsUnauthorized still recognises it, and http.Client wraps it in
+// a *url.Error naming the request.
+type unauthorizedTransport struct {
+	server string
+	next   http.RoundTripper
+	base   *http.Transport
+}
+
+// maxStatusBytes bounds how much of a 401's body is read for its message.
+const maxStatusBytes = 64 << 10
+
+func (t *unauthorizedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		return resp, err
+	}
+	msg := statusMessage(resp)
+	return nil, fmt.Errorf("kube: the API server %s refused the client's credentials: %w", t.server, apierrors.NewUnauthorized(msg))
+}
+
+// statusMessage reads and closes a 401's body, and returns the message of
+// the metav1.Status in it when it is JSON, or "Unauthorized".
+func statusMessage(resp *http.Response) string {
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxStatusBytes))
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil && mt == "application/json" {
+		var status struct {
+			Kind    string `json:"kind"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(body, &status) == nil && status.Kind == "Status" && status.Message != "" {
+			return status.Message
+		}
+	}
+	return http.StatusText(http.StatusUnauthorized)
+}
+
+// CloseIdleConnections closes the connections no request is using, as
+// http.Client.CloseIdleConnections asks of its transport.
+func (t *unauthorizedTransport) CloseIdleConnections() { t.base.CloseIdleConnections() }
+
+// WrappedRoundTripper is how client-go's net utilities see through the
+// chain.
+func (t *unauthorizedTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
