@@ -1,0 +1,44 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/health"
+	"github.com/z5labs/humus/kube"
+)
+
+// Init builds the App: the Memcached controller, and the probes' Service,
+// whose /readyz is healthy once the controller's caches have synced.
+// Everything outside the process, the API server included, is reached
+// through s.Host, and everything recorded goes to s.Telemetry.
+func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
+	set, err := readSettings(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	client, err := kube.NewClient(s, set.conn)
+	if err != nil {
+		return nil, err
+	}
+	// The clientset the Reconciler applies Deployments with shares the
+	// Client's transport: its dialler, credentials and telemetry.
+	kc, err := kubernetes.NewForConfig(client.Config())
+	if err != nil {
+		return nil, fmt.Errorf("app: the clientset: %w", err)
+	}
+	rec := Reconciler{Kube: kc, Instance: set.controller.LeaderElection.Identity}
+	ctrl, err := kube.NewController(s, client, set.controller, Memcached, rec,
+		kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments")),
+		kube.Finalize(Finalizer, rec.Finalize),
+	)
+	if err != nil {
+		return nil, err
+	}
+	probes := health.NewService(s, set.probesAddr, health.Readiness(ctrl.Synced()))
+	return []humus.Service{ctrl, probes}, nil
+}

@@ -1,0 +1,59 @@
+// Package app is the kubebuilder book's Memcached operator, written with
+// kube: a Memcached custom resource, reconciled into a Deployment of
+// memcached pods that the Memcached controls.
+//
+// There are no markers and no generated code. The CRD is reflected from
+// MemcachedSpec and MemcachedStatus, constrained by Memcached's Rules, and
+// checked into deploy/crds by a golden test. The RBAC it needs is
+// deploy/rbac.yaml, which the whole-App tests grant, and nothing more.
+package app
+
+import (
+	"regexp"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/z5labs/humus/kube"
+)
+
+// MemcachedSpec is what a Memcached declares.
+type MemcachedSpec struct {
+	Size  int32  `json:"size"`
+	Image string `json:"image"`
+}
+
+// MemcachedStatus is what the controller reports, as the Reconciler
+// returns it.
+type MemcachedStatus struct {
+	ReadyReplicas int32              `json:"readyReplicas,omitempty"`
+	Conditions    []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// spec and status only name the fields the Rules constrain: kube.Field
+// takes a pointer into a value of the type.
+var (
+	spec   MemcachedSpec
+	status MemcachedStatus
+)
+
+// Memcached is the custom resource. Its CRD is Memcached.CRD(), which
+// deploy/crds/memcacheds.cache.example.com.yaml holds.
+var Memcached = kube.Resource[MemcachedSpec, MemcachedStatus]{
+	Group:   "cache.example.com",
+	Version: "v1alpha1",
+	Kind:    "Memcached",
+	Plural:  "memcacheds",
+	Scope:   kube.Namespaced,
+	Rules: []kube.TypeRules{
+		kube.Rules(&spec,
+			kube.Field(&spec.Size).Minimum(1).Maximum(3).Description("How many memcached pods run."),
+			kube.Field(&spec.Image).Pattern(regexp.MustCompile(`^memcached:`)).Default("memcached:1.6.26-alpine3.19"),
+		),
+		// Conditions are keyed by their type, as Kubernetes' own are:
+		// server-side apply then merges them by type, rather than treating
+		// the whole list as one value.
+		kube.Rules(&status,
+			kube.Field(&status.Conditions).ListMap("type"),
+		),
+	},
+}
