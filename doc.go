@@ -10,6 +10,9 @@
 //     signal exits 1 at once.
 //   - A Service that returns while the others run ends the App: the others
 //     are shut down as on a signal.
+//   - The grace period bounds the whole shutdown: the Services' Shutdown,
+//     then the telemetry's flush, in what is left of it. Run returns within
+//     it, even when a Service ignores its context.
 //   - An error from Init, from the telemetry's build or from any Service is
 //     written once, plainly, to the Host's Stderr.
 //   - Run does all of it on any Host, for tests: humustest.Start runs a

@@ -55,7 +55,8 @@ type options struct {
 // Option configures Main and Run.
 type Option func(*options)
 
-// WithGracePeriod sets how long the Services have to shut down, overriding
+// WithGracePeriod sets how long the App has once it stops, for the
+// Services' Shutdown and then the telemetry's flush together, overriding
 // the default of 20s. A d that isn't positive keeps the default.
 func WithGracePeriod(d time.Duration) Option {
 	return func(o *options) {
@@ -91,7 +92,7 @@ func Main(init Init, opts ...Option) {
 		<-sigs
 		cancel()
 		sig := <-sigs
-		fmt.Fprintf(host.Stderr, "humus: a second signal (%v) during the shutdown: exiting at once\n", sig)
+		_, _ = fmt.Fprintf(host.Stderr, "humus: a second signal (%v) during the shutdown: exiting at once\n", sig)
 		os.Exit(1)
 	}()
 	os.Exit(Run(ctx, host, init, opts...))
@@ -128,7 +129,7 @@ func Run(ctx context.Context, host Host, init Init, opts ...Option) int {
 	if err := host.check(); err != nil {
 		// Without a Stderr there is nowhere to say so.
 		if host.Stderr != nil {
-			fmt.Fprintln(host.Stderr, err)
+			_, _ = fmt.Fprintln(host.Stderr, err)
 		}
 		return 1
 	}
@@ -277,7 +278,8 @@ func (l *errorLog) add(err error) {
 	}
 	if msg := err.Error(); !l.seen[msg] {
 		l.seen[msg] = true
-		fmt.Fprintln(l.w, msg)
+		// A Stderr that fails can't be told so.
+		_, _ = fmt.Fprintln(l.w, msg)
 	}
 }
 

@@ -47,14 +47,14 @@ func (c *childService) Serve(ctx context.Context) error {
 	if c.app == "fail" {
 		return errors.New("app: the broker refused the connection")
 	}
-	fmt.Fprintln(c.out, "serving")
+	_, _ = fmt.Fprintln(c.out, "serving")
 	<-ctx.Done()
 	return nil
 }
 
 func (c *childService) Shutdown(ctx context.Context) error {
 	if c.app == "hang" {
-		fmt.Fprintln(c.out, "shutting down")
+		_, _ = fmt.Fprintln(c.out, "shutting down")
 		time.Sleep(time.Hour)
 	}
 	return nil

@@ -60,7 +60,7 @@ func ExampleNewService() {
 			fmt.Println(err)
 			return
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		body, _ := io.ReadAll(resp.Body)
 		fmt.Printf("GET %s: %d %s", path, resp.StatusCode, body)
 	}

@@ -16,7 +16,7 @@ func TestBinary(t *testing.T) {
 
 	synced := errors.New("caches not synced")
 	b := health.NewBinary(synced)
-	if err := b.Healthy(context.Background()); err != synced {
+	if err := b.Healthy(context.Background()); !errors.Is(err, synced) {
 		t.Errorf("NewBinary(reason).Healthy() = %v, want the reason %v", err, synced)
 	}
 	b.MarkHealthy()

@@ -70,10 +70,10 @@ func probeHandler(m Monitor) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		if err := m.Healthy(r.Context()); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, err)
+			_, _ = fmt.Fprintln(w, err)
 			return
 		}
-		fmt.Fprintln(w, "ok")
+		_, _ = fmt.Fprintln(w, "ok")
 	})
 }
 

@@ -56,7 +56,7 @@ func serve(t *testing.T, probes ...health.Probe) (get func(path string) probe, s
 		if err != nil {
 			t.Fatalf("GET %s: %v", path, err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		b, err := io.ReadAll(resp.Body)
 		if err != nil {
 			t.Fatalf("GET %s: reading the body: %v", path, err)
@@ -170,7 +170,7 @@ func TestServiceIsAWellBehavedService(t *testing.T) {
 			t.Errorf("GET /readyz: %v", err)
 			return
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusServiceUnavailable {
 			t.Errorf("GET /readyz = %d, want 503", resp.StatusCode)
 		}

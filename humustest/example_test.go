@@ -20,7 +20,7 @@ func ExampleHost() {
 	fmt.Println(ns, ok)
 	_, err := host.Dial(context.Background(), "tcp", "10.96.0.1:443")
 	fmt.Println(err)
-	fmt.Fprintln(host.Stderr, "app: something went wrong")
+	_, _ = fmt.Fprintln(host.Stderr, "app: something went wrong")
 	fmt.Print(h.Stderr())
 	// Output:
 	// memcached-system true

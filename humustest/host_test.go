@@ -44,8 +44,8 @@ func TestHostCapturesStdoutAndStderr(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 10 {
 		wg.Go(func() {
-			fmt.Fprintf(host.Stdout, "out %d\n", i)
-			fmt.Fprintf(host.Stderr, "err %d\n", i)
+			_, _ = fmt.Fprintf(host.Stdout, "out %d\n", i)
+			_, _ = fmt.Fprintf(host.Stderr, "err %d\n", i)
 		})
 	}
 	wg.Wait()
@@ -76,7 +76,7 @@ func TestHostRefusesAnythingButLoopback(t *testing.T) {
 	for _, d := range dials {
 		conn, err := host.Dial(ctx, "tcp", d.addr)
 		if conn != nil {
-			conn.Close()
+			_ = conn.Close()
 		}
 		if err == nil || err.Error() != d.want {
 			t.Errorf("Dial(%s) = %v, want %s", d.addr, err, d.want)
@@ -89,7 +89,7 @@ func TestHostRefusesAnythingButLoopback(t *testing.T) {
 	for _, l := range listens {
 		ln, err := host.Listen(ctx, "tcp", l.addr)
 		if ln != nil {
-			ln.Close()
+			_ = ln.Close()
 		}
 		if err == nil || err.Error() != l.want {
 			t.Errorf("Listen(%s) = %v, want %s", l.addr, err, l.want)
@@ -112,7 +112,7 @@ func TestHostDialsAndListensOnLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Listen(:0): %v", err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	addr := ln.Addr().(*net.TCPAddr)
 	if !addr.IP.Equal(net.IPv4(127, 0, 0, 1)) {
 		t.Errorf("Listen(:0) listens on %s, want 127.0.0.1", addr)
@@ -125,7 +125,7 @@ func TestHostDialsAndListensOnLoopback(t *testing.T) {
 			accepted <- err.Error()
 			return
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		b, _ := io.ReadAll(conn)
 		accepted <- string(b)
 	}()
@@ -133,8 +133,12 @@ func TestHostDialsAndListensOnLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Dial(%s): %v", addr, err)
 	}
-	io.WriteString(conn, "hello")
-	conn.Close()
+	if _, err := io.WriteString(conn, "hello"); err != nil {
+		t.Fatalf("writing: %v", err)
+	}
+	if err := conn.Close(); err != nil {
+		t.Fatalf("closing: %v", err)
+	}
 	if got := <-accepted; got != "hello" {
 		t.Errorf("the listener read %q, want hello", got)
 	}

@@ -101,7 +101,7 @@ func counterValue(t *testing.T, tel *humustest.Telemetry, name string) int64 {
 	if err != nil {
 		t.Fatalf("Metrics: %v", err)
 	}
-	var found error = errors.New("no such instrument")
+	found := errors.New("no such instrument")
 	var total int64
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
