@@ -139,7 +139,9 @@ var constraintMakers = []func(v any) constraint{
 	func(any) constraint { return constraint{kind: cMaxItems, n: 1} },
 	func(any) constraint { return constraint{kind: cListSet} },
 	func(any) constraint { return constraint{kind: cListMap, keys: []string{"id"}} },
-	func(any) constraint { return constraint{kind: cValidation, rule: apiextensionsv1.ValidationRule{Rule: "true"}} },
+	func(any) constraint {
+		return constraint{kind: cValidation, rule: apiextensionsv1.ValidationRule{Rule: "true"}}
+	},
 }
 
 // rules makes Rules for some of the generated structs, each constraining

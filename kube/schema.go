@@ -32,9 +32,29 @@ var wellKnown = map[reflect.Type]func() *apiextensionsv1.JSONSchemaProps{
 	reflect.TypeFor[runtime.RawExtension](): func() *apiextensionsv1.JSONSchemaProps {
 		return &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}
 	},
-	// The API server validates an object's metadata itself, wherever
-	// it is one of an object's fields, such as a template's.
-	reflect.TypeFor[metav1.ObjectMeta](): func() *apiextensionsv1.JSONSchemaProps { return &apiextensionsv1.JSONSchemaProps{Type: "object"} },
+	reflect.TypeFor[metav1.ObjectMeta](): templateMetadata,
+}
+
+// templateMetadata is the schema of an ObjectMeta below the root, such as
+// a template's. The API server validates only the root's metadata (and an
+// x-kubernetes-embedded-resource's) itself; below them it prunes, or
+// under fieldValidation=Strict refuses, every field the schema doesn't
+// name, so an object with nothing but type: object loses its template's
+// labels. These are the fields a template sets, as controller-gen's
+// generateEmbeddedObjectMeta gives them: the rest of ObjectMeta is the
+// API server's to set on the object made from the template.
+func templateMetadata() *apiextensionsv1.JSONSchemaProps {
+	strings := &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}}
+	return &apiextensionsv1.JSONSchemaProps{
+		Type: "object",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"name":        {Type: "string"},
+			"namespace":   {Type: "string"},
+			"labels":      {Type: "object", AdditionalProperties: strings},
+			"annotations": {Type: "object", AdditionalProperties: strings.DeepCopy()},
+			"finalizers":  {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}}},
+		},
+	}
 }
 
 func intOrString() *apiextensionsv1.JSONSchemaProps {

@@ -120,9 +120,11 @@ type (
 		ID string `json:"id"`
 		R  int    `json:"r"`
 	}
+	// (Embedded by pointer, which encoding/json inlines alike, since vet
+	// reports the conflict of two embedded structs.)
 	Conflict struct {
-		Left
-		Right
+		*Left
+		*Right
 	}
 	// A shallower field wins over a deeper one of the same name, and a
 	// tagged one over an untagged one at the same depth.
@@ -205,13 +207,17 @@ func TestSchemaOfEachGoType(t *testing.T) {
 			"base":{"type":"object","properties":{"id":{"type":"string"},"kind":{"type":"string"}},"required":["id","kind"]},
 			"name":{"type":"string"}},"required":["base","name"]}`),
 		row[Conflict]("names in conflict at one depth are left out", `{"type":"object","properties":{
-			"l":{"type":"integer","format":"int64"},"r":{"type":"integer","format":"int64"}},"required":["l","r"]}`),
+			"l":{"type":"integer","format":"int64"},"r":{"type":"integer","format":"int64"}}}`),
 		row[Dominant]("the shallower field, or the tagged one, wins", `{"type":"object","properties":{
 			"id":{"type":"string"},"l":{"type":"string"},"ID":{"type":"string"}},"required":["id","ID","l"]}`),
 		row[Inline]("TypeMeta, inline", `{"type":"object","properties":{
 			"apiVersion":{"type":"string"},"kind":{"type":"string"},"field":{"type":"string"}},"required":["field"]}`),
 		row[Template]("ObjectMeta in a template", `{"type":"object","properties":{
-			"metadata":{"type":"object"},
+			"metadata":{"type":"object","properties":{
+				"name":{"type":"string"},"namespace":{"type":"string"},
+				"labels":{"type":"object","additionalProperties":{"type":"string"}},
+				"annotations":{"type":"object","additionalProperties":{"type":"string"}},
+				"finalizers":{"type":"array","items":{"type":"string"}}}},
 			"spec":{"type":"object","properties":{
 				"tagged":{"type":"string"},"Untagged":{"type":"string"},"optional":{"type":"string"},"zero":{"type":"string"},"-":{"type":"string"}},
 				"required":["tagged","Untagged","-"]}},
