@@ -133,4 +133,3 @@ func managedBy(fields []metav1.ManagedFieldsEntry, manager string, op metav1.Man
 	}
 	return false
 }
-

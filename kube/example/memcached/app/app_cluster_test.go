@@ -1,0 +1,439 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/example/memcached/app"
+	"github.com/z5labs/humus/kube/internal/cluster"
+)
+
+// The whole App, on humustest's Host and a real control plane, runs as its
+// pod would: the Host's environment and files are what the kubelet gives
+// a pod, and its service account has exactly the RBAC of
+// deploy/rbac.yaml.
+
+type memcachedObject = kube.Object[app.MemcachedSpec, app.MemcachedStatus]
+
+func TestClusterMemcached(t *testing.T) {
+	c := cluster.Get(t)
+	admin, dyn := adminClients(t, c)
+	installCRD(t, c)
+	ns := c.Namespace(t)
+	const pod = "memcached-controller-7d9f-x2k4q"
+	host, probes := podHost(t, c, ns, pod)
+
+	p := humustest.Start(t, host.Host(), app.Init)
+
+	t.Log("the probes' /readyz answers ok once the caches have synced")
+	eventually(t, time.Minute, func() error { return ready(probes) })
+
+	memcacheds := dyn.Resource(app.Memcached.GVR()).Namespace(ns)
+	created, err := memcacheds.Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cache.example.com/v1alpha1",
+		"kind":       "Memcached",
+		"metadata":   map[string]any{"name": "sessions"},
+		"spec":       map[string]any{"size": int64(1)},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating the Memcached: %v", err)
+	}
+	uid := created.GetUID()
+
+	ok := t.Run("reconciles into a Deployment it controls, and applies its status", func(t *testing.T) {
+		var m memcachedObject
+		eventually(t, 30*time.Second, func() error {
+			var err error
+			m, err = getMemcached(t, memcacheds, "sessions")
+			if err != nil {
+				return err
+			}
+			if c := meta.FindStatusCondition(m.Status.Conditions, "Available"); c == nil || c.Status != metav1.ConditionTrue {
+				return fmt.Errorf("conditions = %+v, want Available True", m.Status.Conditions)
+			}
+			return nil
+		})
+		if c := meta.FindStatusCondition(m.Status.Conditions, "Available"); c.Reason != "DeploymentApplied" || c.ObservedGeneration != m.Generation {
+			t.Errorf("Available = %+v, want DeploymentApplied for generation %d", c, m.Generation)
+		}
+		if m.Spec.Image != "memcached:1.6.26-alpine3.19" {
+			t.Errorf("image = %q, want the CRD's default", m.Spec.Image)
+		}
+		if got := m.Finalizers; len(got) != 1 || got[0] != app.Finalizer {
+			t.Errorf("finalizers = %v, want [%s]", got, app.Finalizer)
+		}
+		if !managedBy(m.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
+			t.Errorf("managed fields = %s, want %s's Apply, of the finalizer", managers(m.ManagedFields), app.Name)
+		}
+		if !managedBy(m.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "status") {
+			t.Errorf("managed fields = %s, want %s's Apply on status", managers(m.ManagedFields), app.Name)
+		}
+
+		d, err := admin.AppsV1().Deployments(ns).Get(t.Context(), "sessions", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the Deployment: %v", err)
+		}
+		owner := metav1.GetControllerOf(d)
+		if owner == nil || owner.UID != uid || owner.Kind != "Memcached" || owner.APIVersion != "cache.example.com/v1alpha1" {
+			t.Errorf("controller owner reference = %+v, want the Memcached %s", owner, uid)
+		}
+		if !managedBy(d.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
+			t.Errorf("the Deployment's managed fields = %s, want %s's Apply", managers(d.ManagedFields), app.Name)
+		}
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Template.Spec.Containers[0].Image != m.Spec.Image {
+			t.Errorf("the Deployment runs %v of %q, want 1 of %q", d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Image, m.Spec.Image)
+		}
+	})
+	if !ok {
+		return
+	}
+
+	ok = t.Run("undoes a hand-made scale of the Deployment", func(t *testing.T) {
+		deployments := admin.AppsV1().Deployments(ns)
+		d, err := deployments.Get(t.Context(), "sessions", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Spec.Replicas = new(int32(3))
+		if _, err := deployments.Update(t.Context(), d, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("scaling the Deployment to 3: %v", err)
+		}
+		scaled := time.Now()
+		eventually(t, 5*time.Second, func() error {
+			d, err := deployments.Get(t.Context(), "sessions", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if *d.Spec.Replicas != 1 {
+				return fmt.Errorf("replicas = %d, want the Memcached's 1", *d.Spec.Replicas)
+			}
+			return nil
+		})
+		t.Logf("undone in %v", time.Since(scaled).Round(time.Millisecond))
+	})
+	if !ok {
+		return
+	}
+
+	ok = t.Run("deleting the Memcached finalizes it once, and garbage-collects its Deployment", func(t *testing.T) {
+		if err := memcacheds.Delete(t.Context(), "sessions", metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("deleting the Memcached: %v", err)
+		}
+		eventually(t, 30*time.Second, func() error {
+			_, err := memcacheds.Get(t.Context(), "sessions", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("the Memcached is still there (%v)", err)
+		})
+
+		events, err := admin.EventsV1().Events(ns).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		finalized := 0
+		for _, e := range events.Items {
+			if e.Reason == "Finalized" && e.Regarding.UID == uid {
+				finalized++
+				if e.ReportingController != app.Name || e.ReportingInstance != pod {
+					t.Errorf("the event was reported by %s %s, want %s %s", e.ReportingController, e.ReportingInstance, app.Name, pod)
+				}
+			}
+		}
+		if finalized != 1 {
+			t.Errorf("%d Finalized events for the Memcached, want 1: the finalizer runs once", finalized)
+		}
+
+		// The garbage collector finds a new CRD's resources at its next
+		// discovery, every 30s.
+		eventually(t, 2*time.Minute, func() error {
+			_, err := admin.AppsV1().Deployments(ns).Get(t.Context(), "sessions", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("the Deployment is still there (%v)", err)
+		})
+	})
+	if !ok {
+		return
+	}
+
+	t.Run("exits 0 on its signal, and releases the Lease", func(t *testing.T) {
+		leases := admin.CoordinationV1().Leases(ns)
+		l, err := leases.Get(t.Context(), app.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the Lease: %v", err)
+		}
+		if h := l.Spec.HolderIdentity; h == nil || *h != pod {
+			t.Errorf("the Lease's holder = %v, want %s", stringOf(h), pod)
+		}
+
+		p.Signal()
+		if code := wait(t, p); code != 0 {
+			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
+		}
+		if s := host.Stderr(); s != "" {
+			t.Errorf("stderr = %q, want nothing", s)
+		}
+		l, err = leases.Get(t.Context(), app.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the Lease: %v", err)
+		}
+		if h := l.Spec.HolderIdentity; h != nil && *h != "" {
+			t.Errorf("the Lease's holder = %q after exit, want none: the next leader takes over at once", *h)
+		}
+	})
+}
+
+func TestClusterMissingCRDExits1(t *testing.T) {
+	c := cluster.Get(t)
+	ns := c.Namespace(t)
+
+	// A Resource of the same types whose CRD no one installed, as when the
+	// controller is deployed before its CRD.
+	absent := app.Memcached
+	absent.Kind, absent.Plural = "Absent", "absents"
+	token := c.ServiceAccount(t, ns, "absent-controller",
+		cluster.Grant{Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{absent.Group}, Resources: []string{absent.Plural}, Verbs: []string{"get", "list", "watch", "patch"}},
+		}},
+		cluster.Grant{Namespace: ns, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		}},
+	)
+	init := func(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
+		// A test fills the Connection with what its cluster needs.
+		client, err := kube.NewClient(s, kube.Connection{
+			Server: c.Server(),
+			TLS:    &tls.Config{RootCAs: c.CA()},
+			Token:  func(context.Context) (string, error) { return token, nil },
+		})
+		if err != nil {
+			return nil, err
+		}
+		settings := kube.DefaultSettings()
+		settings.Name = "absent-controller"
+		settings.LeaderElection.Namespace, settings.LeaderElection.Identity = ns, "absent-controller-0"
+		ctrl, err := kube.NewController(s, client, settings, absent, kube.ReconcilerFunc[app.MemcachedSpec, app.MemcachedStatus](
+			func(context.Context, memcachedObject) (kube.Result[app.MemcachedStatus], error) {
+				t.Error("an object of a resource that isn't served was reconciled")
+				return kube.Result[app.MemcachedStatus]{}, nil
+			}))
+		if err != nil {
+			return nil, err
+		}
+		return []humus.Service{ctrl}, nil
+	}
+	host := humustest.NewHost()
+
+	p := humustest.Start(t, host.Host(), init)
+
+	if code := wait(t, p); code != 1 {
+		t.Errorf("exit code %d, want 1", code)
+	}
+	want := "kube: listing cache.example.com/v1alpha1, Resource=absents: the server could not find the requested resource\n"
+	if got := host.Stderr(); got != want {
+		t.Errorf("stderr = %q, want %q", got, want)
+	}
+}
+
+// podHost is a Host as the kubelet sets up the controller's pod in ns:
+// the API server's address, the service account's CA and token, and the
+// downward API's namespace and name. The service account has the rules of
+// deploy/rbac.yaml. The probes listen on the address it returns.
+func podHost(t *testing.T, c *cluster.Cluster, ns, pod string) (*humustest.Host, string) {
+	t.Helper()
+	token := c.ServiceAccount(t, ns, app.Name, rbacGrants(t, "../deploy/rbac.yaml", ns)...)
+	_, port, err := net.SplitHostPort(c.Server())
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes := freeAddr(t)
+	h := humustest.NewHost()
+	h.Env["KUBERNETES_SERVICE_HOST"] = "127.0.0.1"
+	h.Env["KUBERNETES_SERVICE_PORT"] = port
+	h.Env["POD_NAMESPACE"] = ns
+	h.Env["POD_NAME"] = pod
+	h.Env["PROBES_ADDR"] = probes
+	h.Files["var/run/secrets/kubernetes.io/serviceaccount/ca.crt"] = &fstest.MapFile{Data: c.CAPEM()}
+	h.Files["var/run/secrets/kubernetes.io/serviceaccount/token"] = &fstest.MapFile{Data: []byte(token)}
+	return h, probes
+}
+
+// rbacGrants are the rules of the ClusterRoles and Roles in the YAML file
+// at path, a Role's granted in ns, the controller's namespace.
+func rbacGrants(t *testing.T, path, ns string) []cluster.Grant {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grants []cluster.Grant
+	for _, doc := range bytes.Split(data, []byte("\n---\n")) {
+		var role struct {
+			Kind  string              `json:"kind"`
+			Rules []rbacv1.PolicyRule `json:"rules"`
+		}
+		if err := yaml.Unmarshal(doc, &role); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		switch role.Kind {
+		case "ClusterRole":
+			grants = append(grants, cluster.Grant{Rules: role.Rules})
+		case "Role":
+			grants = append(grants, cluster.Grant{Namespace: ns, Rules: role.Rules})
+		}
+	}
+	if len(grants) == 0 {
+		t.Fatalf("%s has no ClusterRole or Role", path)
+	}
+	return grants
+}
+
+// installCRD creates the CRD that Memcached.CRD returns, as whatever
+// deploys the controller would, and waits until it is established. It is
+// left in place for the test binary's other tests.
+func installCRD(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	crd, err := app.Memcached.CRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := apiextensions.NewForConfig(c.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := client.ApiextensionsV1().CustomResourceDefinitions()
+	if _, err := crds.Create(t.Context(), crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating the CRD: %v", err)
+	}
+	eventually(t, time.Minute, func() error {
+		got, err := crds.Get(t.Context(), crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("the CRD %s isn't established: %+v", crd.Name, got.Status.Conditions)
+	})
+}
+
+func adminClients(t *testing.T, c *cluster.Cluster) (kubernetes.Interface, dynamic.Interface) {
+	t.Helper()
+	kc, err := kubernetes.NewForConfig(c.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(c.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc, dyn
+}
+
+func getMemcached(t *testing.T, memcacheds dynamic.ResourceInterface, name string) (memcachedObject, error) {
+	var m memcachedObject
+	u, err := memcacheds.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		return m, err
+	}
+	return m, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &m)
+}
+
+// ready is nil once the probes at addr answer /readyz with 200.
+func ready(addr string) error {
+	res, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || string(body) != "ok\n" {
+		return fmt.Errorf("/readyz: %s %q", res.Status, body)
+	}
+	return nil
+}
+
+// freeAddr is a loopback address with a port no one listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// wait waits for the App to exit, and returns its exit code. humus.Run
+// returns within the grace period of 20s once the App stops.
+func wait(t *testing.T, p *humustest.Process) int {
+	t.Helper()
+	select {
+	case <-p.Done():
+		return p.Wait()
+	case <-time.After(time.Minute):
+		t.Fatal("the App didn't exit within a minute")
+		return -1
+	}
+}
+
+// eventually polls check until it returns nil, and fails t with its last
+// error if it doesn't within timeout.
+func eventually(t *testing.T, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func managers(fields []metav1.ManagedFieldsEntry) string {
+	var s []string
+	for _, f := range fields {
+		s = append(s, fmt.Sprintf("%s %s %q", f.Manager, f.Operation, f.Subresource))
+	}
+	return "[" + strings.Join(s, ", ") + "]"
+}
+
+func stringOf(p *string) string {
+	if p == nil {
+		return "nil"
+	}
+	return *p
+}
