@@ -1,0 +1,13 @@
+// Command defaultdeny is the default-deny Namespace controller: see
+// package app, and ../README.md for running it against a local control
+// plane.
+package main
+
+import (
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/kube/example/defaultdeny/app"
+)
+
+func main() {
+	humus.Main(app.Init)
+}
