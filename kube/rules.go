@@ -15,6 +15,10 @@ import (
 // TypeRules constrain the fields of one Go type, wherever the type appears
 // in a schema.
 //
+// A Resource's Rules hold one TypeRules for a type: two, from Rules or
+// Schema, are an error from CRD, as are Rules for a type that appears
+// nowhere in Spec or Status, since they would constrain nothing.
+//
 // Where the type is embedded in a struct, and encoding/json inlines its
 // fields, its Rules constrain those fields there too, and its Validations
 // apply to the struct it is inlined in; the outer struct's own Rules for
@@ -352,8 +356,11 @@ func resolveField(t reflect.Type, base unsafe.Pointer, f fieldRule) (*resolvedFi
 	if f.p == nil {
 		return nil, "", fmt.Errorf("is a rule that names no field: its pointer is nil")
 	}
-	off := uintptr(f.p) - uintptr(base) // wraps to a huge value below base
-	if t.Kind() != reflect.Struct || uintptr(f.p) < uintptr(base) || off >= t.Size() {
+	if t.Kind() != reflect.Struct {
+		return nil, "", fmt.Errorf("is a rule that names no field: %s isn't a struct, so it has none", typeName(t))
+	}
+	off := uintptr(f.p) - uintptr(base)
+	if uintptr(f.p) < uintptr(base) || off >= t.Size() {
 		return nil, "", fmt.Errorf("is a rule that names no field: it points outside the %s handed to Rules", typeName(t))
 	}
 	loc, ok := locate(t, off, f.t)

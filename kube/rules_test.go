@@ -265,6 +265,7 @@ func TestRulesResolution(t *testing.T) {
 		n     int32
 		f     float32
 		nm    Named
+		name  Name
 	)
 	t.Run("a promoted field", func(t *testing.T) {
 		s, err := specSchema[Promotes](kube.Rules(&p, kube.Field(&p.Port).Minimum(7)))
@@ -315,6 +316,10 @@ func TestRulesResolution(t *testing.T) {
 			`kube: Rules for kube_test.Promotes: fields[1] names kube_test.Promotes.Value again: give each field one Field`,
 			`kube: kube_test.Promotes.Value (spec.value): ListSet needs a slice or an array, and the field's schema is type: integer`,
 			`kube: kube_test.Promotes.Value (spec.value): ListMap["a"] needs a slice or an array, and the field's schema is type: integer`,
+		}},
+		{"a Field of a type that isn't a struct", []kube.TypeRules{kube.Rules(&name, kube.Field(&name).MinLength(1))}, []string{
+			`kube: Rules for kube_test.Name: fields[0], a Field of kube_test.Name, is a rule that names no field: kube_test.Name isn't a struct, so it has none`,
+			`kube: Rules for kube_test.Name: kube_test.Name appears nowhere in Spec or Status, so its Rules constrain nothing`,
 		}},
 		{"two Rules for one type, and Rules for a type that appears nowhere", []kube.TypeRules{
 			kube.Rules(&p),
