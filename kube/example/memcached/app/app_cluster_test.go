@@ -114,13 +114,14 @@ func TestClusterMemcached(t *testing.T) {
 	}
 
 	ok = t.Run("undoes a hand-made scale of the Deployment", func(t *testing.T) {
+		// Through the scale subresource, as kubectl scale does.
 		deployments := admin.AppsV1().Deployments(ns)
-		d, err := deployments.Get(t.Context(), "sessions", metav1.GetOptions{})
+		scale, err := deployments.GetScale(t.Context(), "sessions", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.Spec.Replicas = new(int32(3))
-		if _, err := deployments.Update(t.Context(), d, metav1.UpdateOptions{}); err != nil {
+		scale.Spec.Replicas = 3
+		if _, err := deployments.UpdateScale(t.Context(), "sessions", scale, metav1.UpdateOptions{}); err != nil {
 			t.Fatalf("scaling the Deployment to 3: %v", err)
 		}
 		scaled := time.Now()
