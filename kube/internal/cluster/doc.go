@@ -1,0 +1,57 @@
+// Package cluster is the tests' real control plane: etcd, kube-apiserver
+// and kube-controller-manager built from Kubernetes v1.37.2's own source
+// (the tools/controlplane module) and started on loopback, so admission,
+// validation, defaulting, server-side apply, RBAC, garbage collection and
+// namespace deletion in tests are Kubernetes' own.
+//
+// A test binary that uses it calls Run from TestMain, and each test that
+// needs the control plane calls Get:
+//
+//	func TestMain(m *testing.M) { os.Exit(cluster.Run(m)) }
+//
+//	func TestClusterSomething(t *testing.T) {
+//		c := cluster.Get(t)
+//		ns := c.Namespace(t)
+//		client, err := kubernetes.NewForConfig(c.AdminConfig())
+//		...
+//	}
+//
+// What it guarantees:
+//
+//   - One control plane per test binary, started by the first Get and
+//     stopped when Run's tests end; tests isolate themselves by namespace
+//     (Namespace).
+//   - Binaries are built on demand into .bin/controlplane at the
+//     repository root, under a file lock, so two test binaries starting at
+//     once build once; a stamp of tools/controlplane's source means a warm
+//     start runs no go command. A cold build takes about 18 minutes on two
+//     cores, longer than go test's default 10m timeout: build first with
+//     `go run ./kube/internal/cluster/cmd/cluster -build`, or pass
+//     -timeout 30m.
+//   - Every component listens on 127.0.0.1 only, on ports picked free
+//     below the ephemeral range, and kept across stops and starts.
+//   - etcd keeps its data in the control plane's temporary folder;
+//     kube-apiserver has a CA and serving certificate (127.0.0.1 and
+//     localhost) made at start, RBAC authorization, the CA as its client
+//     CA, a service-account issuer and signing key, and a static admin
+//     token in system:masters; kube-controller-manager runs exactly the
+//     garbage collector and namespace controllers, without leader
+//     election. Nothing runs pods or writes a Deployment's status.
+//   - Get returns once each component is ready: etcd's /health,
+//     kube-apiserver's /readyz and both controllers in
+//     kube-controller-manager's /healthz.
+//   - Every component's output goes to a log file; when a test failed, Run
+//     prints the last lines of each to stderr.
+//   - Every process dies with the test binary, even on panic, timeout or
+//     SIGKILL: each runs in its own process group with a parent-death
+//     signal of SIGKILL. A component that hasn't exited 10s after SIGTERM
+//     is killed (kube-apiserver doesn't exit on SIGTERM once etcd is gone).
+//     The temporary folder of a test binary that died is removed by the
+//     next one.
+//   - Client configs from AdminConfig, Kubeconfig and ServiceAccount
+//     keep working across StopAPIServer/StartAPIServer and
+//     StopEtcd/StartEtcd.
+//
+// The cluster command (cmd/cluster, `make cluster`) runs the same control
+// plane in the foreground for a person, with Start and Stop.
+package cluster

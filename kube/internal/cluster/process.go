@@ -1,0 +1,219 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// A process is one component of the control plane: its command line, the
+// file its output goes to, and, while it runs, its process group.
+// A process is not safe for concurrent use: the Cluster serialises it.
+type process struct {
+	name string
+	path string
+	args []string
+	log  string
+
+	cmd     *exec.Cmd
+	done    chan struct{} // closed once cmd has exited
+	exitErr error         // cmd.Wait's result, set before done is closed
+}
+
+// start starts the process in its own process group, appending its output
+// to its log. It dies with this process (SIGKILL), however this one ends.
+func (p *process) start() error {
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("cluster: starting %s: %w", p.name, err)
+	}
+	defer func() { _ = f.Close() }() // the child holds its own copy
+	_, _ = fmt.Fprintf(f, "==== %s starting at %s\n", p.name, time.Now().Format(time.RFC3339Nano))
+
+	cmd := exec.Command(p.path, p.args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := spawn(cmd); err != nil {
+		return fmt.Errorf("cluster: starting %s: %w", p.name, err)
+	}
+	done := make(chan struct{})
+	p.cmd, p.done, p.exitErr = cmd, done, nil
+	go func() {
+		p.exitErr = cmd.Wait()
+		close(done)
+	}()
+	return nil
+}
+
+// running reports whether the process was started and hasn't exited.
+func (p *process) running() bool {
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// pid is the process's id, or 0 when it was never started.
+func (p *process) pid() int {
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// stop sends SIGTERM to the process group, and SIGKILL when the process
+// hasn't exited within grace; it returns once the process has exited. Its
+// error says the process had already exited before stop asked it to.
+func (p *process) stop(grace time.Duration) error {
+	if p.cmd == nil {
+		return nil
+	}
+	defer func() { p.cmd = nil }()
+	pid := p.cmd.Process.Pid
+	select {
+	case <-p.done:
+		killGroup(pid) // anything it left behind
+		return fmt.Errorf("cluster: %s had exited before it was stopped: %w", p.name, p.exitError())
+	default:
+	}
+	_ = syscall.Kill(-pid, syscall.SIGTERM) // if it exited meanwhile, done is closed
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-p.done:
+	case <-timer.C:
+		killGroup(pid)
+		<-p.done
+	}
+	killGroup(pid)
+	return nil
+}
+
+// flag is the value of the process's argument "name=value".
+func (p *process) flag(name string) string {
+	for _, arg := range p.args {
+		if v, ok := strings.CutPrefix(arg, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// alive reports whether process pid exists and isn't a zombie.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) == 0 || fields[0] != "Z"
+}
+
+// killGroup sends SIGKILL to process group pgid, if it still exists.
+func killGroup(pgid int) {
+	_ = syscall.Kill(-pgid, syscall.SIGKILL) // ESRCH: the group is gone already
+}
+
+// exitError is why the exited process ended: cmd.Wait's error, or one
+// saying it exited with status 0.
+func (p *process) exitError() error {
+	if p.exitErr != nil {
+		return p.exitErr
+	}
+	return errors.New("exit status 0")
+}
+
+// spawn starts cmd in its own process group with a parent-death signal of
+// SIGKILL, from one OS thread that never exits.
+//
+// Linux sends the parent-death signal when the thread that forked the
+// child exits, not the process: a child forked from an ordinary goroutine's
+// thread would be killed whenever the Go runtime retires that thread. The
+// spawning goroutine locks its thread and never returns, so the signal
+// comes only when the whole process dies, by panic, timeout or SIGKILL.
+func spawn(cmd *exec.Cmd) error {
+	spawner.once.Do(func() {
+		spawner.requests = make(chan spawnRequest)
+		go func() {
+			runtime.LockOSThread() // never unlocked: this thread lives as long as the process
+			for r := range spawner.requests {
+				r.result <- r.cmd.Start()
+			}
+		}()
+	})
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	r := spawnRequest{cmd: cmd, result: make(chan error, 1)}
+	spawner.requests <- r
+	return <-r.result
+}
+
+// spawner is the goroutine that starts every child process; see spawn.
+var spawner struct {
+	once     sync.Once
+	requests chan spawnRequest
+}
+
+type spawnRequest struct {
+	cmd    *exec.Cmd
+	result chan error
+}
+
+// tail is the last n lines of the file at path, or a note saying why it
+// can't be read.
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	defer func() { _ = f.Close() }()
+	const window = 64 << 10
+	if info, err := f.Stat(); err == nil && info.Size() > window {
+		if _, err := f.Seek(-window, io.SeekEnd); err != nil {
+			return fmt.Sprintf("(%v)", err)
+		}
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	return lastLines(data, n)
+}
+
+// lastLines is the last n lines of data.
+func lastLines(data []byte, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	data = bytes.TrimRight(data, "\n")
+	at := len(data)
+	for range n {
+		i := bytes.LastIndexByte(data[:at], '\n')
+		if i < 0 {
+			return string(data)
+		}
+		at = i
+	}
+	return string(data[at+1:])
+}
