@@ -211,6 +211,60 @@ func TestClusterMemcached(t *testing.T) {
 	})
 }
 
+// Limited to one namespace, the controller lists and watches only there,
+// so deploy/rbac.yaml's ClusterRole can be a Role in that namespace.
+func TestClusterMemcachedInOneNamespace(t *testing.T) {
+	c := cluster.Get(t)
+	_, dyn := adminClients(t, c)
+	installCRD(t, c)
+	ns := c.Namespace(t)
+	var grants []cluster.Grant
+	for _, g := range rbacGrants(t, "../deploy/rbac.yaml", ns) {
+		g.Namespace = ns
+		grants = append(grants, g)
+	}
+	host, _ := podHostWith(t, c, ns, "memcached-controller-0", grants)
+	host.Env["WATCH_NAMESPACE"] = ns
+
+	p := humustest.Start(t, host.Host(), app.Init)
+
+	memcacheds := dyn.Resource(app.Memcached.GVR()).Namespace(ns)
+	if _, err := memcacheds.Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cache.example.com/v1alpha1",
+		"kind":       "Memcached",
+		"metadata":   map[string]any{"name": "sessions"},
+		"spec":       map[string]any{"size": int64(2)},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the Memcached: %v", err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		m, err := getMemcached(t, memcacheds, "sessions")
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(m.Status.Conditions, "Available"); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("conditions = %+v, want Available True", m.Status.Conditions)
+		}
+		return nil
+	})
+	// Finalized while the App runs, so the namespace's deletion isn't held
+	// up by a finalizer no one removes.
+	if err := memcacheds.Delete(t.Context(), "sessions", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if _, err := memcacheds.Get(t.Context(), "sessions", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the Memcached is still there (%v)", err)
+		}
+		return nil
+	})
+
+	p.Signal()
+	if code := wait(t, p); code != 0 {
+		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
+	}
+}
+
 func TestClusterMissingCRDExits1(t *testing.T) {
 	c := cluster.Get(t)
 	ns := c.Namespace(t)
@@ -269,7 +323,13 @@ func TestClusterMissingCRDExits1(t *testing.T) {
 // deploy/rbac.yaml. The probes listen on the address it returns.
 func podHost(t *testing.T, c *cluster.Cluster, ns, pod string) (*humustest.Host, string) {
 	t.Helper()
-	token := c.ServiceAccount(t, ns, app.Name, rbacGrants(t, "../deploy/rbac.yaml", ns)...)
+	return podHostWith(t, c, ns, pod, rbacGrants(t, "../deploy/rbac.yaml", ns))
+}
+
+// podHostWith is podHost, with grants in place of deploy/rbac.yaml's.
+func podHostWith(t *testing.T, c *cluster.Cluster, ns, pod string, grants []cluster.Grant) (*humustest.Host, string) {
+	t.Helper()
+	token := c.ServiceAccount(t, ns, app.Name, grants...)
 	_, port, err := net.SplitHostPort(c.Server())
 	if err != nil {
 		t.Fatal(err)
