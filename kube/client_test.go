@@ -135,7 +135,7 @@ func TestConfig(t *testing.T) {
 	if cfg.QPS >= 0 || cfg.RateLimiter != nil {
 		t.Errorf("QPS = %v, RateLimiter = %v; want a negative QPS and no RateLimiter, so nothing limits the rate", cfg.QPS, cfg.RateLimiter)
 	}
-	if cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.TLSClientConfig.CAData != nil || cfg.TLSClientConfig.ServerName != "" {
+	if cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.CAData != nil || cfg.CertData != nil || cfg.ServerName != "" {
 		t.Errorf("rest.Config carries credentials or TLS options beside its Transport: %+v", cfg)
 	}
 

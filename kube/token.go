@@ -89,7 +89,7 @@ func (t *tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	tok, err := t.tokens.get(r.Context())
 	if err != nil {
 		if r.Body != nil {
-			r.Body.Close() // a RoundTripper closes the body, even on an error
+			_ = r.Body.Close() // a RoundTripper closes the body, even on an error
 		}
 		return nil, err
 	}

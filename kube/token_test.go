@@ -75,7 +75,7 @@ func roundTrip(t testing.TB, rt http.RoundTripper, ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if req.Header.Get("Authorization") != "" {
 		t.Errorf("the round tripper changed its request's headers")
 	}
@@ -299,7 +299,7 @@ func TestTokenKeepsARequestsOwnAuthorization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if next.last() != "Bearer own" || tok.Calls() != 0 {
 		t.Errorf("Authorization = %q with %d Token calls, want the request's own and none", next.last(), tok.Calls())
 	}

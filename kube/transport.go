@@ -155,7 +155,7 @@ func (t *unauthorizedTransport) RoundTrip(r *http.Request) (*http.Response, erro
 // statusMessage reads and closes a 401's body, and returns the message of
 // the metav1.Status in it when it is JSON, or "Unauthorized".
 func statusMessage(resp *http.Response) string {
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxStatusBytes))
 	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil && mt == "application/json" {
 		var status struct {

@@ -177,11 +177,11 @@ func TestClientUsesNoProxy(t *testing.T) {
 			mu.Lock()
 			proxiedN++
 			mu.Unlock()
-			conn.Close()
+			_ = conn.Close()
 		}
 	})
 	t.Cleanup(func() {
-		proxy.Close()
+		_ = proxy.Close()
 		proxied.Wait()
 	})
 	proxyURL := "http://" + proxy.Addr().String()
@@ -465,7 +465,7 @@ func TestClientPingsAnIdleConnection(t *testing.T) {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		answered := time.Now()
 		if resp.ProtoMajor != 2 || string(body) != "v1.37.2" {
 			t.Fatalf("response: HTTP/%d %q, want HTTP/2 v1.37.2", resp.ProtoMajor, body)
@@ -494,7 +494,7 @@ type h2Result struct {
 // "v1.37.2", and no ping an answer. It returns when the client closes conn.
 func serveH2WithoutPingAcks(conn net.Conn, cert tls.Certificate) h2Result {
 	tc := tls.Server(conn, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}})
-	defer tc.Close()
+	defer func() { _ = tc.Close() }()
 	if err := tc.Handshake(); err != nil {
 		return h2Result{err: err}
 	}
