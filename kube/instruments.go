@@ -137,4 +137,3 @@ type noop struct{}
 
 func (noop) Inc()            {}
 func (noop) Observe(float64) {}
-

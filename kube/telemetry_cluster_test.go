@@ -1,0 +1,260 @@
+package kube
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/cluster"
+)
+
+// telemetryCaches is the telemetry tests' resource: a group of its own, so
+// its CRD is theirs alone.
+var telemetryCaches = Resource[cacheSpec, cacheStatus]{
+	Group:   "telemetry.test.example.com",
+	Version: "v1alpha1",
+	Kind:    "Memcached",
+	Plural:  "memcacheds",
+	Scope:   Namespaced,
+}
+
+// establishCRD creates r's CRD, waits until it is Established, and deletes
+// it when the test ends.
+func establishCRD[Spec, Status any](t *testing.T, c *cluster.Cluster, r Resource[Spec, Status]) {
+	t.Helper()
+	crd, err := r.CRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := apiextensions.NewForConfigOrDie(c.AdminConfig()).ApiextensionsV1().CustomResourceDefinitions()
+	if _, err := crds.Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the CRD %s: %v", crd.Name, err)
+	}
+	t.Cleanup(func() {
+		if err := crds.Delete(context.Background(), crd.Name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("deleting the CRD %s: %v", crd.Name, err)
+		}
+	})
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the CRD %s isn't Established: %v", crd.Name, err)
+	}
+}
+
+// attrOf returns the string form of s's attribute key, or "".
+func attrOf(s sdktrace.ReadOnlySpan, key string) string {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.Emit()
+		}
+	}
+	return ""
+}
+
+func TestClusterAReconcilesSpansIncludeItsRequestsAndNoWatch(t *testing.T) {
+	c := cluster.Get(t)
+	establishCRD(t, c, telemetryCaches)
+	ns := c.Namespace(t)
+
+	tel := humustest.NewTelemetry()
+	setup := &humus.Setup{Host: humus.OSHost(), Telemetry: tel.Telemetry()}
+	client, err := NewClient(setup, Connection{
+		Server: c.Server(),
+		TLS:    &tls.Config{RootCAs: c.CA()},
+		Token:  func(context.Context) (string, error) { return c.AdminToken(), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := kubernetes.NewForConfig(client.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The Reconciler reads the object's namespace through the Client, with
+	// its context, and reports the size as ready.
+	var calls counter
+	rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		calls.inc(m.Name)
+		if _, err := kc.CoreV1().Namespaces().Get(ctx, m.Namespace, metav1.GetOptions{}); err != nil {
+			return Result[cacheStatus]{}, err
+		}
+		st := m.Status
+		st.ReadyReplicas = m.Spec.Size
+		return Result[cacheStatus]{Status: &st}, nil
+	})
+	s := DefaultSettings()
+	s.Name = "telemetry-controller"
+	s.Namespace = ns
+	s.LeaderElection.Namespace = ns
+	s.LeaderElection.Identity = "replica-1"
+	ctrl, err := NewController(setup, client, s, telemetryCaches, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- ctrl.Serve(ctx) }()
+
+	admin := dynamic.NewForConfigOrDie(c.AdminConfig()).Resource(telemetryCaches.GVR()).Namespace(ns)
+	m := object("telemetry.test.example.com/v1alpha1", "Memcached", ns, "cache", map[string]any{"size": int64(3)})
+	unstructured.RemoveNestedField(m.Object, "metadata", "uid")
+	if _, err := admin.Create(t.Context(), m, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Settled: the status applied, and the reconcile its watch event
+	// brings, which applies nothing, ended.
+	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := admin.Get(ctx, "cache", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		n, _, _ := unstructured.NestedInt64(got.Object, "status", "readyReplicas")
+		return n == 3 && len(reconcileSpansOf(tel, "Memcached", "cache")) >= 2, nil
+	})
+	if err != nil {
+		t.Fatalf("the object didn't settle: %v; reconciles: %d; spans: %v", err, calls.get("cache"), spanNames(tel))
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve didn't return within 30s of its context being done")
+	}
+
+	spans := tel.Spans()
+	byParent := map[trace.SpanID][]sdktrace.ReadOnlySpan{}
+	for _, sp := range spans {
+		if sp.Parent().IsValid() {
+			byParent[sp.Parent().SpanID()] = append(byParent[sp.Parent().SpanID()], sp)
+		}
+	}
+	reconciles := reconcileSpansOf(tel, "Memcached", "cache")
+	first := reconciles[0]
+	if first.Parent().IsValid() {
+		t.Errorf("the reconcile span has a parent, want a root span")
+	}
+	if got, want := spanAttrs(first), map[string]string{attrNamespace: ns, attrObjectName: "cache"}; !mapsEqual(got, want) {
+		t.Errorf("the reconcile span's attributes = %v, want %v", got, want)
+	}
+
+	// Its children: the Reconciler's GET, then the status apply, each a
+	// client span of otelhttp's in the reconcile's trace.
+	statusApply := "PATCH /apis/telemetry.test.example.com/v1alpha1/namespaces/{namespace}/memcacheds/{name}/status"
+	children := byParent[first.SpanContext().SpanID()]
+	var names []string
+	for _, ch := range children {
+		names = append(names, ch.Name())
+		if ch.SpanKind() != trace.SpanKindClient {
+			t.Errorf("the child %s is a %v span, want client", ch.Name(), ch.SpanKind())
+		}
+		if ch.SpanContext().TraceID() != first.SpanContext().TraceID() {
+			t.Errorf("the child %s is in another trace", ch.Name())
+		}
+		if ch.StartTime().Before(first.StartTime()) || ch.EndTime().After(first.EndTime()) {
+			t.Errorf("the child %s ran outside the reconcile", ch.Name())
+		}
+	}
+	if want := []string{"GET /api/v1/namespaces/{name}", statusApply}; !equalStrings(names, want) {
+		t.Fatalf("the reconcile's children = %q, want %q", names, want)
+	}
+	apply := children[1]
+	if got := attrOf(apply, "http.request.method"); got != "PATCH" {
+		t.Errorf("the status apply's http.request.method = %q, want PATCH", got)
+	}
+	if got := attrOf(apply, "http.response.status_code"); got != "200" {
+		t.Errorf("the status apply's http.response.status_code = %q, want 200", got)
+	}
+	if got := attrOf(apply, "url.full"); !strings.Contains(got, "/namespaces/"+ns+"/memcacheds/cache/status") || !strings.Contains(got, "fieldManager=telemetry-controller") {
+		t.Errorf("the status apply's url.full = %q, want the object's status, by the controller's field manager", got)
+	}
+
+	// One status apply in all: the second reconcile found it applied.
+	var applies, lists int
+	for _, sp := range spans {
+		switch {
+		case sp.Name() == statusApply:
+			applies++
+		case sp.Name() == "GET /apis/telemetry.test.example.com/v1alpha1/namespaces/{namespace}/memcacheds":
+			lists++
+		}
+		url := attrOf(sp, "url.full")
+		if strings.Contains(url, "watch=true") || strings.Contains(url, "watch=1") || strings.Contains(sp.Name(), "/watch/") {
+			t.Errorf("a span %s of a watch, %s: a watch lasts as long as its informer", sp.Name(), url)
+		}
+	}
+	if applies != 1 {
+		t.Errorf("%d status applies, want 1", applies)
+	}
+	if lists == 0 {
+		t.Errorf("no span of the resource's list: spans %v", spanNames(tel))
+	}
+	if got := len(byParent[reconciles[1].SpanContext().SpanID()]); got != 1 {
+		t.Errorf("the second reconcile's children = %d, want only the Reconciler's GET", got)
+	}
+
+	// Leader election's records reach the LoggerProvider.
+	recs := recordsWithBody(tel, "Successfully acquired lease")
+	if len(recs) != 1 {
+		t.Fatalf("%d records Successfully acquired lease, want 1; records: %q", len(recs), recordBodies(tel))
+	}
+	if got, want := recordAttrs(recs[0])["lock"], ns+"/telemetry-controller"; got != want {
+		t.Errorf("the record's lock = %q, want %q", got, want)
+	}
+
+	// otelhttp's client instruments measure the requests, and the
+	// controller's own measured the reconciles.
+	rm, err := tel.Metrics(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests uint64
+	for _, sm := range rm.ScopeMetrics {
+		for _, met := range sm.Metrics {
+			if met.Name == "http.client.request.duration" {
+				for _, dp := range met.Data.(metricdata.Histogram[float64]).DataPoints {
+					requests += dp.Count
+				}
+			}
+		}
+	}
+	if want := uint64(len(spans) - len(reconciles)); requests != want {
+		t.Errorf("http.client.request.duration counted %d requests, want one per client span, %d", requests, want)
+	}
+	if got := reconcileDurations(t, tel)["success"]; got.Count != uint64(len(reconciles)) {
+		t.Errorf("reconcile.duration counted %d successes, want %d", got.Count, len(reconciles))
+	}
+}
+
+func equalStrings(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
