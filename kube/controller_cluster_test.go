@@ -103,7 +103,7 @@ func clientAs(t *testing.T, c *cluster.Cluster, tel *humustest.Telemetry, token 
 			for _, r := range tel.Records() {
 				var attrs []string
 				r.WalkAttributes(func(kv attribute.KeyValue) bool {
-					attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
+					attrs = append(attrs, string(kv.Key)+"="+kv.Value.String())
 					return true
 				})
 				t.Logf("record: %s %s %v", r.Severity(), r.Body().AsString(), attrs)

@@ -64,7 +64,7 @@ func install[Spec, Status any](t *testing.T, r kube.Resource[Spec, Status]) inst
 	})
 
 	in := installed{crd: created, apiVersion: r.Group + "/" + r.Version, kind: r.Kind}
-	var objects dynamic.NamespaceableResourceInterface = dyn.Resource(r.GVR())
+	objects := dyn.Resource(r.GVR())
 	in.objects = objects
 	if r.Scope == kube.Namespaced {
 		in.namespace = c.Namespace(t)

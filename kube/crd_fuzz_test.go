@@ -23,7 +23,7 @@ type (
 	fuzzNode struct {
 		Next *fuzzNode `json:"next,omitempty"`
 	}
-	fuzzMarshaler struct{ v int }
+	fuzzMarshaler struct{ v int } //nolint:unused // its fields aren't its encoding
 	fuzzBase      struct {
 		ID   string `json:"id"`
 		Name string `json:"name,omitempty"`

@@ -78,7 +78,7 @@ func (c *Controller) process(ctx context.Context, q queue, objects cache.Indexer
 	}
 
 	ctx, rec := c.tel.start(ctx, c.kind, u)
-	after, err, pv := c.reconcileOrPanic(ctx, u)
+	after, pv, err := c.reconcileOrPanic(ctx, u)
 	switch {
 	case pv != nil:
 		// 7. A panic is recovered, recorded and forgotten: a retry would run
@@ -106,14 +106,14 @@ type panicValue struct {
 
 // reconcileOrPanic runs steps 2 to 6, recovering a panic in the end user's
 // code.
-func (c *Controller) reconcileOrPanic(ctx context.Context, u *unstructured.Unstructured) (after time.Duration, err error, pv *panicValue) {
+func (c *Controller) reconcileOrPanic(ctx context.Context, u *unstructured.Unstructured) (after time.Duration, pv *panicValue, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			pv = &panicValue{value: r, stack: debug.Stack()}
 		}
 	}()
 	after, err = c.reconcile(ctx, u)
-	return after, err, nil
+	return after, nil, err
 }
 
 // reconcile runs steps 2 to 6 for u: the finalizer, the Reconciler and the

@@ -185,7 +185,7 @@ func TestResourceCRDErrors(t *testing.T) {
 	}
 }
 
-type marshalsItself struct{ v int }
+type marshalsItself struct{ v int } //nolint:unused // its fields aren't its encoding
 
 func (m marshalsItself) MarshalJSON() ([]byte, error) { return []byte("1"), nil }
 

@@ -43,17 +43,6 @@ type (
 	}
 )
 
-// constrainedSchema reflects Constrained with rules, and returns the
-// schema of its field prop and whether it is required.
-func constrainedSchema(rules ...kube.TypeRules) (string, []string, error) {
-	s, err := specSchema[Constrained](rules...)
-	if err != nil {
-		return "", nil, err
-	}
-	b, err := json.Marshal(s.Properties)
-	return string(b), s.Required, err
-}
-
 func TestRulesEachConstraint(t *testing.T) {
 	var c Constrained
 	tests := []struct {

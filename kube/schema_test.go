@@ -72,7 +72,7 @@ type (
 		Optional  string `json:"optional,omitempty"`
 		Zero      string `json:"zero,omitzero"`
 		Skipped   string `json:"-"`
-		Dash      string `json:"-,"`
+		Dash      string `json:"-,"` //nolint:staticcheck // the name "-", as encoding/json reads it
 		unexposed string //nolint:unused // unexported, so not in the schema
 	}
 
@@ -90,7 +90,7 @@ type (
 		Ratio   float64 `json:"ratio,string"`
 		Text    string  `json:"text,string"`
 		Pointer *int    `json:"pointer,string"`
-		Slice   []int   `json:"slice,string"` // ",string" applies to scalars only
+		Slice   []int   `json:"slice,string"` //nolint:staticcheck // ",string" applies to scalars only, which is the point
 	}
 
 	Base struct {
@@ -245,7 +245,7 @@ func TestSchemaOfEachGoType(t *testing.T) {
 }
 
 // Clock encodes itself, so it has no schema but the one Schema gives.
-type Clock struct{ h, m int }
+type Clock struct{ h, m int } //nolint:unused // its fields aren't its encoding
 
 func (c Clock) MarshalJSON() ([]byte, error) { return []byte(`"00:00"`), nil }
 
