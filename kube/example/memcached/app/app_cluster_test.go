@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -147,10 +148,7 @@ func TestClusterMemcached(t *testing.T) {
 		}
 		eventually(t, 30*time.Second, func() error {
 			_, err := memcacheds.Get(t.Context(), "sessions", metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("the Memcached is still there (%v)", err)
+			return gone("the Memcached", err)
 		})
 
 		events, err := admin.EventsV1().Events(ns).List(t.Context(), metav1.ListOptions{})
@@ -174,10 +172,7 @@ func TestClusterMemcached(t *testing.T) {
 		// discovery, every 30s.
 		eventually(t, 2*time.Minute, func() error {
 			_, err := admin.AppsV1().Deployments(ns).Get(t.Context(), "sessions", metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("the Deployment is still there (%v)", err)
+			return gone("the Deployment", err)
 		})
 	})
 	if !ok {
@@ -253,10 +248,8 @@ func TestClusterMemcachedInOneNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, func() error {
-		if _, err := memcacheds.Get(t.Context(), "sessions", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the Memcached is still there (%v)", err)
-		}
-		return nil
+		_, err := memcacheds.Get(t.Context(), "sessions", metav1.GetOptions{})
+		return gone("the Memcached", err)
 	})
 
 	p.Signal()
@@ -429,13 +422,24 @@ func getMemcached(t *testing.T, memcacheds dynamic.ResourceInterface, name strin
 	return m, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &m)
 }
 
+// gone is nil when err, a Get's, says the object is not found.
+func gone(what string, err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	}
+	return errors.New(what + " is still there")
+}
+
 // ready is nil once the probes at addr answer /readyz with 200.
 func ready(addr string) error {
 	res, err := http.Get("http://" + addr + "/readyz")
 	if err != nil {
 		return err
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	body, _ := io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusOK || string(body) != "ok\n" {
 		return fmt.Errorf("/readyz: %s %q", res.Status, body)
@@ -450,8 +454,11 @@ func freeAddr(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }
 
 // wait waits for the App to exit, and returns its exit code. humus.Run
