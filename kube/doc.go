@@ -1,3 +1,233 @@
 // Package kube writes Kubernetes controllers as humus Services, on client-go
 // alone: no controller-runtime, no code generation, no globals.
+//
+// A custom resource is a Resource of two plain Go types, its spec and its
+// status; its CustomResourceDefinition is reflected from them by CRD, with
+// constraints attached to fields by pointer, so a misspelled constraint
+// doesn't compile. One of Kubernetes' own kinds, such as a Namespace, is a
+// Kind. NewController and NewKindController return a Controller, which is a
+// humus.Service; NewClient is how it, and the end user's own clientsets,
+// reach the API server through the Host.
+//
+// # Custom resources and their CRD
+//
+// A Resource names a custom resource: its group, version, kind, plural and
+// Scope. Resource.CRD reflects its CustomResourceDefinition from the Spec and
+// Status types, with no markers and no generated code: one version, served
+// and stored, with the status subresource, named <Plural>.<Group>; a root
+// with apiVersion, kind, metadata, a required spec and a status; a
+// structural schema, every subschema inlined, in OpenAPI 3.0's dialect, so a
+// pointer is nullable: true, never a type array.
+//
+// The schema is encoding/json's encoding of the types:
+//
+//	Go                                      schema
+//	bool                                    type: boolean
+//	int8 to int32, uint8, uint16            type: integer, format: int32
+//	int, int64, uint, uint32, uint64        type: integer, format: int64
+//	float32, float64                        type: number
+//	string                                  type: string
+//	[]byte                                  type: string, format: byte
+//	a slice or an array                     type: array, with items
+//	map[string]V                            type: object, with additionalProperties
+//	a struct                                type: object, a property per field encoding/json writes
+//	*T                                      T's schema, nullable unless omitempty or omitzero
+//	metav1.Time, metav1.MicroTime           type: string, format: date-time
+//	metav1.Duration                         type: string
+//	resource.Quantity, intstr.IntOrString   x-kubernetes-int-or-string, anyOf integer and string
+//	runtime.RawExtension                    type: object, x-kubernetes-preserve-unknown-fields
+//	metav1.ObjectMeta, in a template        type: object: name, namespace, labels, annotations, finalizers
+//	an encoding.TextMarshaler               type: string
+//
+//	  - A struct's properties are the fields encoding/json writes: exported,
+//	    named by their json tags, json:"-" left out; an embedded struct without
+//	    a json name is inlined, with encoding/json's rules for two fields of
+//	    one name.
+//	  - A field is required unless its json tag has omitempty or omitzero, it
+//	    has a Default, or it is promoted through an embedded pointer: a field
+//	    the encoder always writes is always there.
+//	  - Below the root, the API server prunes, or under fieldValidation=Strict
+//	    refuses, every metadata field a schema doesn't name, so a template's
+//	    ObjectMeta names the ones a template sets, as controller-gen does.
+//
+// Constraints are typed values, attached to a field by pointer:
+//
+//	kube.Rules(&spec, kube.Field(&spec.Size).Minimum(1).Maximum(3))
+//
+//	  - A misspelled constraint, or a value of the wrong type, doesn't compile.
+//	  - Rules belong to a type: Rules[T] constrains T's own fields, promoted
+//	    ones included, wherever T appears. A field of a struct that T holds by
+//	    name is constrained by that struct's own Rules.
+//	  - Schema gives the schema of a type that implements json.Marshaler,
+//	    whose fields aren't its encoding.
+//	  - CRD doesn't compile CEL: the API server compiles each Validation when
+//	    the CRD is created, and refuses one that doesn't compile.
+//
+// CRD returns one error, errors.Join of every mistake, each naming the Go
+// type, the field and where it is in the schema:
+//
+//	kube: app.MemcachedSpec.Image (spec.image): Minimum needs a number, and the field's schema is type: string
+//
+// A nil slice or map, and a zero metav1.Time, encode as null. In a field
+// without omitempty, which is required and not nullable, the API server
+// refuses null, so a status applied with one fails: give such a field
+// omitempty, or keep it set.
+//
+// The controller never installs its CRD. Whatever deploys the controller
+// applies the CRD's YAML, and a golden test of CRD's output keeps the YAML in
+// step with the types.
+//
+// # Connecting
+//
+// NewClient takes a Connection: the API server's host:port, the TLS config
+// it is dialled with, and a function returning the bearer token. kube reads
+// no KUBERNETES_SERVICE_HOST, no token file and no kubeconfig itself: the
+// end user's Init fills the Connection, through the Host. Client.Config
+// gives client-go's clientsets, and the Controller's dynamic and metadata
+// clients, one transport that kube builds instead of client-go:
+//
+//   - It dials Server with s.Host.Dial, and never through a proxy, whatever
+//     HTTPS_PROXY says.
+//   - It speaks TLS with a clone of Connection.TLS, whose ServerName
+//     defaults to Server's host, and HTTP/2, pinging a connection after 30s
+//     without a frame and closing it when the ping has no answer within
+//     15s, client-go's own values, which kube reads from no environment
+//     variable.
+//   - It calls Connection.Token at most once a minute, never twice at once,
+//     and keeps the last token while a call fails. A nil Token sends none,
+//     for a client certificate in Connection.TLS.
+//   - It records a client span for every request, named by its method and
+//     its path with the namespace and the name replaced, such as
+//     "GET /api/v1/namespaces/{namespace}/pods/{name}", and otelhttp's
+//     client metrics, with s.Telemetry's providers and propagator. A watch
+//     is neither traced nor measured: it lasts as long as its informer.
+//   - A 401 is an error naming the server, which apierrors.IsUnauthorized
+//     still recognises.
+//   - client-go limits no rate: the API server's priority and fairness does.
+//
+// In a pod, Server is KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT,
+// joined with net.JoinHostPort, and the CA and the token are ca.crt and
+// token in /var/run/secrets/kubernetes.io/serviceaccount/, read through
+// s.Host.FS; the token is read inside Token, so the kubelet's rotation is
+// picked up (ExampleConnection_pod). Outside a cluster, a kubeconfig with
+// embedded credentials fills it through clientcmd.Load
+// (ExampleConnection_kubeconfig).
+//
+// # What a Controller promises
+//
+//   - Every replica lists and watches its resource, and the resources it
+//     Owns, and keeps its caches warm; only the holder of its Lease, named
+//     Settings.Name in LeaderElection.Namespace, reconciles. Leader election
+//     has no off switch.
+//   - Synced is unhealthy until the caches have synced, and healthy from
+//     then until Serve returns, on every replica.
+//   - One object is never reconciled twice at once. A reconcile is handed its
+//     own copy of the object, decoded from the cache: nothing it does
+//     changes the cache. Fields the Go type lacks are ignored; a value of the
+//     wrong type is an error naming the object and the field.
+//   - A key is not reconciled on a cache older than the resourceVersion its
+//     own last write returned: a reconcile never applies again what the
+//     previous one already applied, however late the watch event arrives.
+//   - The status a Reconciler returns is applied to the status subresource
+//     with server-side apply, under Settings.Name, forced, and only when it
+//     differs from the object's by JSON, whether or not Reconcile returned
+//     an error. A nil status leaves it alone. A Kind's status is never
+//     applied.
+//   - An error retries the object with a backoff of its own, from
+//     RetryBaseDelay doubling to RetryMaxDelay, and at most 10 retries a
+//     second overall, bursting to 100. Result.After reconciles it again
+//     after that long. Otherwise it waits for a change to it, or to a
+//     resource it owns, or for the resync. A failed decode, status apply or
+//     finalizer add or remove is an error like Reconcile's own. No error
+//     ends the Service.
+//   - A panic in a Reconciler or a finalizer's f is recovered and recorded,
+//     and never retried: the object is reconciled again only once it, or
+//     something it owns, changes, at the resync, or under a new leader. A
+//     panicking f keeps the object's finalizer.
+//   - A Finalize's finalizer is added with server-side apply before the
+//     first reconcile; once the object is being deleted, f runs in place of
+//     the Reconciler, and the finalizer is removed once f returns nil.
+//   - On shutdown (Serve's context done), the controller stops taking keys,
+//     lets the reconciles in flight finish, leaves its backlog for the next
+//     leader, releases the Lease, stops its informers, and Serve returns
+//     nil. When Shutdown's context ends first, the reconciles in flight are
+//     cancelled and waited for, and Shutdown returns an error wrapping the
+//     context's. A lost Lease stops taking keys, cancels the reconciles in
+//     flight, and Serve returns ErrLostLeadership. No goroutine outlives
+//     Serve.
+//   - The controller never installs its CRD: that would give its
+//     ServiceAccount write access to every CRD in the cluster, and a CRD
+//     outlives the controller's pods. Serve fails at once, naming the
+//     resource, when the resource isn't served.
+//   - Nothing reads the environment, the disk or the network but through
+//     the Host, and nothing reads or sets a global: client-go's own records
+//     reach s.Telemetry's LoggerProvider through the logger the controller
+//     puts in their context, and its work queue's metrics come through a
+//     provider of the controller's own.
+//
+// # What a Controller records
+//
+// Everything comes from s.Telemetry, under the instrumentation scope
+// github.com/z5labs/humus/kube; nothing reads or sets an OpenTelemetry
+// global.
+//
+//   - Every reconcile is a root span, reconcile <Kind>, with
+//     k8s.namespace.name (none for a cluster-scoped object) and
+//     humus.kube.object.name. The Reconciler's context carries it, so its
+//     own API calls are its children. An error sets its status to Error; a
+//     panic adds an exception event, with exception.type,
+//     exception.message and exception.stacktrace, and sets Error.
+//   - Every API request through the Client is an otelhttp client span, and
+//     is measured by otelhttp's client instruments, except a watch, which
+//     lasts as long as its informer.
+//   - A failed reconcile is one WARN record, reconcile failed, in the
+//     span's context, with the object and the error. A failed decode,
+//     status apply or finalizer add or remove is a failed reconcile, named
+//     in the record. A panic is one ERROR record, reconcile panicked, with
+//     the object and the three exception attributes. A panic isn't retried.
+//   - client-go's own records (the reflector's, the work queue's, leader
+//     election's), up to its V(2), reach the LoggerProvider through the
+//     logger the controller puts in their context, never klog's global
+//     logger.
+//
+// The controller has six instruments of its own, each with
+// humus.kube.controller.name (Settings.Name) on every data point, and
+// nothing per object; their Prometheus names are last:
+//
+//	humus.kube.controller.queue.depth                            Int64UpDownCounter  {object}  humus_kube_controller_queue_depth
+//	humus.kube.controller.queue.adds                             Int64Counter        {object}  humus_kube_controller_queue_adds_total
+//	humus.kube.controller.queue.duration                         Float64Histogram    s         humus_kube_controller_queue_duration_seconds
+//	humus.kube.controller.reconcile.duration                     Float64Histogram    s         humus_kube_controller_reconcile_duration_seconds
+//	humus.kube.controller.reconcile.unfinished_duration          Float64Gauge        s         humus_kube_controller_reconcile_unfinished_duration_seconds
+//	humus.kube.controller.reconcile.longest_unfinished_duration  Float64Gauge        s         humus_kube_controller_reconcile_longest_unfinished_duration_seconds
+//
+// queue.depth is +1 when a key is added and -1 when a worker takes it;
+// queue.adds counts a key unless it is already waiting; queue.duration is
+// the time from a key's add to its take, so the wait of Result.After or of
+// a backoff isn't counted; reconcile.duration is the reconcile span's time,
+// with humus.kube.controller.reconcile.outcome: success, error (the key is
+// retried with backoff) or panic (recovered, and not retried). The two
+// gauges are set every 500ms by the work queue while it runs. Both
+// histograms' boundaries are OpenTelemetry's for a duration in seconds:
+// 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10.
+// The work queue's work duration and retries aren't recorded: the first is
+// reconcile.duration without its outcome, and the queue would count every
+// Result.After as a retry. A standby records them too: its queue.depth
+// holds a key for every object, its reconcile.duration records nothing and
+// its gauges read 0 until it takes the Lease, so read queue.depth per
+// replica.
+//
+// # The RBAC a Controller needs
+//
+// The end user's deployment grants these, and their Reconciler's own:
+//
+//   - get, list and watch on its resource, and patch on it and on its
+//     status subresource (for a Kind: get, list and watch, and patch when
+//     Finalize is given);
+//   - get, create and update on Leases, in the Lease's namespace;
+//   - list and watch on each owned resource.
+//
+// A Reconciler that applies its children with server-side apply needs
+// create and patch on them: an apply that creates an object is authorized
+// as a create too.
 package kube

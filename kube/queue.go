@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -15,7 +16,10 @@ type queue = workqueue.TypedRateLimitingInterface[string]
 // RetryMaxDelay, and retries overall are limited to 10 a second, bursting
 // to 100: client-go's DefaultTypedControllerRateLimiter, with the delays
 // from Settings.
-func newQueue(name string, s Settings, mp workqueue.MetricsProvider) queue {
+//
+// The delaying queue under it logs, if its goroutine ever crashes, through
+// logger rather than klog's global one.
+func newQueue(name string, s Settings, mp workqueue.MetricsProvider, logger logr.Logger) queue {
 	limiter := workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.RetryBaseDelay, s.RetryMaxDelay),
 		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
@@ -23,5 +27,10 @@ func newQueue(name string, s Settings, mp workqueue.MetricsProvider) queue {
 	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{
 		Name:            name,
 		MetricsProvider: mp,
+		DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
+			Logger:          &logger,
+			Name:            name,
+			MetricsProvider: mp,
+		}),
 	})
 }

@@ -53,7 +53,7 @@ func (c *Controller) Serve(ctx context.Context) error {
 
 	// 2. Start the informers. They run until Serve returns, after the
 	// Lease is released, so a new leader's caches stay warm meanwhile.
-	q := newQueue(c.name, c.settings, c.tel.queueMetrics)
+	q := newQueue(c.name, c.settings, c.tel.queueMetrics, c.tel.logr)
 	defer q.ShutDown()
 	informers, err := c.informers(q)
 	if err != nil {
