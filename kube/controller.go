@@ -62,6 +62,9 @@ type clients struct {
 	dynamic  dynamic.Interface
 	metadata metadata.Interface
 	leases   coordinationv1.LeasesGetter
+	// closeIdle closes the transport's idle connections, whose goroutines
+	// would otherwise outlive Serve by the transport's idle timeout.
+	closeIdle func()
 }
 
 func newClients(c *Client) (clients, error) {
@@ -78,7 +81,11 @@ func newClients(c *Client) (clients, error) {
 	if err != nil {
 		return clients{}, fmt.Errorf("kube: the Lease client: %w", err)
 	}
-	return clients{dynamic: d, metadata: m, leases: l}, nil
+	closeIdle := func() {}
+	if t, ok := cfg.Transport.(interface{ CloseIdleConnections() }); ok {
+		closeIdle = t.CloseIdleConnections
+	}
+	return clients{dynamic: d, metadata: m, leases: l, closeIdle: closeIdle}, nil
 }
 
 // NewController returns a Controller of r's objects. It opens no

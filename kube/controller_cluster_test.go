@@ -427,3 +427,28 @@ func TestClusterAnAPIServerGoneLongerThanRenewDeadlineLosesTheLease(t *testing.T
 }
 
 var _ = appsv1.SchemeGroupVersion
+
+func TestClusterAControllerPassesTestService(t *testing.T) {
+	c := cluster.Get(t)
+	installCRD(t, c, clusterCaches)
+	ns := c.Namespace(t)
+	setup, client := clientAs(t, c, humustest.NewTelemetry(), c.AdminToken())
+	s := testSettings()
+	s.Namespace, s.LeaderElection.Namespace = ns, ns
+	ctrl, err := NewController(setup, client, s, clusterCaches, readyReplicas(&counter{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
+	humustest.TestService(t, ctrl, humustest.During(func(ctx context.Context) {
+		createCache(t, admin, clusterCaches.GVR(), ns, "m", 1)
+		eventually(t, 30*time.Second, "the status applied", func(ctx context.Context) (bool, error) {
+			u, err := admin.Resource(clusterCaches.GVR()).Namespace(ns).Get(ctx, "m", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			n, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
+			return n == 1, nil
+		})
+	}))
+}

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -91,10 +92,17 @@ func TestControllerSettlesInTwoReconciles(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
 		var calls counter
-		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls)))
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+			t.Error("Synced is healthy before Serve")
+		}
+		stop := served(t, ctrl)
 
 		time.Sleep(time.Minute)
 		synctest.Wait()
+		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+			t.Errorf("Synced once the caches have synced: %v", err)
+		}
 		if got := calls.get("m"); got != 2 {
 			t.Errorf("reconciles = %d, want 2: one for the object, one for its own status", got)
 		}
@@ -119,7 +127,59 @@ func TestControllerSettlesInTwoReconciles(t *testing.T) {
 		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "" {
 			t.Errorf("the Lease's holder after shutdown = %q, want none", h)
 		}
+		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+			t.Error("Synced is healthy after Serve returned")
+		}
 	})
+}
+
+func TestAStatusIsAppliedWhenReconcileFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		var calls counter
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			calls.inc(m.Name)
+			st := m.Status
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+				Type: "Available", Status: metav1.ConditionFalse, Reason: "ApplyFailed", Message: "quota exceeded",
+				LastTransitionTime: metav1.NewTime(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)),
+			})
+			return Result[cacheStatus]{Status: &st}, errors.New("quota exceeded")
+		})
+		s := testSettings()
+		s.RetryBaseDelay = time.Second
+		stop := served(t, newTestController(t, f, s, rec))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got := len(f.appliesTo("status")); got != 1 {
+			t.Errorf("status applies = %d, want 1: the failure's condition, once, however often it retries", got)
+		}
+		if got := calls.get("m"); got < 3 {
+			t.Errorf("reconciles = %d, want the error retried", got)
+		}
+		conds, _, _ := unstructured.NestedSlice(f.get(t, cachesGVR, "default", "m").Object, "status", "conditions")
+		if len(conds) != 1 || conds[0].(map[string]any)["reason"] != "ApplyFailed" {
+			t.Errorf("status.conditions = %v, want the ApplyFailed condition", conds)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+func TestDecodingIgnoresUnknownFieldsAndNamesAWrongType(t *testing.T) {
+	u := cacheObject("default", "m", 3)
+	u.Object["spec"].(map[string]any)["replicasPerZone"] = int64(2) // from a newer CRD
+	var m memcached
+	if err := decode(u, &m); err != nil || m.Spec.Size != 3 || m.Name != "m" {
+		t.Errorf("decode = %+v, %v; want size 3 and the unknown field ignored", m.Spec, err)
+	}
+	u.Object["spec"].(map[string]any)["size"] = "three"
+	err := decode(u, &m)
+	const want = "kube: decoding Memcached default/m: field spec.size: a JSON string can't be a Go int32"
+	if err == nil || err.Error() != want {
+		t.Errorf("decode = %v, want %q", err, want)
+	}
 }
 
 func TestControllerReconcilesAgainAfter(t *testing.T) {

@@ -30,6 +30,9 @@ func (c *Controller) Serve(ctx context.Context) error {
 		return fmt.Errorf("kube: controller %s: Serve was called twice", c.name)
 	}
 	defer close(c.done)
+	if c.clients.closeIdle != nil {
+		defer c.clients.closeIdle()
+	}
 	defer c.synced.MarkUnhealthy(errNotServing)
 
 	ctx = klog.NewContext(ctx, c.tel.logr)
