@@ -83,4 +83,3 @@ func BenchmarkProcess(b *testing.B) {
 		b.Fatalf("status applies = %d, want none: the status didn't change", n)
 	}
 }
-
