@@ -7,7 +7,7 @@ BIN := $(CURDIR)/.bin
 # runs inside the first test binary that needs it (or in `make controlplane`).
 TEST_TIMEOUT ?= 60m
 
-.PHONY: test lint controlplane cluster
+.PHONY: test lint controlplane cluster bench
 
 test:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./... ./kube/...
@@ -29,3 +29,7 @@ controlplane:
 # stops it.
 cluster:
 	$(GO) run ./kube/internal/cluster/cmd/cluster
+
+# Runs the benchmarks; BENCHMARKS.md holds the last committed results.
+bench:
+	cd kube && $(GO) test -run '^$$' -bench . -benchmem -count 5 .
