@@ -136,7 +136,7 @@ func reconcileDurations(t testing.TB, tel *humustest.Telemetry) map[string]metri
 func checkController(t testing.TB, name string, set attribute.Set) {
 	t.Helper()
 	if v, ok := set.Value(attrController); !ok || v.AsString() != "memcached-controller" {
-		t.Errorf("%s's point has %s = %q, want memcached-controller", name, attrController, v.Emit())
+		t.Errorf("%s's point has %s = %q, want memcached-controller", name, attrController, v.String())
 	}
 }
 

@@ -72,7 +72,7 @@ func establishCRD[Spec, Status any](t *testing.T, c *cluster.Cluster, r Resource
 func attrOf(s sdktrace.ReadOnlySpan, key string) string {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

@@ -103,7 +103,7 @@ func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
 func attrStrings(kvs []attribute.KeyValue) map[string]string {
 	m := map[string]string{}
 	for _, kv := range kvs {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }
@@ -123,7 +123,7 @@ func recordsWithBody(tel *humustest.Telemetry, body string) []sdklog.Record {
 func recordAttrs(r sdklog.Record) map[string]string {
 	m := map[string]string{}
 	r.WalkAttributes(func(kv attribute.KeyValue) bool {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 		return true
 	})
 	return m
