@@ -1,25 +1,18 @@
 package app_test
 
 import (
-	"bytes"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
 	"testing"
-	"testing/fstest"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/example/defaultdeny/app"
+	"github.com/z5labs/humus/kube/example/internal/apptest"
 	"github.com/z5labs/humus/kube/internal/cluster"
 )
 
@@ -36,10 +29,10 @@ func TestClusterDefaultDeny(t *testing.T) {
 	}
 	home := c.Namespace(t) // the controller's own, which holds its Lease
 	const pod = "default-deny-5c7b9-qx2lm"
-	host, probes := podHost(t, c, home, pod)
+	host, probes := apptest.ClusterPodHost(t, c, home, pod, app.Name, apptest.RBACGrants(t, "../deploy/rbac.yaml", home))
 
 	p := humustest.Start(t, host.Host(), app.Init)
-	eventually(t, time.Minute, func() error { return ready(probes) })
+	apptest.Eventually(t, time.Minute, func() error { return apptest.Ready(probes) })
 
 	// A namespace made while the controller runs.
 	shop := c.Namespace(t)
@@ -50,7 +43,7 @@ func TestClusterDefaultDeny(t *testing.T) {
 
 	ok := t.Run("gives every namespace its NetworkPolicy and ConfigMap", func(t *testing.T) {
 		for _, ns := range []string{home, shop, "default"} {
-			eventually(t, 30*time.Second, func() error { return applied(t, admin, ns) })
+			apptest.Eventually(t, 30*time.Second, func() error { return applied(t, admin, ns) })
 		}
 		cm, err := admin.CoreV1().ConfigMaps(shop).Get(t.Context(), app.Name, metav1.GetOptions{})
 		if err != nil {
@@ -80,7 +73,7 @@ func TestClusterDefaultDeny(t *testing.T) {
 			t.Fatal(err)
 		}
 		deleted := time.Now()
-		eventually(t, 10*time.Second, func() error {
+		apptest.Eventually(t, 10*time.Second, func() error {
 			got, err := admin.CoreV1().ConfigMaps(shop).Get(t.Context(), app.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -101,7 +94,7 @@ func TestClusterDefaultDeny(t *testing.T) {
 		if _, err := admin.CoreV1().ConfigMaps(shop).Patch(t.Context(), app.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 10*time.Second, func() error { return applied(t, admin, shop) })
+		apptest.Eventually(t, 10*time.Second, func() error { return applied(t, admin, shop) })
 	})
 	if !ok {
 		return
@@ -116,7 +109,7 @@ func TestClusterDefaultDeny(t *testing.T) {
 
 	t.Run("exits 0 on its signal, and releases the Lease", func(t *testing.T) {
 		p.Signal()
-		if code := wait(t, p); code != 0 {
+		if code := apptest.Wait(t, p); code != 0 {
 			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
 		}
 		if s := host.Stderr(); s != "" {
@@ -148,59 +141,6 @@ func applied(t *testing.T, admin kubernetes.Interface, ns string) error {
 	return nil
 }
 
-// podHost is a Host as the kubelet sets up the controller's pod in ns:
-// the API server's address, the service account's CA and token, and the
-// downward API's namespace and name. The service account has the rules of
-// deploy/rbac.yaml. The probes listen on the address it returns.
-func podHost(t *testing.T, c *cluster.Cluster, ns, pod string) (*humustest.Host, string) {
-	t.Helper()
-	token := c.ServiceAccount(t, ns, app.Name, rbacGrants(t, "../deploy/rbac.yaml", ns)...)
-	_, port, err := net.SplitHostPort(c.Server())
-	if err != nil {
-		t.Fatal(err)
-	}
-	probes := freeAddr(t)
-	h := humustest.NewHost()
-	h.Env["KUBERNETES_SERVICE_HOST"] = "127.0.0.1"
-	h.Env["KUBERNETES_SERVICE_PORT"] = port
-	h.Env["POD_NAMESPACE"] = ns
-	h.Env["POD_NAME"] = pod
-	h.Env["PROBES_ADDR"] = probes
-	h.Files["var/run/secrets/kubernetes.io/serviceaccount/ca.crt"] = &fstest.MapFile{Data: c.CAPEM()}
-	h.Files["var/run/secrets/kubernetes.io/serviceaccount/token"] = &fstest.MapFile{Data: []byte(token)}
-	return h, probes
-}
-
-// rbacGrants are the rules of the ClusterRoles and Roles in the YAML file
-// at path, a Role's granted in ns, the controller's namespace.
-func rbacGrants(t *testing.T, path, ns string) []cluster.Grant {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var grants []cluster.Grant
-	for _, doc := range bytes.Split(data, []byte("\n---\n")) {
-		var role struct {
-			Kind  string              `json:"kind"`
-			Rules []rbacv1.PolicyRule `json:"rules"`
-		}
-		if err := yaml.Unmarshal(doc, &role); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		switch role.Kind {
-		case "ClusterRole":
-			grants = append(grants, cluster.Grant{Rules: role.Rules})
-		case "Role":
-			grants = append(grants, cluster.Grant{Namespace: ns, Rules: role.Rules})
-		}
-	}
-	if len(grants) == 0 {
-		t.Fatalf("%s has no ClusterRole or Role", path)
-	}
-	return grants
-}
-
 func managedBy(fields []metav1.ManagedFieldsEntry, manager string, op metav1.ManagedFieldsOperationType) bool {
 	for _, f := range fields {
 		if f.Manager == manager && f.Operation == op {
@@ -208,61 +148,4 @@ func managedBy(fields []metav1.ManagedFieldsEntry, manager string, op metav1.Man
 		}
 	}
 	return false
-}
-
-// ready is nil once the probes at addr answer /readyz with 200.
-func ready(addr string) error {
-	res, err := http.Get("http://" + addr + "/readyz")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = res.Body.Close() }()
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK || string(body) != "ok\n" {
-		return fmt.Errorf("/readyz: %s %q", res.Status, body)
-	}
-	return nil
-}
-
-// freeAddr is a loopback address with a port no one listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
-// wait waits for the App to exit, and returns its exit code.
-func wait(t *testing.T, p *humustest.Process) int {
-	t.Helper()
-	select {
-	case <-p.Done():
-		return p.Wait()
-	case <-time.After(time.Minute):
-		t.Fatal("the App didn't exit within a minute")
-		return -1
-	}
-}
-
-// eventually polls check until it returns nil, and fails t with its last
-// error if it doesn't within timeout.
-func eventually(t *testing.T, timeout time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -1,18 +1,12 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
 	"strings"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -25,11 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/example/internal/apptest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
 	"github.com/z5labs/humus/kube/internal/cluster"
 )
@@ -47,12 +41,12 @@ func TestClusterMemcached(t *testing.T) {
 	installCRD(t, c)
 	ns := c.Namespace(t)
 	const pod = "memcached-controller-7d9f-x2k4q"
-	host, probes := podHost(t, c, ns, pod)
+	host, probes := apptest.ClusterPodHost(t, c, ns, pod, app.Name, apptest.RBACGrants(t, "../deploy/rbac.yaml", ns))
 
 	p := humustest.Start(t, host.Host(), app.Init)
 
 	t.Log("the probes' /readyz answers ok once the caches have synced")
-	eventually(t, time.Minute, func() error { return ready(probes) })
+	apptest.Eventually(t, time.Minute, func() error { return apptest.Ready(probes) })
 
 	memcacheds := dyn.Resource(app.Memcached.GVR()).Namespace(ns)
 	created, err := memcacheds.Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
@@ -68,7 +62,7 @@ func TestClusterMemcached(t *testing.T) {
 
 	ok := t.Run("reconciles into a Deployment it controls, and applies its status", func(t *testing.T) {
 		var m memcachedObject
-		eventually(t, 30*time.Second, func() error {
+		apptest.Eventually(t, 30*time.Second, func() error {
 			var err error
 			m, err = getMemcached(t, memcacheds, "sessions")
 			if err != nil {
@@ -126,7 +120,7 @@ func TestClusterMemcached(t *testing.T) {
 			t.Fatalf("scaling the Deployment to 3: %v", err)
 		}
 		scaled := time.Now()
-		eventually(t, 5*time.Second, func() error {
+		apptest.Eventually(t, 5*time.Second, func() error {
 			d, err := deployments.Get(t.Context(), "sessions", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -146,7 +140,7 @@ func TestClusterMemcached(t *testing.T) {
 		if err := memcacheds.Delete(t.Context(), "sessions", metav1.DeleteOptions{}); err != nil {
 			t.Fatalf("deleting the Memcached: %v", err)
 		}
-		eventually(t, 30*time.Second, func() error {
+		apptest.Eventually(t, 30*time.Second, func() error {
 			_, err := memcacheds.Get(t.Context(), "sessions", metav1.GetOptions{})
 			return gone("the Memcached", err)
 		})
@@ -170,7 +164,7 @@ func TestClusterMemcached(t *testing.T) {
 
 		// The garbage collector finds a new CRD's resources at its next
 		// discovery, every 30s.
-		eventually(t, 2*time.Minute, func() error {
+		apptest.Eventually(t, 2*time.Minute, func() error {
 			_, err := admin.AppsV1().Deployments(ns).Get(t.Context(), "sessions", metav1.GetOptions{})
 			return gone("the Deployment", err)
 		})
@@ -190,7 +184,7 @@ func TestClusterMemcached(t *testing.T) {
 		}
 
 		p.Signal()
-		if code := wait(t, p); code != 0 {
+		if code := apptest.Wait(t, p); code != 0 {
 			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
 		}
 		if s := host.Stderr(); s != "" {
@@ -214,11 +208,11 @@ func TestClusterMemcachedInOneNamespace(t *testing.T) {
 	installCRD(t, c)
 	ns := c.Namespace(t)
 	var grants []cluster.Grant
-	for _, g := range rbacGrants(t, "../deploy/rbac.yaml", ns) {
+	for _, g := range apptest.RBACGrants(t, "../deploy/rbac.yaml", ns) {
 		g.Namespace = ns
 		grants = append(grants, g)
 	}
-	host, _ := podHostWith(t, c, ns, "memcached-controller-0", grants)
+	host, _ := apptest.ClusterPodHost(t, c, ns, "memcached-controller-0", app.Name, grants)
 	host.Env["WATCH_NAMESPACE"] = ns
 
 	p := humustest.Start(t, host.Host(), app.Init)
@@ -232,7 +226,7 @@ func TestClusterMemcachedInOneNamespace(t *testing.T) {
 	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the Memcached: %v", err)
 	}
-	eventually(t, 30*time.Second, func() error {
+	apptest.Eventually(t, 30*time.Second, func() error {
 		m, err := getMemcached(t, memcacheds, "sessions")
 		if err != nil {
 			return err
@@ -247,13 +241,13 @@ func TestClusterMemcachedInOneNamespace(t *testing.T) {
 	if err := memcacheds.Delete(t.Context(), "sessions", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() error {
+	apptest.Eventually(t, 30*time.Second, func() error {
 		_, err := memcacheds.Get(t.Context(), "sessions", metav1.GetOptions{})
 		return gone("the Memcached", err)
 	})
 
 	p.Signal()
-	if code := wait(t, p); code != 0 {
+	if code := apptest.Wait(t, p); code != 0 {
 		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
 	}
 }
@@ -301,72 +295,13 @@ func TestClusterMissingCRDExits1(t *testing.T) {
 
 	p := humustest.Start(t, host.Host(), init)
 
-	if code := wait(t, p); code != 1 {
+	if code := apptest.Wait(t, p); code != 1 {
 		t.Errorf("exit code %d, want 1", code)
 	}
 	want := "kube: listing cache.example.com/v1alpha1, Resource=absents: the server could not find the requested resource\n"
 	if got := host.Stderr(); got != want {
 		t.Errorf("stderr = %q, want %q", got, want)
 	}
-}
-
-// podHost is a Host as the kubelet sets up the controller's pod in ns:
-// the API server's address, the service account's CA and token, and the
-// downward API's namespace and name. The service account has the rules of
-// deploy/rbac.yaml. The probes listen on the address it returns.
-func podHost(t *testing.T, c *cluster.Cluster, ns, pod string) (*humustest.Host, string) {
-	t.Helper()
-	return podHostWith(t, c, ns, pod, rbacGrants(t, "../deploy/rbac.yaml", ns))
-}
-
-// podHostWith is podHost, with grants in place of deploy/rbac.yaml's.
-func podHostWith(t *testing.T, c *cluster.Cluster, ns, pod string, grants []cluster.Grant) (*humustest.Host, string) {
-	t.Helper()
-	token := c.ServiceAccount(t, ns, app.Name, grants...)
-	_, port, err := net.SplitHostPort(c.Server())
-	if err != nil {
-		t.Fatal(err)
-	}
-	probes := freeAddr(t)
-	h := humustest.NewHost()
-	h.Env["KUBERNETES_SERVICE_HOST"] = "127.0.0.1"
-	h.Env["KUBERNETES_SERVICE_PORT"] = port
-	h.Env["POD_NAMESPACE"] = ns
-	h.Env["POD_NAME"] = pod
-	h.Env["PROBES_ADDR"] = probes
-	h.Files["var/run/secrets/kubernetes.io/serviceaccount/ca.crt"] = &fstest.MapFile{Data: c.CAPEM()}
-	h.Files["var/run/secrets/kubernetes.io/serviceaccount/token"] = &fstest.MapFile{Data: []byte(token)}
-	return h, probes
-}
-
-// rbacGrants are the rules of the ClusterRoles and Roles in the YAML file
-// at path, a Role's granted in ns, the controller's namespace.
-func rbacGrants(t *testing.T, path, ns string) []cluster.Grant {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var grants []cluster.Grant
-	for _, doc := range bytes.Split(data, []byte("\n---\n")) {
-		var role struct {
-			Kind  string              `json:"kind"`
-			Rules []rbacv1.PolicyRule `json:"rules"`
-		}
-		if err := yaml.Unmarshal(doc, &role); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		switch role.Kind {
-		case "ClusterRole":
-			grants = append(grants, cluster.Grant{Rules: role.Rules})
-		case "Role":
-			grants = append(grants, cluster.Grant{Namespace: ns, Rules: role.Rules})
-		}
-	}
-	if len(grants) == 0 {
-		t.Fatalf("%s has no ClusterRole or Role", path)
-	}
-	return grants
 }
 
 // installCRD creates the CRD that Memcached.CRD returns, as whatever
@@ -386,7 +321,7 @@ func installCRD(t *testing.T, c *cluster.Cluster) {
 	if _, err := crds.Create(t.Context(), crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("creating the CRD: %v", err)
 	}
-	eventually(t, time.Minute, func() error {
+	apptest.Eventually(t, time.Minute, func() error {
 		got, err := crds.Get(t.Context(), crd.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -431,64 +366,6 @@ func gone(what string, err error) error {
 		return err
 	}
 	return errors.New(what + " is still there")
-}
-
-// ready is nil once the probes at addr answer /readyz with 200.
-func ready(addr string) error {
-	res, err := http.Get("http://" + addr + "/readyz")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = res.Body.Close() }()
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK || string(body) != "ok\n" {
-		return fmt.Errorf("/readyz: %s %q", res.Status, body)
-	}
-	return nil
-}
-
-// freeAddr is a loopback address with a port no one listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
-// wait waits for the App to exit, and returns its exit code. humus.Run
-// returns within the grace period of 20s once the App stops.
-func wait(t *testing.T, p *humustest.Process) int {
-	t.Helper()
-	select {
-	case <-p.Done():
-		return p.Wait()
-	case <-time.After(time.Minute):
-		t.Fatal("the App didn't exit within a minute")
-		return -1
-	}
-}
-
-// eventually polls check until it returns nil, and fails t with its last
-// error if it doesn't within timeout.
-func eventually(t *testing.T, timeout time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func managers(fields []metav1.ManagedFieldsEntry) string {
