@@ -221,9 +221,10 @@
 //
 // The end user's deployment grants these, and their Reconciler's own:
 //
-//   - get, list and watch on its resource, and patch on it and on its
-//     status subresource (for a Kind: get, list and watch, and patch when
-//     Finalize is given);
+//   - list and watch on its resource, and patch on it and on its status
+//     subresource (for a Kind: list and watch, and patch when Finalize is
+//     given). The proposal lists get too, which is harmless to grant: the
+//     controller reads objects from its cache, and never gets one;
 //   - get, create and update on Leases, in the Lease's namespace;
 //   - list and watch on each owned resource.
 //
