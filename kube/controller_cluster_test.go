@@ -46,7 +46,7 @@ var clusterCaches = Resource[cacheSpec, cacheStatus]{
 // its objects and its Lease, plus what the test's Reconciler applies.
 func controllerRBAC(group, plural, ns string) []cluster.Grant {
 	return []cluster.Grant{{Namespace: ns, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{group}, Resources: []string{plural}, Verbs: []string{"get", "list", "watch", "patch"}},
+		{APIGroups: []string{group}, Resources: []string{plural}, Verbs: []string{"list", "watch", "patch"}},
 		{APIGroups: []string{group}, Resources: []string{plural + "/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 		// list and watch for Owns; create and patch for the Reconciler's
