@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -425,8 +424,6 @@ func TestClusterAnAPIServerGoneLongerThanRenewDeadlineLosesTheLease(t *testing.T
 		t.Fatal("Serve didn't return within 30s of the API server going away")
 	}
 }
-
-var _ = appsv1.SchemeGroupVersion
 
 func TestClusterAControllerPassesTestService(t *testing.T) {
 	c := cluster.Get(t)

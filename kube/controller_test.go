@@ -596,5 +596,3 @@ var configMaps = corev1.SchemeGroupVersion.WithResource("configmaps")
 type metadataCreator interface {
 	CreateFake(obj *metav1.PartialObjectMetadata, opts metav1.CreateOptions, subresources ...string) (*metav1.PartialObjectMetadata, error)
 }
-
-var _ runtime.Object = (*unstructured.Unstructured)(nil)

@@ -101,37 +101,37 @@ func byController(name string) metric.MeasurementOption {
 	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrController, name)))
 }
 
-// The queue's metrics have no context: they are recorded with none.
-var background = context.Background()
+// The work queue's metrics are handed no context, so they record with
+// context.Background.
 
 type depth struct {
 	c   metric.Int64UpDownCounter
 	set metric.MeasurementOption
 }
 
-func (d depth) Inc() { d.c.Add(background, 1, d.set) }
-func (d depth) Dec() { d.c.Add(background, -1, d.set) }
+func (d depth) Inc() { d.c.Add(context.Background(), 1, d.set) }
+func (d depth) Dec() { d.c.Add(context.Background(), -1, d.set) }
 
 type adds struct {
 	c   metric.Int64Counter
 	set metric.MeasurementOption
 }
 
-func (a adds) Inc() { a.c.Add(background, 1, a.set) }
+func (a adds) Inc() { a.c.Add(context.Background(), 1, a.set) }
 
 type histogram struct {
 	h   metric.Float64Histogram
 	set metric.MeasurementOption
 }
 
-func (h histogram) Observe(v float64) { h.h.Record(background, v, h.set) }
+func (h histogram) Observe(v float64) { h.h.Record(context.Background(), v, h.set) }
 
 type gauge struct {
 	g   metric.Float64Gauge
 	set metric.MeasurementOption
 }
 
-func (g gauge) Set(v float64) { g.g.Record(background, v, g.set) }
+func (g gauge) Set(v float64) { g.g.Record(context.Background(), v, g.set) }
 
 type noop struct{}
 

@@ -23,13 +23,13 @@ const scope = "github.com/z5labs/humus/kube"
 // The names of the attributes the module records. The first two are
 // OpenTelemetry's own; the rest are humus's, and start with humus.
 const (
-	attrNamespace    = "k8s.namespace.name"
-	attrObjectName   = "humus.kube.object.name"
-	attrController   = "humus.kube.controller.name"
-	attrOutcome      = "humus.kube.controller.reconcile.outcome"
-	attrExcType      = "exception.type"
-	attrExcMessage   = "exception.message"
-	attrExcStacktrce = "exception.stacktrace"
+	attrNamespace     = "k8s.namespace.name"
+	attrObjectName    = "humus.kube.object.name"
+	attrController    = "humus.kube.controller.name"
+	attrOutcome       = "humus.kube.controller.reconcile.outcome"
+	attrExcType       = "exception.type"
+	attrExcMessage    = "exception.message"
+	attrExcStacktrace = "exception.stacktrace"
 )
 
 // telemetry is what a controller records with, all from s.Telemetry under
@@ -126,13 +126,13 @@ func (r *reconcileRecord) panicked(pv *panicValue) {
 	r.span.AddEvent("exception", trace.WithAttributes(
 		attribute.String(attrExcType, typ),
 		attribute.String(attrExcMessage, msg),
-		attribute.String(attrExcStacktrce, stack),
+		attribute.String(attrExcStacktrace, stack),
 	))
 	r.span.SetStatus(codes.Error, "panic: "+msg)
 	r.tel.log.ErrorContext(r.ctx, "reconcile panicked", append(r.attrs,
 		slog.String(attrExcType, typ),
 		slog.String(attrExcMessage, msg),
-		slog.String(attrExcStacktrce, stack),
+		slog.String(attrExcStacktrace, stack),
 	)...)
 	r.end(panicked)
 }

@@ -265,13 +265,13 @@ func TestEveryReconcileIsARootSpanWithTheObject(t *testing.T) {
 			t.Fatalf("boom: the span's events = %+v, want one exception", ev)
 		}
 		got := attrStrings(ev[0].Attributes)
-		if want := []string{attrExcMessage, attrExcStacktrce, attrExcType}; !slices.Equal(keysOf(got), want) {
+		if want := []string{attrExcMessage, attrExcStacktrace, attrExcType}; !slices.Equal(keysOf(got), want) {
 			t.Errorf("the exception's attributes = %v, want %v", keysOf(got), want)
 		}
 		if got[attrExcType] != "runtime.boundsError" || got[attrExcMessage] != panicMessage {
 			t.Errorf("the exception = %s %q, want runtime.boundsError %q", got[attrExcType], got[attrExcMessage], panicMessage)
 		}
-		if st := got[attrExcStacktrce]; !strings.Contains(st, "panic(") || !strings.Contains(st, "kube.outcomes.func1") {
+		if st := got[attrExcStacktrace]; !strings.Contains(st, "panic(") || !strings.Contains(st, "kube.outcomes.func1") {
 			t.Errorf("the exception's stack doesn't show the panic in the Reconciler:\n%s", st)
 		}
 	})
@@ -364,7 +364,7 @@ func TestAPanicIsOneErrorRecordInItsSpan(t *testing.T) {
 			t.Errorf("the record's severity = %v %q, want ERROR", r.Severity(), r.SeverityText())
 		}
 		got := recordAttrs(r)
-		if want := []string{attrExcMessage, attrExcStacktrce, attrExcType, attrObjectName, attrNamespace}; !slices.Equal(keysOf(got), want) {
+		if want := []string{attrExcMessage, attrExcStacktrace, attrExcType, attrObjectName, attrNamespace}; !slices.Equal(keysOf(got), want) {
 			t.Errorf("the record's attributes = %v, want %v", keysOf(got), want)
 		}
 		if got[attrNamespace] != "default" || got[attrObjectName] != "boom" {
@@ -373,14 +373,14 @@ func TestAPanicIsOneErrorRecordInItsSpan(t *testing.T) {
 		if got[attrExcType] != "runtime.boundsError" || got[attrExcMessage] != panicMessage {
 			t.Errorf("the record's exception = %s %q, want runtime.boundsError %q", got[attrExcType], got[attrExcMessage], panicMessage)
 		}
-		if !strings.Contains(got[attrExcStacktrce], "kube.outcomes.func1") {
-			t.Errorf("the record's stack doesn't show the Reconciler:\n%s", got[attrExcStacktrce])
+		if !strings.Contains(got[attrExcStacktrace], "kube.outcomes.func1") {
+			t.Errorf("the record's stack doesn't show the Reconciler:\n%s", got[attrExcStacktrace])
 		}
 		span := spanOf(tel, r)
 		if span == nil || spanAttrs(span)[attrObjectName] != "boom" {
 			t.Fatalf("the record's trace context %v/%v isn't boom's reconcile span", r.TraceID(), r.SpanID())
 		}
-		if ev := span.Events(); len(ev) != 1 || attrStrings(ev[0].Attributes)[attrExcStacktrce] != got[attrExcStacktrce] {
+		if ev := span.Events(); len(ev) != 1 || attrStrings(ev[0].Attributes)[attrExcStacktrace] != got[attrExcStacktrace] {
 			t.Errorf("the record's stack isn't the span's exception's")
 		}
 		if n := len(recordsWithBody(tel, "reconcile failed")) - calls.get("fail"); n != 0 {
