@@ -33,13 +33,20 @@ type Connection struct {
 	// none, for a client that authenticates with a certificate. The Client
 	// calls it at most once a minute, and keeps its last token while a call
 	// fails, so a token the kubelet rotates is picked up within a minute.
+	// When the API server answers 401 to a request that carried the last
+	// token (it was revoked or rotated), Token is called again sooner: by
+	// the next request at least a second after the last call, so however
+	// many requests get a 401, it is called at most once a second. A 401 to
+	// a request that carried an older token, or an Authorization header of
+	// its own, changes nothing.
 	//
 	// A call is handed the context of the request that needs the token, and
 	// never runs twice at once. A call that returns an empty token fails. A
-	// failed call is retried a minute later: until then the requests carry
-	// the last token, or, before there is one, fail with the call's error.
-	// A call that fails because its request's context ended doesn't count,
-	// so the next request calls Token again.
+	// failed call is retried a minute later, or a second later when the
+	// last token was refused: until then the requests carry the last token,
+	// or, before there is one, fail with the call's error. A call that
+	// fails because its request's context ended doesn't count, so the next
+	// request calls Token again.
 	Token func(ctx context.Context) (string, error)
 }
 

@@ -5,29 +5,41 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 )
 
-// tokenRefresh is how often Connection.Token is called at most: the period
-// client-go re-reads a BearerTokenFile with.
-const tokenRefresh = time.Minute
+// The token's periods. tokenRefresh is the one client-go re-reads a
+// BearerTokenFile with. tokenRefused bounds how often a token the API
+// server refuses is replaced: however many requests get a 401, Token is
+// called at most once a tokenRefused.
+const (
+	tokenRefresh = time.Minute // between calls, normally
+	tokenRefused = time.Second // between calls, once a 401 refused the token
+)
 
 // tokenCache calls Connection.Token at most once every tokenRefresh, and
-// keeps the last token it returned while a call fails. Its clock is
-// time.Now, so a synctest bubble's fake clock drives it.
+// keeps the last token it returned while a call fails. A 401 to a request
+// that carried the last token marks it refused: the next request at least
+// tokenRefused after the last call calls Token again, so a revoked or
+// rotated token is replaced within a second or so, not a minute. Its clock
+// is time.Now, so a synctest bubble's fake clock drives it.
 type tokenCache struct {
 	server string
 	call   func(context.Context) (string, error)
 
-	// sem is held while the cache is read or Token is called, so Token never
-	// runs twice at once; a request waiting for it can give up with its
-	// context.
+	// sem is held while a request reads the cache or calls Token, so Token
+	// never runs twice at once and concurrent requests share one call; a
+	// request waiting for it can give up with its context.
 	sem chan struct{}
 
-	// Guarded by sem.
+	// mu guards the fields below, which a 401 changes without waiting for
+	// sem, held by a Token call perhaps.
+	mu       sync.Mutex
 	token    string    // the last token Token returned, or "" before one
 	err      error     // the last call's error, or nil when it succeeded
 	calledAt time.Time // when the last call that counts began; zero before one
+	refused  bool      // a 401 answered a request carrying token
 }
 
 func newTokenCache(server string, call func(context.Context) (string, error)) *tokenCache {
@@ -43,7 +55,7 @@ func (c *tokenCache) get(ctx context.Context) (string, error) {
 	}
 	defer func() { <-c.sem }()
 
-	if !c.calledAt.IsZero() && time.Since(c.calledAt) < tokenRefresh {
+	if !c.due() {
 		return c.cached()
 	}
 	start := time.Now()
@@ -56,18 +68,52 @@ func (c *tokenCache) get(ctx context.Context) (string, error) {
 		// next request calls again.
 		return "", fmt.Errorf("kube: calling Connection.Token for %s: %w", c.server, err)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.calledAt = start
 	if err != nil {
+		// The last token, refused or not, is kept, and a refused one is
+		// still replaced a tokenRefused after this call.
 		c.err = fmt.Errorf("kube: calling Connection.Token for %s: %w", c.server, err)
-		return c.cached()
+		return c.cachedLocked()
 	}
-	c.token, c.err = tok, nil
+	c.token, c.err, c.refused = tok, nil, false
 	return tok, nil
+}
+
+// due reports whether Token is to be called: before its first call that
+// counts, a tokenRefresh after the last one, or a tokenRefused after it
+// once the token was refused.
+func (c *tokenCache) due() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calledAt.IsZero() {
+		return true
+	}
+	since := time.Since(c.calledAt)
+	return since >= tokenRefresh || (c.refused && since >= tokenRefused)
+}
+
+// refuse records that the API server answered 401 to a request carrying
+// tok. Only the current token can be refused: a 401 to a request that
+// carried an older one, answered after Token replaced it, changes nothing.
+func (c *tokenCache) refuse(tok string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tok != "" && tok == c.token {
+		c.refused = true
+	}
 }
 
 // cached returns the last token, or the last call's error before there is
 // one.
 func (c *tokenCache) cached() (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cachedLocked()
+}
+
+func (c *tokenCache) cachedLocked() (string, error) {
 	if c.token != "" {
 		return c.token, nil
 	}
@@ -76,7 +122,9 @@ func (c *tokenCache) cached() (string, error) {
 
 // tokenTransport adds the cache's token to every request that carries no
 // Authorization header of its own, as client-go's bearer token round
-// tripper does.
+// tripper does, and tells the cache when the API server refuses it with a
+// 401. A 401 to a request with its own Authorization says nothing of the
+// cache's token.
 type tokenTransport struct {
 	tokens *tokenCache
 	next   http.RoundTripper
@@ -95,5 +143,9 @@ func (t *tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	r = r.Clone(r.Context()) // a RoundTripper doesn't change its request
 	r.Header.Set("Authorization", "Bearer "+tok)
-	return t.next.RoundTrip(r)
+	resp, err := t.next.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		t.tokens.refuse(tok)
+	}
+	return resp, err
 }

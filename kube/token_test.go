@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -303,4 +305,296 @@ func TestTokenKeepsARequestsOwnAuthorization(t *testing.T) {
 	if next.last() != "Bearer own" || tok.Calls() != 0 {
 		t.Errorf("Authorization = %q with %d Token calls, want the request's own and none", next.last(), tok.Calls())
 	}
+}
+
+// handlerRoundTripper stands in for the API server under the token's
+// round tripper: it serves each request with h, in memory, and records its
+// Authorization header.
+type handlerRoundTripper struct {
+	h http.HandlerFunc
+
+	mu    sync.Mutex
+	auths []string
+}
+
+func (rt *handlerRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	rt.mu.Lock()
+	rt.auths = append(rt.auths, r.Header.Get("Authorization"))
+	rt.mu.Unlock()
+	rec := httptest.NewRecorder()
+	rt.h(rec, r)
+	resp := rec.Result()
+	resp.Request = r
+	return resp, nil
+}
+
+func (rt *handlerRoundTripper) last() string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if len(rt.auths) == 0 {
+		return ""
+	}
+	return rt.auths[len(rt.auths)-1]
+}
+
+// acceptOnly is an API server that answers a request carrying token with a
+// NamespaceList, and every other one with its 401.
+func acceptOnly(token string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer "+token {
+			serveNamespaces(w, r)
+			return
+		}
+		refuse(w, r)
+	}
+}
+
+// refuse answers 401 as the API server does.
+func refuse(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`)
+}
+
+// tokenSeq is a Connection.Token returning tokens in turn, then the last
+// one again, or "tok-N" for its Nth call when tokens is empty; it records
+// when it was called.
+type tokenSeq struct {
+	tokens []string
+
+	mu    sync.Mutex
+	calls []time.Time
+}
+
+func (s *tokenSeq) Token(context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, time.Now())
+	n := len(s.calls)
+	if len(s.tokens) == 0 {
+		return fmt.Sprintf("tok-%d", n), nil
+	}
+	return s.tokens[min(n, len(s.tokens))-1], nil
+}
+
+func (s *tokenSeq) Calls() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+// statusOf sends a request through rt and returns its response's status.
+func statusOf(t testing.TB, rt http.RoundTripper, ctx context.Context) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", "https://kube.test:443/api/v1/namespaces", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestToken401CallsTokenAgain: the server accepts "b" only, and Token
+// returns "a" first. The first request gets a 401, and a request a second
+// after the call carries "b", not "a" for the rest of the minute.
+func TestToken401CallsTokenAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &handlerRoundTripper{h: acceptOnly("b")}
+		tok := &tokenSeq{tokens: []string{"a", "b"}}
+		rt := &tokenTransport{tokens: newTokenCache("kube.test:443", tok.Token), next: srv}
+		start := time.Now()
+
+		steps := []struct {
+			at         time.Duration
+			wantStatus int
+			wantAuth   string
+			calls      int
+		}{
+			{at: 0, wantStatus: http.StatusUnauthorized, wantAuth: "Bearer a", calls: 1},
+			// Within the second of the call, the refused token is still
+			// sent: Token is called at most once a second.
+			{at: 500 * time.Millisecond, wantStatus: http.StatusUnauthorized, wantAuth: "Bearer a", calls: 1},
+			{at: tokenRefused, wantStatus: http.StatusOK, wantAuth: "Bearer b", calls: 2},
+			// "b" isn't refused: back to once a minute.
+			{at: 30 * time.Second, wantStatus: http.StatusOK, wantAuth: "Bearer b", calls: 2},
+			{at: tokenRefused + tokenRefresh - time.Millisecond, wantStatus: http.StatusOK, wantAuth: "Bearer b", calls: 2},
+			{at: tokenRefused + tokenRefresh, wantStatus: http.StatusOK, wantAuth: "Bearer b", calls: 3},
+		}
+		for _, s := range steps {
+			time.Sleep(time.Until(start.Add(s.at)))
+			if got := statusOf(t, rt, t.Context()); got != s.wantStatus {
+				t.Errorf("at %v: status %d, want %d", s.at, got, s.wantStatus)
+			}
+			if got := srv.last(); got != s.wantAuth {
+				t.Errorf("at %v: Authorization = %q, want %q", s.at, got, s.wantAuth)
+			}
+			if got := len(tok.Calls()); got != s.calls {
+				t.Errorf("at %v: Token called %d times, want %d", s.at, got, s.calls)
+			}
+		}
+	})
+}
+
+// TestToken401LongAfterTheCallCallsTokenAtOnce: a token refused more than
+// a second after it was fetched, as when it is revoked mid-minute, is
+// replaced by the very next request.
+func TestToken401LongAfterTheCallCallsTokenAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		accepted := "a"
+		srv := &handlerRoundTripper{h: func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			a := accepted
+			mu.Unlock()
+			acceptOnly(a)(w, r)
+		}}
+		tok := &tokenSeq{tokens: []string{"a", "b"}}
+		rt := &tokenTransport{tokens: newTokenCache("kube.test:443", tok.Token), next: srv}
+
+		if got := statusOf(t, rt, t.Context()); got != http.StatusOK {
+			t.Fatalf("status %d, want 200", got)
+		}
+		time.Sleep(20 * time.Second)
+		mu.Lock()
+		accepted = "b" // "a" is revoked
+		mu.Unlock()
+		if got := statusOf(t, rt, t.Context()); got != http.StatusUnauthorized {
+			t.Fatalf("status %d with the revoked token, want 401", got)
+		}
+		if got := statusOf(t, rt, t.Context()); got != http.StatusOK || srv.last() != "Bearer b" {
+			t.Errorf("the request after the 401: status %d with %q, want 200 with Bearer b", got, srv.last())
+		}
+		if got := len(tok.Calls()); got != 2 {
+			t.Errorf("Token called %d times, want 2", got)
+		}
+	})
+}
+
+// TestToken401sCallTokenAtMostOnceASecond: a server that refuses every
+// token gets 100 requests over 10 seconds, and 100 at once; Token is
+// called about once a second, never sooner than a second after its last
+// call.
+func TestToken401sCallTokenAtMostOnceASecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &handlerRoundTripper{h: refuse}
+		tok := &tokenSeq{}
+		rt := &tokenTransport{tokens: newTokenCache("kube.test:443", tok.Token), next: srv}
+		start := time.Now()
+
+		const n = 10 // seconds
+		for i := range 100 {
+			time.Sleep(time.Until(start.Add(time.Duration(i) * n * time.Second / 100)))
+			if got := statusOf(t, rt, t.Context()); got != http.StatusUnauthorized {
+				t.Fatalf("status %d, want 401", got)
+			}
+		}
+		calls := tok.Calls()
+		// One call at the start, and one each second after it.
+		if len(calls) > n+1 || len(calls) < n {
+			t.Errorf("100 refused requests over %ds called Token %d times, want %d", n, len(calls), n)
+		}
+
+		time.Sleep(time.Until(start.Add(n * time.Second)))
+		var wg sync.WaitGroup
+		for range 100 {
+			wg.Go(func() {
+				if got := statusOf(t, rt, t.Context()); got != http.StatusUnauthorized {
+					t.Errorf("status %d, want 401", got)
+				}
+			})
+		}
+		wg.Wait()
+		if got := len(tok.Calls()) - len(calls); got != 1 {
+			t.Errorf("100 concurrent refused requests called Token %d times, want 1", got)
+		}
+
+		calls = tok.Calls()
+		for i := 1; i < len(calls); i++ {
+			if d := calls[i].Sub(calls[i-1]); d < tokenRefused {
+				t.Errorf("Token called %v after its last call, want at least %v", d, tokenRefused)
+			}
+		}
+	})
+}
+
+// TestToken401ForAnOlderTokenChangesNothing: a slow request that carried
+// "a" gets its 401 after a minute's call replaced "a" with "b": "b" isn't
+// refused, and Token isn't called again.
+func TestToken401ForAnOlderTokenChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		srv := &handlerRoundTripper{h: func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") == "Bearer a" {
+				<-release
+			}
+			acceptOnly("b")(w, r)
+		}}
+		tok := &tokenSeq{tokens: []string{"a", "b"}}
+		rt := &tokenTransport{tokens: newTokenCache("kube.test:443", tok.Token), next: srv}
+
+		var slow sync.WaitGroup
+		slow.Go(func() {
+			if got := statusOf(t, rt, t.Context()); got != http.StatusUnauthorized {
+				t.Errorf("the slow request: status %d, want 401", got)
+			}
+		})
+		synctest.Wait() // the slow request, carrying "a", waits for its answer
+
+		time.Sleep(tokenRefresh)
+		if got := statusOf(t, rt, t.Context()); got != http.StatusOK {
+			t.Fatalf("status %d a minute later, want 200 with b", got)
+		}
+		close(release)
+		slow.Wait() // its 401 refuses "a", which is no longer the token
+
+		time.Sleep(2 * tokenRefused)
+		if got := statusOf(t, rt, t.Context()); got != http.StatusOK || srv.last() != "Bearer b" {
+			t.Errorf("status %d with %q, want 200 with Bearer b", got, srv.last())
+		}
+		if got := len(tok.Calls()); got != 2 {
+			t.Errorf("Token called %d times, want 2: the 401 for the older token called it again", got)
+		}
+	})
+}
+
+// TestToken401WithItsOwnAuthorizationChangesNothing: a request whose
+// caller set its Authorization header says nothing of the cache's token
+// when it gets a 401.
+func TestToken401WithItsOwnAuthorizationChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := &handlerRoundTripper{h: acceptOnly("tok-1")}
+		tok := &tokenSeq{}
+		rt := &tokenTransport{tokens: newTokenCache("kube.test:443", tok.Token), next: srv}
+
+		if got := statusOf(t, rt, t.Context()); got != http.StatusOK {
+			t.Fatalf("status %d, want 200", got)
+		}
+		time.Sleep(2 * tokenRefused)
+		req, err := http.NewRequestWithContext(t.Context(), "GET", "https://kube.test:443/version", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer tok-1") // the cache's token, set by the caller
+		resp, err := (&tokenTransport{tokens: rt.tokens, next: &handlerRoundTripper{h: refuse}}).RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("status %d, want 401", resp.StatusCode)
+		}
+
+		time.Sleep(2 * tokenRefused)
+		if got := statusOf(t, rt, t.Context()); got != http.StatusOK || srv.last() != "Bearer tok-1" {
+			t.Errorf("status %d with %q, want 200 with Bearer tok-1", got, srv.last())
+		}
+		if got := len(tok.Calls()); got != 1 {
+			t.Errorf("Token called %d times, want 1", got)
+		}
+	})
 }

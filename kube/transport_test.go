@@ -279,6 +279,116 @@ func TestClientUnauthorizedNamesServer(t *testing.T) {
 	}
 }
 
+// TestClientUnauthorizedCallsTokenAgain runs the whole Client, in fake
+// time, against an API server that accepts the token "b" only, when Token
+// returns "a" first: the first list fails with a 401, and a list a second
+// later carries "b". The token's round tripper sees the 401 under the one
+// that turns it into an error.
+func TestClientUnauthorizedCallsTokenAgain(t *testing.T) {
+	pki := newTestPKI(t)
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var auths []string
+		srv := servePipes(t, pki, func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			auths = append(auths, r.Header.Get("Authorization"))
+			mu.Unlock()
+			if r.Header.Get("Authorization") != "Bearer b" {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`)
+				return
+			}
+			serveNamespaces(w, r)
+		})
+		host := humustest.NewHost().Host()
+		host.Dial = srv.dial
+		tokens := []string{"a", "b"}
+		var calls int
+		c := newTestClient(t, &humus.Setup{Host: host}, Connection{
+			Server: "kube.test:443",
+			TLS:    &tls.Config{RootCAs: pki.roots},
+			Token: func(context.Context) (string, error) {
+				calls++
+				return tokens[min(calls, len(tokens))-1], nil
+			},
+		})
+
+		if _, err := listNamespaces(t, c); !apierrors.IsUnauthorized(err) {
+			t.Fatalf("the first list: error %v, want a 401", err)
+		}
+		time.Sleep(tokenRefused)
+		names, err := listNamespaces(t, c)
+		if err != nil || !slices.Equal(names, []string{"default"}) {
+			t.Errorf("the list a second later: %q, %v; want [default]", names, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(auths, []string{"Bearer a", "Bearer b"}) || calls != 2 {
+			t.Errorf("the server saw %q, after %d Token calls; want [Bearer a Bearer b] after 2", auths, calls)
+		}
+		c.base.CloseIdleConnections()
+	})
+}
+
+// pipeServer serves HTTPS, HTTP/1.1 only, over in-memory connections, so a
+// Client runs inside a synctest bubble: dial hands the server one end of a
+// net.Pipe. It stops when t ends.
+type pipeServer struct {
+	conns chan net.Conn
+	done  chan struct{}
+}
+
+func servePipes(t *testing.T, pki testPKI, h http.HandlerFunc) *pipeServer {
+	s := &pipeServer{conns: make(chan net.Conn), done: make(chan struct{})}
+	hs := &http.Server{Handler: h}
+	l := tls.NewListener(s, &tls.Config{Certificates: []tls.Certificate{pki.leaf}, NextProtos: []string{"http/1.1"}})
+	var served sync.WaitGroup
+	served.Go(func() { _ = hs.Serve(l) })
+	t.Cleanup(func() {
+		_ = hs.Close()
+		served.Wait()
+	})
+	return s
+}
+
+func (s *pipeServer) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case s.conns <- server:
+		return client, nil
+	case <-s.done:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *pipeServer) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.conns:
+		return c, nil
+	case <-s.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (s *pipeServer) Close() error {
+	select {
+	case <-s.done:
+	default:
+		close(s.done)
+	}
+	return nil
+}
+
+func (s *pipeServer) Addr() net.Addr { return pipeAddr{} }
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
+
 func TestClientTokenErrorFailsRequest(t *testing.T) {
 	srv := newTestServer(t, nil)
 	errNoFile := errors.New("open var/run/secrets/kubernetes.io/serviceaccount/token: file does not exist")
