@@ -425,9 +425,20 @@ func (c *Cluster) stopComponent(t testing.TB, p *process, start func(context.Con
 	if err := p.stop(stopGrace); err != nil {
 		t.Fatal(err)
 	}
+	c.restoreAtCleanup(t, p, start)
+}
+
+// restoreAtCleanup resumes p at t's cleanup if it is paused then, and
+// starts it if it isn't running then, so later tests find it running.
+func (c *Cluster) restoreAtCleanup(t testing.TB, p *process, start func(context.Context) error) {
 	t.Cleanup(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		if p.paused {
+			if err := c.resumeReady(context.Background(), p); err != nil {
+				t.Error(err)
+			}
+		}
 		if !p.running() {
 			if err := start(context.Background()); err != nil {
 				t.Error(err)
@@ -454,11 +465,17 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	if err := c.etcd.start(); err != nil {
 		return err
 	}
+	return c.waitEtcd(ctx)
+}
+
+// waitEtcd waits until etcd reports itself healthy, and then until
+// kube-apiserver, when it runs unpaused, is ready again.
+func (c *Cluster) waitEtcd(ctx context.Context) error {
 	url := c.etcd.flag("--advertise-client-urls") + "/health"
 	err := c.waitReady(ctx, c.etcd, func(ctx context.Context) error {
 		return c.get(ctx, url, "", `"health":"true"`)
 	})
-	if err != nil || !c.apiserver.running() {
+	if err != nil || !c.apiserver.running() || c.apiserver.paused {
 		return err
 	}
 	return c.waitAPIServer(ctx)

@@ -51,6 +51,10 @@
 //   - Client configs from AdminConfig, Kubeconfig and ServiceAccount
 //     keep working across StopAPIServer/StartAPIServer and
 //     StopEtcd/StartEtcd.
+//   - Fault tests, which mustn't run in parallel, can kill
+//     (KillAPIServer, KillEtcd), pause (PauseAPIServer, PauseEtcd) and
+//     compact (CompactEtcd) the control plane; whatever a test leaves
+//     killed, stopped or paused runs again at its cleanup.
 //
 // The cluster command (cmd/cluster, `make cluster`) runs the same control
 // plane in the foreground for a person, with Start and Stop.

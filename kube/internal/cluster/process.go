@@ -28,6 +28,7 @@ type process struct {
 	cmd     *exec.Cmd
 	done    chan struct{} // closed once cmd has exited
 	exitErr error         // cmd.Wait's result, set before done is closed
+	paused  bool          // stopped by SIGSTOP, not yet continued
 }
 
 // start starts the process in its own process group, appending its output
@@ -46,7 +47,7 @@ func (p *process) start() error {
 		return fmt.Errorf("cluster: starting %s: %w", p.name, err)
 	}
 	done := make(chan struct{})
-	p.cmd, p.done, p.exitErr = cmd, done, nil
+	p.cmd, p.done, p.exitErr, p.paused = cmd, done, nil, false
 	go func() {
 		p.exitErr = cmd.Wait()
 		close(done)
@@ -82,7 +83,7 @@ func (p *process) stop(grace time.Duration) error {
 	if p.cmd == nil {
 		return nil
 	}
-	defer func() { p.cmd = nil }()
+	defer func() { p.cmd, p.paused = nil, false }()
 	pid := p.cmd.Process.Pid
 	select {
 	case <-p.done:
@@ -91,6 +92,9 @@ func (p *process) stop(grace time.Duration) error {
 	default:
 	}
 	_ = syscall.Kill(-pid, syscall.SIGTERM) // if it exited meanwhile, done is closed
+	if p.paused {
+		_ = syscall.Kill(-pid, syscall.SIGCONT) // a stopped process acts on SIGTERM only once continued
+	}
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	select {
@@ -100,6 +104,50 @@ func (p *process) stop(grace time.Duration) error {
 		<-p.done
 	}
 	killGroup(pid)
+	return nil
+}
+
+// kill sends SIGKILL to the process group and returns once the process
+// has exited. Its error says the process wasn't running.
+func (p *process) kill() error {
+	if !p.running() {
+		return fmt.Errorf("cluster: %s isn't running", p.name)
+	}
+	killGroup(p.cmd.Process.Pid)
+	<-p.done
+	p.cmd, p.paused = nil, false
+	return nil
+}
+
+// pause stops the process group with SIGSTOP, as a process that no
+// longer gets the CPU: its sockets stay open and the kernel still accepts
+// connections on them, but nothing answers.
+func (p *process) pause() error {
+	if !p.running() {
+		return fmt.Errorf("cluster: %s isn't running", p.name)
+	}
+	if p.paused {
+		return fmt.Errorf("cluster: %s is already paused", p.name)
+	}
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("cluster: pausing %s: %w", p.name, err)
+	}
+	p.paused = true
+	return nil
+}
+
+// resume continues a process group that pause stopped.
+func (p *process) resume() error {
+	if !p.paused {
+		return fmt.Errorf("cluster: %s isn't paused", p.name)
+	}
+	p.paused = false
+	if !p.running() {
+		return fmt.Errorf("cluster: %s exited while paused: %w", p.name, p.exitError())
+	}
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		return fmt.Errorf("cluster: resuming %s: %w", p.name, err)
+	}
 	return nil
 }
 

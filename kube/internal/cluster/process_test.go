@@ -109,3 +109,107 @@ func TestLastLines(t *testing.T) {
 		}
 	}
 }
+
+// state is process pid's state letter in /proc: R, S, T (stopped), Z...
+func state(t testing.TB, pid int) string {
+	t.Helper()
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return fields[0]
+}
+
+func TestProcessPauseResume(t *testing.T) {
+	p := &process{name: "sleep", path: "/bin/sleep", args: []string{"1000"}, log: filepath.Join(t.TempDir(), "sleep.log")}
+	if err := p.resume(); err == nil {
+		t.Errorf("resume before start succeeded")
+	}
+	if err := p.pause(); err == nil {
+		t.Errorf("pause before start succeeded")
+	}
+	if err := p.start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := p.pid()
+	if err := p.pause(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() error {
+		if s := state(t, pid); s != "T" {
+			return fmt.Errorf("state %s after pause, want T", s)
+		}
+		return nil
+	})
+	if err := p.pause(); err == nil {
+		t.Errorf("a second pause succeeded")
+	}
+	if err := p.resume(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() error {
+		if s := state(t, pid); s == "T" {
+			return fmt.Errorf("state %s after resume", s)
+		}
+		return nil
+	})
+	if err := p.resume(); err == nil {
+		t.Errorf("a second resume succeeded")
+	}
+
+	// A paused process still stops on SIGTERM, without waiting for the kill.
+	if err := p.pause(); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	if err := p.stop(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Errorf("stopping a paused sleep took %s, want it to end on SIGTERM", took)
+	}
+	if p.paused || p.running() {
+		t.Errorf("after stop: paused %t, running %t", p.paused, p.running())
+	}
+}
+
+func TestProcessKill(t *testing.T) {
+	dir := t.TempDir()
+	p := &process{
+		name: "stubborn",
+		path: "/bin/sh",
+		args: []string{"-c", `trap "" TERM; sleep 1000 & echo started; wait`},
+		log:  filepath.Join(dir, "stubborn.log"),
+	}
+	if err := p.kill(); err == nil {
+		t.Errorf("kill before start succeeded")
+	}
+	if err := p.start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := p.pid()
+	if err := p.pause(); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	if err := p.kill(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Errorf("kill took %s", took)
+	}
+	if alive(pid) || p.running() || p.paused {
+		t.Errorf("after kill: alive %t, running %t, paused %t", alive(pid), p.running(), p.paused)
+	}
+	if err := p.stop(time.Second); err != nil {
+		t.Errorf("stop after kill = %v, want nil", err)
+	}
+	// It starts again.
+	if err := p.start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.kill(); err != nil {
+		t.Fatal(err)
+	}
+}
