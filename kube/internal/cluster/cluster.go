@@ -242,6 +242,7 @@ func newCluster(dir, bin string) (*Cluster, error) {
 		// token,user,uid,"group,..."
 		"tokens.csv": []byte(c.adminToken + `,admin,admin,"system:masters"` + "\n" +
 			kcmToken + `,system:kube-controller-manager,kube-controller-manager,"system:masters"` + "\n"),
+		auditPolicyFile: []byte(auditPolicy),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(path(name), data, 0o600); err != nil {
@@ -290,6 +291,14 @@ func newCluster(dir, bin string) (*Cluster, error) {
 			"--service-cluster-ip-range=10.0.0.0/24",
 			// Without it, SIGTERM waits up to a minute for open watches.
 			"--shutdown-watch-termination-grace-period=2s",
+			// Every write, at Metadata level, once complete (see Audit),
+			// appended to one file that outlives restarts: no rotation, and
+			// each event written before its request's handler returns.
+			"--audit-policy-file=" + path(auditPolicyFile),
+			"--audit-log-path=" + path(auditLogFile),
+			"--audit-log-format=json",
+			"--audit-log-mode=blocking",
+			"--audit-log-maxsize=0",
 		},
 	}
 	c.controllerManager = &process{

@@ -51,6 +51,14 @@
 //   - Client configs from AdminConfig, Kubeconfig and ServiceAccount
 //     keep working across StopAPIServer/StartAPIServer and
 //     StopEtcd/StartEtcd.
+//   - kube-apiserver records every write (create, update, patch, delete,
+//     deletecollection), by anyone, at Metadata level once its response
+//     is complete, in an audit log that outlives its restarts; Audit reads
+//     it, and AwaitAudit waits for an event.
+//   - kube-apiserver records every write (create, update, patch, delete,
+//     deletecollection), by anyone, at Metadata level once its response
+//     is complete, in an audit log that outlives its restarts; Audit reads
+//     it, and AwaitAudit waits for an event.
 //   - Fault tests, which mustn't run in parallel, can kill
 //     (KillAPIServer, KillEtcd), pause (PauseAPIServer, PauseEtcd) and
 //     compact (CompactEtcd) the control plane; whatever a test leaves

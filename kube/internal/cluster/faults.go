@@ -21,7 +21,9 @@ import (
 // KillAPIServer kills kube-apiserver's process group with SIGKILL and
 // returns once it has exited: no graceful shutdown, and every connection
 // to it is reset by the kernel. The test starts it again with
-// StartAPIServer; otherwise it is started at the test's cleanup.
+// StartAPIServer; otherwise it is started at the test's cleanup. Audit
+// events already written stay in the audit log, and the restarted
+// kube-apiserver appends to it.
 func (c *Cluster) KillAPIServer(t testing.TB) {
 	t.Helper()
 	c.fault(t, c.apiserver, c.startAPIServer, c.apiserver.kill)
