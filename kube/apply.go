@@ -3,8 +3,12 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -55,33 +59,95 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstruc
 	return nil
 }
 
+// apply is every write of the controller's own. It is sent only while this
+// replica can prove it holds the Lease, and its context ends with that
+// proof, so no write of its own is in flight after its renew deadline.
 func (c *Controller) apply(ctx context.Context, u *unstructured.Unstructured, body []byte, subresource ...string) error {
+	p := c.proof.Load()
+	if p == nil {
+		return errNotLeading
+	}
+	ctx, cancel := context.WithDeadlineCause(ctx, p.until(), errNotLeading)
+	defer cancel()
 	force := true
 	res, err := c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.ApplyPatchType, body,
 		metav1.PatchOptions{FieldManager: c.name, Force: &force}, subresource...)
 	if err != nil {
+		if staleAnswer(err) {
+			return fmt.Errorf("%w: %w", errStale, err)
+		}
+		if context.Cause(ctx) == errNotLeading {
+			return fmt.Errorf("%w: %w", errNotLeading, err)
+		}
 		return err
 	}
 	c.versions.wrote(key(u), res.GetResourceVersion())
 	return nil
 }
 
-// identity is the metadata that names u in an apply.
+// errNotLeading is the error of a write this replica can't prove it may
+// make: it can't prove it holds the Lease.
+var errNotLeading = errors.New("kube: this replica can't prove it holds the Lease")
+
+// errStale is the error of a write computed from an object that the API
+// server no longer holds: it was deleted, or replaced by a new object of
+// the same name. The key is dropped, not retried: the watch event that
+// brings the change queues it again.
+var errStale = errors.New("kube: the object changed identity under the write")
+
+// staleAnswer reports whether err is the API server's answer to a write
+// whose metadata.uid names an object it no longer holds: 404 Not Found from
+// a subresource, 409 Conflict ("uid mismatch") when apply would create it,
+// and 422 Invalid on metadata.uid, which is immutable, when another object
+// of the name replaced it.
+func staleAnswer(err error) bool {
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, cause := range status.Status().Details.Causes {
+		if cause.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
+}
+
+// identity is the metadata that names u in an apply: its name, its
+// namespace, and its UID, so the API server refuses the write, rather than
+// create an object or write onto another one of the same name, when u is
+// stale.
 func identity(u *unstructured.Unstructured) map[string]any {
-	meta := map[string]any{"name": u.GetName()}
+	meta := map[string]any{"name": u.GetName(), "uid": string(u.GetUID())}
 	if ns := u.GetNamespace(); ns != "" {
 		meta["namespace"] = ns
 	}
 	return meta
 }
 
+// rywBound is how long a write is remembered for reading one's own writes.
+// The watch event that brings it normally comes within a second; a
+// remembered version that never comes, such as after etcd was restored and
+// the API server's resourceVersions went backwards, holds its key back no
+// longer than this.
+const rywBound = 30 * time.Second
+
 // writtenVersions keeps, per key, the resourceVersion the controller's own
-// last write returned, until the cache holds it or a newer one, or the
-// object is gone. A key is not reconciled on a cache older than its own
-// write, since that reconcile would apply what the write already did.
+// last write returned, until the cache holds it or a newer one, the object
+// is gone, or rywBound has passed. A key is not reconciled on a cache older
+// than its own write, since that reconcile would apply what the write
+// already did.
 type writtenVersions struct {
 	mu sync.Mutex
-	m  map[string]string
+	m  map[string]written
+}
+
+type written struct {
+	rv string
+	at time.Time
 }
 
 func (w *writtenVersions) wrote(key, rv string) {
@@ -91,22 +157,25 @@ func (w *writtenVersions) wrote(key, rv string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.m == nil {
-		w.m = map[string]string{}
+		w.m = map[string]written{}
 	}
-	w.m[key] = rv
+	w.m[key] = written{rv: rv, at: time.Now()}
 }
 
 // ahead reports whether key's last write is newer than cached, the
-// resourceVersion the cache holds. Once it isn't, the write is forgotten.
+// resourceVersion the cache holds. Once it isn't, or the write is older
+// than rywBound, the write is forgotten.
 func (w *writtenVersions) ahead(key, cached string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	written, ok := w.m[key]
+	wr, ok := w.m[key]
 	if !ok {
 		return false
 	}
-	if cmp, err := resourceversion.CompareResourceVersion(cached, written); err == nil && cmp < 0 {
-		return true
+	if time.Since(wr.at) < rywBound {
+		if cmp, err := resourceversion.CompareResourceVersion(cached, wr.rv); err == nil && cmp < 0 {
+			return true
+		}
 	}
 	delete(w.m, key)
 	return false

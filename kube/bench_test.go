@@ -66,18 +66,20 @@ func BenchmarkProcess(b *testing.B) {
 		b.Fatal(err)
 	}
 	f.use(ctrl)
-	objects := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	if err := objects.Add(benchCache()); err != nil {
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := store.Add(benchCache()); err != nil {
 		b.Fatal(err)
 	}
-	q := newQueue(ctrl.name, ctrl.settings, ctrl.tel.queueMetrics, ctrl.tel.logr)
+	q := newQueue(ctrl.name, ctrl.tel.queueMetrics)
 	defer q.ShutDown()
+	ctrl.later = newLater(q)
+	defer ctrl.later.stop()
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
 		q.Add("default/m")
 		k, _ := q.Get()
-		ctrl.process(ctx, q, objects, k)
+		ctrl.process(ctx, q, store, k)
 	}
 	if n := len(f.appliesTo("status")); n != 0 {
 		b.Fatalf("status applies = %d, want none: the status didn't change", n)

@@ -13,16 +13,11 @@ import (
 	"k8s.io/client-go/dynamic"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/health"
 )
-
-// ErrLostLeadership is what Serve returns when the replica loses the Lease
-// while it serves: renewal failed for RenewDeadline, or another replica
-// took it. The App exits 1, and Kubernetes restarts the pod, which
-// campaigns again.
-var ErrLostLeadership = errors.New("kube: lost the lease")
 
 // Controller reconciles the objects of one Resource or one Kind. It is a
 // humus.Service: Serve runs it, and Shutdown finishes its reconciles in
@@ -34,7 +29,7 @@ type Controller struct {
 	group     string // the objects' API group, for owner references
 	kind      string
 	scope     Scope
-	objs      objects
+	objType   objectType
 	finalizer string // "" without Finalize
 	owned     []schema.GroupVersionResource
 
@@ -43,13 +38,18 @@ type Controller struct {
 
 	synced   *health.Binary
 	versions writtenVersions
+	retry    workqueue.TypedRateLimiter[string]
+	later    *later                        // set once Serve has made its queue
+	proof    atomic.Pointer[proof]         // the Lease's proof while this replica leads
+	idle     atomic.Pointer[chan struct{}] // closed once the workers of a term have returned
 
 	// stop is closed when shutdown begins: Serve's context is done, or
 	// Shutdown is called.
 	stop     chan struct{}
 	stopOnce sync.Once
-	// work is the reconciles' context: cancelled only when Shutdown's
-	// context ends first, or the Lease is lost.
+	// work is the reconciles' and the Lease release's context, cancelled
+	// when Shutdown's context ends first. Each term of leading has a
+	// context of its own under it, cancelled when the Lease is lost.
 	work       context.Context
 	cancelWork context.CancelFunc
 	started    atomic.Bool
@@ -65,6 +65,10 @@ type clients struct {
 	// closeIdle closes the transport's idle connections, whose goroutines
 	// would otherwise outlive Serve by the transport's idle timeout.
 	closeIdle func()
+	// abort closes every connection of the transport, idle or not, at once,
+	// dropping whatever they haven't sent: a replica that lost the Lease
+	// sends nothing late.
+	abort func()
 }
 
 func newClients(c *Client) (clients, error) {
@@ -81,11 +85,25 @@ func newClients(c *Client) (clients, error) {
 	if err != nil {
 		return clients{}, fmt.Errorf("kube: the Lease client: %w", err)
 	}
-	closeIdle := func() {}
+	cl := clients{dynamic: d, metadata: m, leases: l}
 	if t, ok := cfg.Transport.(interface{ CloseIdleConnections() }); ok {
-		closeIdle = t.CloseIdleConnections
+		cl.closeIdle = t.CloseIdleConnections
 	}
-	return clients{dynamic: d, metadata: m, leases: l, closeIdle: closeIdle}, nil
+	if t, ok := cfg.Transport.(interface{ abortConnections() }); ok {
+		cl.abort = t.abortConnections
+	}
+	return cl.orNoop(), nil
+}
+
+// orNoop fills the functions cl lacks with ones that do nothing.
+func (cl clients) orNoop() clients {
+	if cl.closeIdle == nil {
+		cl.closeIdle = func() {}
+	}
+	if cl.abort == nil {
+		cl.abort = func() {}
+	}
+	return cl
 }
 
 // NewController returns a Controller of r's objects. It opens no
@@ -106,9 +124,8 @@ func NewController[Spec, Status any](s *humus.Setup, c *Client, settings Setting
 	}
 	fin, name, owned, err := checkParts[Object[Spec, Status]](parts)
 	errs = append(errs, err)
-	objs := resourceObjects[Spec, Status]{rec: rec, fin: fin}
-	gvr := r.GVR()
-	return newController(s, c, settings, gvr, r.Group, r.Kind, r.Scope, objs, name, owned, errs)
+	typ := resourceType[Spec, Status]{rec: rec, fin: fin}
+	return newController(s, c, settings, r.GVR(), r.Group, r.Kind, r.Scope, typ, name, owned, errs)
 }
 
 // NewKindController returns a Controller of k's objects. It opens no
@@ -133,11 +150,11 @@ func NewKindController[T any](s *humus.Setup, c *Client, settings Settings, k Ki
 	}
 	fin, name, owned, err := checkParts[T](parts)
 	errs = append(errs, err)
-	objs := kindObjects[T]{rec: rec, fin: fin}
-	return newController(s, c, settings, k.GVR, k.GVR.Group, k.Kind, k.Scope, objs, name, owned, errs)
+	typ := kindType[T]{rec: rec, fin: fin}
+	return newController(s, c, settings, k.GVR, k.GVR.Group, k.Kind, k.Scope, typ, name, owned, errs)
 }
 
-func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.GroupVersionResource, group, kind string, scope Scope, objs objects, finalizer string, owned []schema.GroupVersionResource, errs []error) (*Controller, error) {
+func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.GroupVersionResource, group, kind string, scope Scope, typ objectType, finalizer string, owned []schema.GroupVersionResource, errs []error) (*Controller, error) {
 	errs = append(errs, settings.check(scope))
 	if s == nil {
 		errs = append(errs, errors.New("kube: the Setup is nil"))
@@ -163,11 +180,12 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 		group:      group,
 		kind:       kind,
 		scope:      scope,
-		objs:       objs,
+		objType:    typ,
 		finalizer:  finalizer,
 		owned:      owned,
 		clients:    cl,
 		tel:        tel,
+		retry:      newRetryLimiter(settings),
 		synced:     health.NewBinary(fmt.Errorf("kube: controller %s: its caches haven't synced", settings.Name)),
 		stop:       make(chan struct{}),
 		work:       work,
@@ -186,8 +204,11 @@ func (c *Controller) Synced() health.Monitor { return c.synced }
 // stops taking keys, lets the reconciles in flight finish, releases the
 // Lease and stops its informers, leaving its backlog for the next leader,
 // and Serve returns nil. When ctx ends first, Shutdown cancels the
-// reconciles in flight, waits for them and for Serve to return, and
-// returns an error wrapping ctx's.
+// reconciles in flight and the Lease's release, waits for the reconciles
+// to return, and returns an error wrapping ctx's: it never waits on the API
+// server, however slow the release or the informers are. A Reconciler that
+// ignores its cancelled context holds Shutdown, and humus.Main's grace
+// period bounds that.
 func (c *Controller) Shutdown(ctx context.Context) error {
 	c.beginShutdown()
 	if !c.started.Load() {
@@ -199,7 +220,9 @@ func (c *Controller) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	c.cancelWork()
-	<-c.done
+	if idle := c.idle.Load(); idle != nil {
+		<-*idle
+	}
 	return fmt.Errorf("kube: controller %s: shutting down: %w", c.name, ctx.Err())
 }
 

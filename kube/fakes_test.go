@@ -177,7 +177,7 @@ func holder(l *coordinationv1.Lease) string {
 
 // use replaces c's clients with the fakes: the package's seam for them.
 func (f *fakeCluster) use(c *Controller) *Controller {
-	c.clients = clients{dynamic: f.dyn, metadata: f.meta, leases: f.kube.CoordinationV1()}
+	c.clients = clients{dynamic: f.dyn, metadata: f.meta, leases: f.kube.CoordinationV1()}.orNoop()
 	return c
 }
 

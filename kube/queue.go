@@ -1,36 +1,91 @@
 package kube
 
 import (
-	"github.com/go-logr/logr"
+	"sync"
+	"time"
+
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/workqueue"
 )
 
 // queue is the controller's work queue of object keys: it never hands one
 // key to two workers at once, and folds a key added again while it waits.
-type queue = workqueue.TypedRateLimitingInterface[string]
+type queue = workqueue.TypedInterface[string]
 
 // newQueue returns the controller's queue, named after it, with its own
 // metrics provider in its config (never workqueue.SetProvider, which is
-// global). A failed key backs off from RetryBaseDelay, doubling to
-// RetryMaxDelay, and retries overall are limited to 10 a second, bursting
-// to 100: client-go's DefaultTypedControllerRateLimiter, with the delays
-// from Settings.
-//
-// The delaying queue under it logs, if its goroutine ever crashes, through
-// logger rather than klog's global one.
-func newQueue(name string, s Settings, mp workqueue.MetricsProvider, logger logr.Logger) queue {
-	limiter := workqueue.NewTypedMaxOfRateLimiter(
+// global). It has no delays of its own: the controller's later holds them.
+func newQueue(name string, mp workqueue.MetricsProvider) queue {
+	return workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: name, MetricsProvider: mp})
+}
+
+// newRetryLimiter returns how long a failed key backs off: from
+// RetryBaseDelay, doubling to RetryMaxDelay, with retries overall limited
+// to 10 a second, bursting to 100: client-go's
+// DefaultTypedControllerRateLimiter, with the delays from Settings.
+func newRetryLimiter(s Settings) workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.RetryBaseDelay, s.RetryMaxDelay),
 		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
 	)
-	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{
-		Name:            name,
-		MetricsProvider: mp,
-		DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
-			Logger:          &logger,
-			Name:            name,
-			MetricsProvider: mp,
-		}),
+}
+
+// later holds each key's one pending reconcile: Result.After's, or an
+// error's backoff. A change to the object, or a reconcile of it that
+// succeeds, replaces it, so "again after this long, unless it changes
+// first" never reconciles once more for a wait that a change already
+// ended. client-go's delaying queue can't take a delay back, so the
+// controller keeps its own timers.
+type later struct {
+	mu      sync.Mutex
+	q       queue
+	timers  map[string]*time.Timer
+	stopped bool
+}
+
+func newLater(q queue) *later { return &later{q: q, timers: map[string]*time.Timer{}} }
+
+// add queues key after d, in place of any wait it had.
+func (l *later) add(key string, d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return
+	}
+	if t, ok := l.timers[key]; ok {
+		t.Stop()
+	}
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		l.mu.Lock()
+		if l.timers[key] != t {
+			l.mu.Unlock()
+			return // replaced or cancelled meanwhile
+		}
+		delete(l.timers, key)
+		l.mu.Unlock()
+		l.q.Add(key)
 	})
+	l.timers[key] = t
+}
+
+// cancel drops key's wait, if it has one.
+func (l *later) cancel(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := l.timers[key]; ok {
+		t.Stop()
+		delete(l.timers, key)
+	}
+}
+
+// stop drops every wait, for good.
+func (l *later) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopped = true
+	for key, t := range l.timers {
+		t.Stop()
+		delete(l.timers, key)
+	}
 }

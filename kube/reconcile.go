@@ -15,17 +15,17 @@ import (
 // worker takes keys from q and reconciles them until q shuts down: the
 // canonical controller loop. A key taken once shutdown has begun is marked
 // done unreconciled, and left for the next leader.
-func (c *Controller) worker(ctx context.Context, q queue, objects cache.Indexer) {
+func (c *Controller) worker(ctx context.Context, q queue, store cache.Indexer) {
 	for {
 		key, shutdown := q.Get()
 		if shutdown {
 			return
 		}
-		if c.stopped() {
+		if c.stopped() || ctx.Err() != nil {
 			q.Done(key)
 			continue
 		}
-		c.process(ctx, q, objects, key)
+		c.process(ctx, q, store, key)
 	}
 }
 
@@ -56,24 +56,27 @@ const (
 )
 
 // process reconciles one key, steps 1 to 7 of Reconciling.
-func (c *Controller) process(ctx context.Context, q queue, objects cache.Indexer, key string) {
+func (c *Controller) process(ctx context.Context, q queue, store cache.Indexer, key string) {
 	defer q.Done(key)
 
 	// 1. Look it up in the cache. An object that is gone needs nothing: its
 	// owned resources are garbage collected, through their owner
 	// references.
-	item, exists, err := objects.GetByKey(key)
+	item, exists, err := store.GetByKey(key)
 	if err != nil || !exists {
+		c.settle(key)
 		c.versions.forget(key)
-		q.Forget(key)
 		return
 	}
 	u := item.(*unstructured.Unstructured)
 
 	// Read your own writes: a cache older than this key's last write would
 	// reconcile, and apply, what that write already did. The watch event
-	// that brings the write queues the key again.
+	// that brings the write queues the key again; should none come, such
+	// as after the API server's resourceVersions went backwards, the write
+	// is forgotten after rywBound, and the key reconciled then.
 	if c.versions.ahead(key, u.GetResourceVersion()) {
+		c.later.add(key, rywBound)
 		return
 	}
 
@@ -84,18 +87,29 @@ func (c *Controller) process(ctx context.Context, q queue, objects cache.Indexer
 		// 7. A panic is recovered, recorded and forgotten: a retry would run
 		// the same code on the same object, and panic the same way.
 		rec.panicked(pv)
-		q.Forget(key)
+		c.settle(key)
+	case errors.Is(err, errStale):
+		// The cache's object was deleted, or replaced by a new one of the
+		// same name: the watch event that says so queues the key again.
+		rec.stale(err)
+		c.settle(key)
 	case err != nil:
 		// 7. An error retries the object after a backoff of its own.
 		rec.failed(err)
-		q.AddRateLimited(key)
+		c.later.add(key, c.retry.When(key))
 	default:
 		rec.succeeded()
-		q.Forget(key)
+		c.settle(key)
 		if after > 0 {
-			q.AddAfter(key, after)
+			c.later.add(key, after)
 		}
 	}
+}
+
+// settle forgets key's backoff and any wait it had.
+func (c *Controller) settle(key string) {
+	c.retry.Forget(key)
+	c.later.cancel(key)
 }
 
 // panicValue is a recovered panic, and where it happened.
@@ -116,34 +130,42 @@ func (c *Controller) reconcileOrPanic(ctx context.Context, u *unstructured.Unstr
 	return after, nil, err
 }
 
-// reconcile runs steps 2 to 6 for u: the finalizer, the Reconciler and the
-// status.
+// reconcile runs steps 2 to 6 for u: the decode, the finalizer, the
+// Reconciler and the status.
 func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured) (time.Duration, error) {
 	deleting := u.GetDeletionTimestamp() != nil
-	if c.finalizer != "" {
-		// 3. Handle the finalizer.
-		has := slices.Contains(u.GetFinalizers(), c.finalizer)
-		switch {
-		case deleting && has:
-			// 2. The decode is inside finalize: the copy is f's.
-			if err := c.objs.finalize(ctx, u); err != nil {
-				return 0, err
-			}
-			return 0, c.applyFinalizer(ctx, u, false)
-		case deleting:
-			return 0, nil // finalized already: the deletion completes
-		case !has:
-			if err := c.applyFinalizer(ctx, u, true); err != nil {
-				return 0, err
-			}
-		}
-	} else if deleting {
-		// 4. Leave an object that is being deleted alone.
+	hasFinalizer := c.finalizer != "" && slices.Contains(u.GetFinalizers(), c.finalizer)
+	if deleting && !hasFinalizer {
+		// 4. Leave an object that is being deleted alone: without Finalize,
+		// or once its finalizer has run, there is nothing to do, not even a
+		// decode.
 		return 0, nil
 	}
 
-	// 2 and 5. Decode it, and call the Reconciler.
-	status, after, err := c.objs.reconcile(ctx, u)
+	// 2. Decode it: the copy is the end user's. An object that can't be
+	// decoded gets no finalizer, and a deleting one keeps it: either is
+	// retried with backoff, its error naming the object and the field.
+	obj, err := c.objType.decode(u)
+	if err != nil {
+		return 0, err
+	}
+
+	// 3. Handle the finalizer.
+	switch {
+	case c.finalizer == "":
+	case deleting: // and it has the finalizer
+		if err := obj.finalize(ctx); err != nil {
+			return 0, err
+		}
+		return 0, c.applyFinalizer(ctx, u, false)
+	case !hasFinalizer:
+		if err := c.applyFinalizer(ctx, u, true); err != nil {
+			return 0, err
+		}
+	}
+
+	// 5. Call the Reconciler.
+	status, after, err := obj.reconcile(ctx)
 
 	// 6. Apply the status, whether or not Reconcile returned an error.
 	if status != nil {

@@ -38,40 +38,56 @@ type Result[Status any] struct {
 	After time.Duration
 }
 
-// objects is what a Controller knows of its objects' Go type: how to hand
-// one from the cache to the end user's code. It is the only generic part
-// of a Controller.
-type objects interface {
-	// reconcile decodes u and reconciles it. status is the JSON of the
-	// status to apply, or nil for none.
-	reconcile(ctx context.Context, u *unstructured.Unstructured) (status []byte, after time.Duration, err error)
-
-	// finalize decodes u and calls the finalizer's f.
-	finalize(ctx context.Context, u *unstructured.Unstructured) error
+// objectType is what a Controller knows of its objects' Go type: how to
+// hand one from the cache to the end user's code. It is the only generic
+// part of a Controller.
+type objectType interface {
+	// decode decodes u into the end user's own copy: step 2 of Reconciling.
+	decode(u *unstructured.Unstructured) (decoded, error)
 }
 
-// resourceObjects are the objects of a Resource.
-type resourceObjects[Spec, Status any] struct {
+// decoded is one object, decoded, ready for the end user's code.
+type decoded interface {
+	// reconcile calls the Reconciler. status is the JSON of the status to
+	// apply, or nil for none.
+	reconcile(ctx context.Context) (status []byte, after time.Duration, err error)
+
+	// finalize calls the finalizer's f.
+	finalize(ctx context.Context) error
+}
+
+// resourceType is the Go type of a Resource's objects.
+type resourceType[Spec, Status any] struct {
 	rec Reconciler[Spec, Status]
 	fin func(context.Context, Object[Spec, Status]) error
 }
 
-func (r resourceObjects[Spec, Status]) reconcile(ctx context.Context, u *unstructured.Unstructured) ([]byte, time.Duration, error) {
-	var obj Object[Spec, Status]
-	if err := decode(u, &obj); err != nil {
-		return nil, 0, err
+func (r resourceType[Spec, Status]) decode(u *unstructured.Unstructured) (decoded, error) {
+	d := &resourceObject[Spec, Status]{typ: r, u: u}
+	if err := decode(u, &d.obj); err != nil {
+		return nil, err
 	}
-	before, err := json.Marshal(obj.Status)
+	return d, nil
+}
+
+type resourceObject[Spec, Status any] struct {
+	typ resourceType[Spec, Status]
+	u   *unstructured.Unstructured
+	obj Object[Spec, Status]
+}
+
+func (r *resourceObject[Spec, Status]) reconcile(ctx context.Context) ([]byte, time.Duration, error) {
+	before, err := json.Marshal(r.obj.Status)
 	if err != nil {
-		return nil, 0, fmt.Errorf("kube: encoding %s's status: %w", describe(u), err)
+		return nil, 0, fmt.Errorf("kube: encoding %s's status: %w", describe(r.u), err)
 	}
-	res, err := r.rec.Reconcile(ctx, obj)
+	res, err := r.typ.rec.Reconcile(ctx, r.obj)
 	if res.Status == nil {
 		return nil, res.After, err
 	}
 	after, encErr := json.Marshal(res.Status)
 	if encErr != nil {
-		return nil, res.After, errors.Join(err, fmt.Errorf("kube: encoding %s's new status: %w", describe(u), encErr))
+		return nil, res.After, errors.Join(err, fmt.Errorf("kube: encoding %s's new status: %w", describe(r.u), encErr))
 	}
 	if bytes.Equal(before, after) {
 		return nil, res.After, err
@@ -79,36 +95,35 @@ func (r resourceObjects[Spec, Status]) reconcile(ctx context.Context, u *unstruc
 	return after, res.After, err
 }
 
-func (r resourceObjects[Spec, Status]) finalize(ctx context.Context, u *unstructured.Unstructured) error {
-	var obj Object[Spec, Status]
-	if err := decode(u, &obj); err != nil {
-		return err
-	}
-	return r.fin(ctx, obj)
+func (r *resourceObject[Spec, Status]) finalize(ctx context.Context) error {
+	return r.typ.fin(ctx, r.obj)
 }
 
-// kindObjects are the objects of a Kind.
-type kindObjects[T any] struct {
+// kindType is the Go type of a Kind's objects.
+type kindType[T any] struct {
 	rec KindReconciler[T]
 	fin func(context.Context, T) error
 }
 
-func (k kindObjects[T]) reconcile(ctx context.Context, u *unstructured.Unstructured) ([]byte, time.Duration, error) {
-	var obj T
-	if err := decode(u, &obj); err != nil {
-		return nil, 0, err
+func (k kindType[T]) decode(u *unstructured.Unstructured) (decoded, error) {
+	d := &kindObject[T]{typ: k}
+	if err := decode(u, &d.obj); err != nil {
+		return nil, err
 	}
-	after, err := k.rec.Reconcile(ctx, obj)
+	return d, nil
+}
+
+type kindObject[T any] struct {
+	typ kindType[T]
+	obj T
+}
+
+func (k *kindObject[T]) reconcile(ctx context.Context) ([]byte, time.Duration, error) {
+	after, err := k.typ.rec.Reconcile(ctx, k.obj)
 	return nil, after, err
 }
 
-func (k kindObjects[T]) finalize(ctx context.Context, u *unstructured.Unstructured) error {
-	var obj T
-	if err := decode(u, &obj); err != nil {
-		return err
-	}
-	return k.fin(ctx, obj)
-}
+func (k *kindObject[T]) finalize(ctx context.Context) error { return k.typ.fin(ctx, k.obj) }
 
 // decode decodes u into a new value at v, through its JSON, as the API
 // server encoded it. The decode is the end user's copy: nothing they do to

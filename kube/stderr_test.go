@@ -64,11 +64,11 @@ func TestStderrHelperProcess(t *testing.T) {
 	}
 	tel := humustest.NewTelemetry()
 	f := newFakeCluster(t, listKinds, append(outcomeObjects(), cacheObject("default", "rejected", 2))...)
-	// The owned resource's first list fails: the reflector retries it, and
-	// reports the error.
-	var listed atomic.Bool
+	// The owned resource's informer's first list, after Serve's check,
+	// fails: the reflector retries it, and reports the error.
+	var listed atomic.Int32
 	f.meta.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if listed.CompareAndSwap(false, true) {
+		if listed.Add(1) == 2 {
 			return true, nil, errors.New("the server is currently unable to handle the request")
 		}
 		return false, nil, nil

@@ -106,6 +106,15 @@ func (t *telemetry) start(ctx context.Context, kind string, u *unstructured.Unst
 
 func (r *reconcileRecord) succeeded() { r.end(success) }
 
+// stale records a write refused because the object it was computed from is
+// gone: one INFO record and a span event, and the outcome success, since
+// nothing retries it.
+func (r *reconcileRecord) stale(err error) {
+	r.span.AddEvent("stale object", trace.WithAttributes(attribute.String(attrExcMessage, err.Error())))
+	r.tel.log.InfoContext(r.ctx, "reconcile skipped a stale object", append(r.attrs, slog.String("error", err.Error()))...)
+	r.end(success)
+}
+
 // failed records an error that retries the key: Reconcile's own, or a
 // failed decode, status apply or finalizer add or remove.
 func (r *reconcileRecord) failed(err error) {

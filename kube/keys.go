@@ -6,11 +6,16 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// objectEvents queues an object's key on every change to it, its deletion
+// The informers' event handlers turn each event into the key of the object
+// to reconcile. A change queues the key at once, in place of any wait for
+// Result.After or a backoff that the key had.
+
+// objectKeys queues an object's key on every change to it, its deletion
 // and each resync.
-func (c *Controller) objectEvents(q queue) cache.ResourceEventHandler {
+func (c *Controller) objectKeys(q queue) cache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			c.later.cancel(k)
 			q.Add(k)
 		}
 	}
@@ -21,12 +26,13 @@ func (c *Controller) objectEvents(q queue) cache.ResourceEventHandler {
 	}
 }
 
-// ownedEvents queues the owner of an owned resource that changes: the
+// ownerKeys queues the owner of an owned resource that changes: the
 // object its controller owner reference names, when that reference names
 // the controller's group and kind.
-func (c *Controller) ownedEvents(q queue) cache.ResourceEventHandler {
+func (c *Controller) ownerKeys(q queue) cache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		if k, ok := c.ownerKey(obj); ok {
+			c.later.cancel(k)
 			q.Add(k)
 		}
 	}

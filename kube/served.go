@@ -1,0 +1,185 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+)
+
+// How long a controller waits on the API server before it gives up.
+const (
+	// startRetry bounds how long step 1 retries a transient error, such
+	// as a refused connection, a 429 or a 5xx, before it ends Serve: long
+	// enough for a rolling upgrade of the API server, short enough that a
+	// controller that can't start says so.
+	startRetry = time.Minute
+
+	// unservedGrace is how long a resource must keep answering NotFound or
+	// Forbidden while the controller runs before Serve ends: an API server
+	// that has just restarted can answer so for a moment, before its CRDs
+	// and RBAC are loaded.
+	unservedGrace = 10 * time.Second
+
+	retryFirst = 500 * time.Millisecond
+	retryMax   = 8 * time.Second
+)
+
+// resource is the i-th resource the controller lists and watches: its own
+// first, then each it owns.
+func (c *Controller) resource(i int) schema.GroupVersionResource {
+	if i == 0 {
+		return c.gvr
+	}
+	return c.owned[i-1]
+}
+
+// checkServed lists the controller's resource, and each it owns, once, with
+// a limit of 1, so a resource that isn't served, or may not be listed, ends
+// Serve loudly, rather than leaving an informer to retry its list forever
+// and only log. A transient error is retried with backoff for startRetry.
+func (c *Controller) checkServed(ctx context.Context) error {
+	for i := range 1 + len(c.owned) {
+		delay, deadline := retryFirst, time.Now().Add(startRetry)
+		for {
+			err := c.list(ctx, i)
+			if err == nil {
+				break
+			}
+			if !transient(err) || time.Now().Add(delay).After(deadline) {
+				return err
+			}
+			c.tel.log.WarnContext(ctx, "the API server is unavailable: retrying", "error", err.Error(), "after", delay)
+			if !sleep(ctx, delay) {
+				return err
+			}
+			delay = min(2*delay, retryMax)
+		}
+	}
+	return nil
+}
+
+// list lists the i-th resource once, with a limit of 1: the controller's
+// own through the dynamic client, an owned one through the metadata client,
+// as their informers do.
+func (c *Controller) list(ctx context.Context, i int) error {
+	gvr, opts := c.resource(i), metav1.ListOptions{Limit: 1}
+	var err error
+	if i == 0 {
+		_, err = c.clients.dynamic.Resource(gvr).Namespace(c.settings.Namespace).List(ctx, opts)
+	} else {
+		_, err = c.clients.metadata.Resource(gvr).Namespace(c.settings.Namespace).List(ctx, opts)
+	}
+	if err != nil {
+		return fmt.Errorf("kube: listing %s: %w", gvr, err)
+	}
+	return nil
+}
+
+// transient reports whether err may pass by itself: a 429, a 5xx, or no
+// answer at all, such as a refused connection.
+func transient(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := status.Status().Code
+		return code == http.StatusTooManyRequests || code >= http.StatusInternalServerError
+	}
+	return true
+}
+
+// unserved reports whether err says a resource isn't served, or may not be
+// listed or watched.
+func unserved(err error) bool { return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) }
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// servedWatch sees the informers' list and watch errors while the
+// controller runs. A resource that answers NotFound or Forbidden, such as
+// one whose CRD was deleted or whose RBAC was taken away, is listed again
+// until it answers; one that keeps answering so for unservedGrace ends
+// Serve with the API server's answer, as a missing CRD does at start, so
+// Synced never stays healthy on a controller that does nothing.
+type servedWatch struct {
+	c       *Controller
+	ctx     context.Context
+	fail    context.CancelCauseFunc
+	running *sync.WaitGroup
+
+	mu       sync.Mutex
+	checking map[int]bool
+}
+
+func newServedWatch(c *Controller, ctx context.Context, fail context.CancelCauseFunc, running *sync.WaitGroup) *servedWatch {
+	return &servedWatch{c: c, ctx: ctx, fail: fail, running: running, checking: map[int]bool{}}
+}
+
+// handler is the i-th resource's informer's watch error handler: client-go's
+// own, which logs, and then a check when the error says the resource isn't
+// served.
+func (w *servedWatch) handler(i int) cache.WatchErrorHandlerWithContext {
+	return func(ctx context.Context, r *cache.Reflector, err error) {
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+		if unserved(err) {
+			w.recheck(i)
+		}
+	}
+}
+
+// recheck lists the i-th resource until it answers, at most once at a
+// time. It runs on running, which the informer calling it is counted in.
+func (w *servedWatch) recheck(i int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.checking[i] {
+		return
+	}
+	w.checking[i] = true
+	w.running.Go(func() {
+		defer func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.checking[i] = false
+		}()
+		if err := w.c.stillUnserved(w.ctx, i); err != nil {
+			w.fail(err)
+		}
+	})
+}
+
+// stillUnserved lists the i-th resource every second, and returns the API
+// server's answer once it has answered NotFound or Forbidden for
+// unservedGrace; nil once it answers otherwise, or when ctx is done.
+func (c *Controller) stillUnserved(ctx context.Context, i int) error {
+	deadline := time.Now().Add(unservedGrace)
+	for {
+		err := c.list(ctx, i)
+		if err == nil || !unserved(err) || ctx.Err() != nil {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return err
+		}
+		if !sleep(ctx, time.Second) {
+			return nil
+		}
+	}
+}
