@@ -64,11 +64,14 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstruc
 // proof, so no write of its own is in flight after its renew deadline.
 func (c *Controller) apply(ctx context.Context, u *unstructured.Unstructured, body []byte, subresource ...string) error {
 	p := c.proof.Load()
-	if p == nil {
+	if p == nil || !time.Now().Before(p.until()) {
 		return errNotLeading
 	}
 	ctx, cancel := context.WithDeadlineCause(ctx, p.until(), errNotLeading)
 	defer cancel()
+	if err := ctx.Err(); err != nil {
+		return err // the reconcile was cancelled: the Lease was lost, or Shutdown's context ended
+	}
 	force := true
 	res, err := c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.ApplyPatchType, body,
 		metav1.PatchOptions{FieldManager: c.name, Force: &force}, subresource...)

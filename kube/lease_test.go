@@ -1,0 +1,349 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	coordinationapiv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// hungLeases stands in for an API server that stops answering for the
+// Lease: while hung, every request for it waits until its context is done,
+// as a request to a hung API server does.
+type hungLeases struct {
+	coordinationv1.LeasesGetter
+	hung atomic.Bool
+
+	mu      sync.Mutex
+	renewed time.Time // when the last renewal that succeeded began
+}
+
+func (h *hungLeases) Leases(ns string) coordinationv1.LeaseInterface {
+	return hungLease{LeaseInterface: h.LeasesGetter.Leases(ns), h: h}
+}
+
+type hungLease struct {
+	coordinationv1.LeaseInterface
+	h *hungLeases
+}
+
+func (l hungLease) wait(ctx context.Context) error {
+	if !l.h.hung.Load() {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (l hungLease) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationapiv1.Lease, error) {
+	if err := l.wait(ctx); err != nil {
+		return nil, err
+	}
+	return l.LeaseInterface.Get(ctx, name, opts)
+}
+
+func (l hungLease) Create(ctx context.Context, lease *coordinationapiv1.Lease, opts metav1.CreateOptions) (*coordinationapiv1.Lease, error) {
+	start := time.Now()
+	if err := l.wait(ctx); err != nil {
+		return nil, err
+	}
+	got, err := l.LeaseInterface.Create(ctx, lease, opts)
+	l.h.wrote(start, lease, err)
+	return got, err
+}
+
+func (l hungLease) Update(ctx context.Context, lease *coordinationapiv1.Lease, opts metav1.UpdateOptions) (*coordinationapiv1.Lease, error) {
+	start := time.Now()
+	if err := l.wait(ctx); err != nil {
+		return nil, err
+	}
+	got, err := l.LeaseInterface.Update(ctx, lease, opts)
+	l.h.wrote(start, lease, err)
+	return got, err
+}
+
+func (h *hungLeases) wrote(start time.Time, lease *coordinationapiv1.Lease, err error) {
+	if err == nil && holder(lease) != "" {
+		h.mu.Lock()
+		h.renewed = start
+		h.mu.Unlock()
+	}
+}
+
+func (h *hungLeases) lastRenewal() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.renewed
+}
+
+// hangLeases makes ctrl's Lease requests go through a hungLeases.
+func hangLeases(ctrl *Controller) *hungLeases {
+	h := &hungLeases{LeasesGetter: ctrl.clients.leases}
+	ctrl.clients.leases = h
+	return h
+}
+
+// checkLeaseVersions makes the fake API server do what the real one does
+// with a Lease's resourceVersion, which client-go's fake tracker doesn't: an
+// update whose resourceVersion isn't the stored one is a conflict, and each
+// write stores a new one.
+func checkLeaseVersions(f *fakeCluster) {
+	var mu sync.Mutex
+	next := 0
+	f.kube.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		var l *coordinationapiv1.Lease
+		switch a := a.(type) {
+		case k8stesting.CreateAction:
+			l = a.GetObject().(*coordinationapiv1.Lease).DeepCopy()
+		case k8stesting.UpdateAction:
+			l = a.GetObject().(*coordinationapiv1.Lease).DeepCopy()
+			stored, err := f.kube.Tracker().Get(a.GetResource(), a.GetNamespace(), l.Name)
+			if err != nil {
+				return true, nil, err
+			}
+			if rv := stored.(*coordinationapiv1.Lease).ResourceVersion; l.ResourceVersion != rv {
+				return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), l.Name, errors.New("the object has been modified"))
+			}
+		default:
+			return false, nil, nil
+		}
+		next++
+		l.ResourceVersion = strconv.Itoa(next)
+		var err error
+		if a.GetVerb() == "create" {
+			err = f.kube.Tracker().Create(a.GetResource(), l, a.GetNamespace())
+		} else {
+			err = f.kube.Tracker().Update(a.GetResource(), l, a.GetNamespace())
+		}
+		if err != nil {
+			return true, nil, err
+		}
+		return true, l.DeepCopy(), nil
+	})
+}
+
+// applyTimes records when each apply reached the fake API server.
+func applyTimes(f *fakeCluster) func() []time.Time {
+	var mu sync.Mutex
+	var times []time.Time
+	f.dyn.PrependReactor("patch", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		times = append(times, time.Now())
+		return false, nil, nil
+	})
+	return func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Time(nil), times...)
+	}
+}
+
+func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "stuck", 1), cacheObject("default", "slow", 1))
+		applies := applyTimes(f)
+		var calls counter
+		inFlight := make(chan struct{}, 2)
+		var sawCancel atomic.Int32
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			if calls.inc(m.Name) > 1 {
+				return Result[cacheStatus]{}, nil
+			}
+			inFlight <- struct{}{}
+			switch m.Name {
+			case "stuck":
+				// Ignores its cancelled context, for a minute.
+				time.Sleep(time.Minute)
+			case "slow":
+				// Notices its context, but returns a status after it.
+				<-ctx.Done()
+				sawCancel.Add(1)
+			}
+			st := m.Status
+			st.ReadyReplicas = 7
+			return Result[cacheStatus]{Status: &st}, nil
+		})
+		s := testSettings()
+		s.Workers = 2
+		ctrl := newTestController(t, f, s, rec)
+		leases := hangLeases(ctrl)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		errc := make(chan error, 1)
+		go func() { errc <- ctrl.Serve(ctx) }()
+		<-inFlight
+		<-inFlight
+
+		// The API server stops answering for the Lease: every renewal hangs.
+		leases.hung.Store(true)
+		renewed := leases.lastRenewal()
+		renewDeadline := renewed.Add(s.LeaderElection.RenewDeadline)
+		expiry := renewed.Add(s.LeaderElection.LeaseDuration)
+
+		// A change after the renew deadline is never taken.
+		time.Sleep(time.Until(renewDeadline) + time.Millisecond)
+		synctest.Wait()
+		if n := sawCancel.Load(); n != 1 {
+			t.Errorf("reconciles that saw their context cancelled at the renew deadline = %d, want 1", n)
+		}
+		late := cacheObject("default", "late", 1)
+		if _, err := f.dyn.Resource(cachesGVR).Namespace("default").Create(t.Context(), late, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+
+		select {
+		case err := <-errc:
+			if !errors.Is(err, ErrLostLeadership) {
+				t.Errorf("Serve = %v, want ErrLostLeadership", err)
+			}
+		case <-time.After(time.Until(expiry)):
+			t.Fatalf("Serve didn't return before the Lease could expire, %s after the last renewal", s.LeaderElection.LeaseDuration)
+		}
+		if returned, bound := time.Now(), renewed.Add(lostDeadline(s.LeaderElection)); returned.After(bound) {
+			t.Errorf("Serve returned %s after the last renewal, want by %s", returned.Sub(renewed), lostDeadline(s.LeaderElection))
+		}
+		time.Sleep(2 * time.Minute) // the stuck Reconciler returns, with a status
+		synctest.Wait()
+		for _, at := range applies() {
+			if !at.Before(renewDeadline) {
+				t.Errorf("an apply reached the API server %s after the last renewal, past the renew deadline", at.Sub(renewed))
+			}
+		}
+		if got := calls.get("late"); got != 0 {
+			t.Errorf("an object changed after the renew deadline was reconciled %d times, want none", got)
+		}
+		if got := len(f.appliesTo("status")); got != 0 {
+			t.Errorf("status applies = %d, want none: both statuses came after the renew deadline", got)
+		}
+	})
+}
+
+func TestTheLeaseIsReleasedOnlyByItsHolder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		var calls counter
+		inFlight, finish := make(chan struct{}), make(chan struct{})
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			if calls.inc(m.Name) == 1 {
+				close(inFlight)
+				<-finish
+			}
+			return Result[cacheStatus]{}, nil
+		})
+		checkLeaseVersions(f)
+		var updates []*coordinationapiv1.Lease
+		var mu sync.Mutex
+		var recording atomic.Bool
+		f.kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if recording.Load() {
+				mu.Lock()
+				defer mu.Unlock()
+				updates = append(updates, a.(k8stesting.UpdateAction).GetObject().(*coordinationapiv1.Lease).DeepCopy())
+			}
+			return false, nil, nil
+		})
+		s := testSettings()
+		ctrl := newTestController(t, f, s, rec)
+		stop := served(t, ctrl)
+		<-inFlight
+
+		// Another replica holds the Lease by the time shutdown releases it,
+		// as after a partition: the release must leave its record alone.
+		leaseNow := f.lease(t, "kube-system", "memcached-controller")
+		leaseNow.Spec.HolderIdentity = new("replica-2")
+		if _, err := f.kube.CoordinationV1().Leases("kube-system").Update(t.Context(), leaseNow, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		recording.Store(true)
+
+		done := make(chan error, 1)
+		go func() { done <- stop() }()
+		synctest.Wait()
+		close(finish)
+		if err := <-done; err != nil && !errors.Is(err, ErrLostLeadership) {
+			t.Errorf("Serve = %v", err)
+		}
+		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "replica-2" {
+			t.Errorf("the Lease's holder after shutdown = %q, want replica-2's record untouched", h)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, l := range updates {
+			if holder(l) != "replica-2" {
+				t.Errorf("replica-1 wrote the Lease with holder %q after replica-2 took it", holder(l))
+			}
+		}
+	})
+}
+
+func TestTheReleaseIsAnUpdateConditionedOnTheLeaseRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		checkLeaseVersions(f)
+		var released *coordinationapiv1.Lease
+		f.kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			l := a.(k8stesting.UpdateAction).GetObject().(*coordinationapiv1.Lease)
+			if holder(l) == "" {
+				released = l.DeepCopy()
+			}
+			return false, nil, nil
+		})
+		var calls counter
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+		stop := served(t, ctrl)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		read := f.lease(t, "kube-system", "memcached-controller")
+		if err := stop(); err != nil {
+			t.Fatalf("Serve = %v, want nil", err)
+		}
+		if released == nil {
+			t.Fatal("the Lease wasn't released")
+		}
+		if released.ResourceVersion == "" || released.ResourceVersion != read.ResourceVersion {
+			t.Errorf("the release's resourceVersion = %q, want the one read, %q, so a newer holder's record makes it fail", released.ResourceVersion, read.ResourceVersion)
+		}
+	})
+}
+
+func TestShutdownReturnsByItsDeadlineWhileTheReleaseHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		var calls counter
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+		leases := hangLeases(ctrl)
+		stop := served(t, ctrl)
+		time.Sleep(time.Second)
+		synctest.Wait()
+
+		leases.hung.Store(true)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		ctrl.beginShutdown()
+		err := ctrl.Shutdown(ctx)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Shutdown = %v, want an error wrapping context.DeadlineExceeded", err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("Shutdown took %s, want at most its context's 1s", took)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
