@@ -63,6 +63,10 @@
 //     (KillAPIServer, KillEtcd), pause (PauseAPIServer, PauseEtcd) and
 //     compact (CompactEtcd) the control plane; whatever a test leaves
 //     killed, stopped or paused runs again at its cleanup.
+//   - A Link stands between one client and the servers it dials, as a
+//     humus.Host's or a rest.Config's Dial, to hold, release or refuse
+//     its traffic; a connection the client closes while held never
+//     delivers what it queued.
 //
 // The cluster command (cmd/cluster, `make cluster`) runs the same control
 // plane in the foreground for a person, with Start and Stop.
