@@ -17,18 +17,25 @@ import (
 
 // applyStatus applies status to u's status subresource with server-side
 // apply, under the controller's field manager, forced: the controller owns
-// the status whole.
-func (c *Controller) applyStatus(ctx context.Context, u *unstructured.Unstructured, status []byte) error {
+// the status whole. The API server ignores metadata.uid on the status
+// subresource, so the apply is conditioned on rv, the resourceVersion the
+// status was computed from: u's own, or the one the finalizer's apply just
+// returned. A status computed from an object that has since changed, been
+// deleted or been replaced is refused, and the change's watch event queues
+// the key again.
+func (c *Controller) applyStatus(ctx context.Context, u *unstructured.Unstructured, rv string, status []byte) error {
+	meta := identity(u)
+	meta["resourceVersion"] = rv
 	body, err := json.Marshal(map[string]any{
 		"apiVersion": u.GetAPIVersion(),
 		"kind":       u.GetKind(),
-		"metadata":   identity(u),
+		"metadata":   meta,
 		"status":     json.RawMessage(status),
 	})
 	if err != nil {
 		return wrapf(u, err, "encoding the status of")
 	}
-	if err := c.apply(ctx, u, body, "status"); err != nil {
+	if _, err := c.apply(ctx, u, body, "status"); err != nil {
 		return wrapf(u, err, "applying the status of")
 	}
 	return nil
@@ -37,8 +44,9 @@ func (c *Controller) applyStatus(ctx context.Context, u *unstructured.Unstructur
 // applyFinalizer adds the controller's finalizer to u, or removes it, with
 // server-side apply under the controller's field manager. Removing is an
 // apply of u's metadata without it: the controller's field manager is the
-// only one that owns it, so the API server removes it.
-func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstructured, add bool) error {
+// only one that owns it, so the API server removes it. It returns the
+// object's resourceVersion after the write.
+func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstructured, add bool) (string, error) {
 	meta := identity(u)
 	verb := "removing the finalizer from"
 	if add {
@@ -51,41 +59,42 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstruc
 		"metadata":   meta,
 	})
 	if err != nil {
-		return wrapf(u, err, verb)
+		return "", wrapf(u, err, verb)
 	}
-	if err := c.apply(ctx, u, body); err != nil {
-		return wrapf(u, err, verb)
+	rv, err := c.apply(ctx, u, body)
+	if err != nil {
+		return "", wrapf(u, err, verb)
 	}
-	return nil
+	return rv, nil
 }
 
 // apply is every write of the controller's own. It is sent only while this
 // replica can prove it holds the Lease, and its context ends with that
 // proof, so no write of its own is in flight after its renew deadline.
-func (c *Controller) apply(ctx context.Context, u *unstructured.Unstructured, body []byte, subresource ...string) error {
+func (c *Controller) apply(ctx context.Context, u *unstructured.Unstructured, body []byte, subresource ...string) (rv string, err error) {
 	p := c.proof.Load()
 	if p == nil || !time.Now().Before(p.until()) {
-		return errNotLeading
+		return "", errNotLeading
 	}
 	ctx, cancel := context.WithDeadlineCause(ctx, p.until(), errNotLeading)
 	defer cancel()
 	if err := ctx.Err(); err != nil {
-		return err // the reconcile was cancelled: the Lease was lost, or Shutdown's context ended
+		return "", err // the reconcile was cancelled: the Lease was lost, or Shutdown's context ended
 	}
 	force := true
 	res, err := c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.ApplyPatchType, body,
 		metav1.PatchOptions{FieldManager: c.name, Force: &force}, subresource...)
 	if err != nil {
 		if staleAnswer(err) {
-			return fmt.Errorf("%w: %w", errStale, err)
+			return "", fmt.Errorf("%w: %w", errStale, err)
 		}
 		if context.Cause(ctx) == errNotLeading {
-			return fmt.Errorf("%w: %w", errNotLeading, err)
+			return "", fmt.Errorf("%w: %w", errNotLeading, err)
 		}
-		return err
+		return "", err
 	}
 	c.versions.wrote(key(u), res.GetResourceVersion())
-	return nil
+	return res.GetResourceVersion(), nil
 }
 
 // errNotLeading is the error of a write this replica can't prove it may
@@ -96,13 +105,15 @@ var errNotLeading = errors.New("kube: this replica can't prove it holds the Leas
 // server no longer holds: it was deleted, or replaced by a new object of
 // the same name. The key is dropped, not retried: the watch event that
 // brings the change queues it again.
-var errStale = errors.New("kube: the object changed identity under the write")
+var errStale = errors.New("kube: the object changed since the write was computed")
 
 // staleAnswer reports whether err is the API server's answer to a write
-// whose metadata.uid names an object it no longer holds: 404 Not Found from
-// a subresource, 409 Conflict ("uid mismatch") when apply would create it,
-// and 422 Invalid on metadata.uid, which is immutable, when another object
-// of the name replaced it.
+// computed from an object it no longer holds, as the real API server gives
+// them: 404 Not Found from the status subresource of a deleted object; 409
+// Conflict from an apply that would create it ("uid mismatch"), or from a
+// status apply whose resourceVersion is no longer the object's; and 422
+// Invalid on metadata.uid, which is immutable, from an apply onto another
+// object of the same name.
 func staleAnswer(err error) bool {
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return true

@@ -94,8 +94,10 @@
 //     15s, client-go's own values, which kube reads from no environment
 //     variable.
 //   - It calls Connection.Token at most once a minute, never twice at once,
-//     and keeps the last token while a call fails. A nil Token sends none,
-//     for a client certificate in Connection.TLS.
+//     and keeps the last token while a call fails. A 401 to a request that
+//     carried the cached token drops it, so the next request calls Token
+//     again, at most once a second. A nil Token sends none, for a client
+//     certificate in Connection.TLS.
 //   - It records a client span for every request, named by its method and
 //     its path with the namespace and the name replaced, such as
 //     "GET /api/v1/namespaces/{namespace}/pods/{name}", and otelhttp's
@@ -119,6 +121,32 @@
 //     Owns, and keeps its caches warm; only the holder of its Lease, named
 //     Settings.Name in LeaderElection.Namespace, reconciles. Leader election
 //     has no off switch.
+//   - One writer at a time: a replica reconciles and writes only while it
+//     can prove it holds the Lease, that is until RenewDeadline after its
+//     last renewal that the API server accepted began. Each of its own
+//     writes carries that deadline. From the deadline on, whatever the API
+//     server does (refuses, hangs, answers slowly), it takes no new key,
+//     cancels the reconciles in flight, aborts the Client's connections, so
+//     nothing it queued is sent late, and makes no write of its own; Serve
+//     returns ErrLostLeadership by halfway from RenewDeadline to
+//     LeaseDuration after that renewal (12.5s with the defaults), whether
+//     or not every Reconciler has returned, before any other replica can
+//     take the Lease. A write already on the wire when the network stalled
+//     can still land later: Kubernetes has no fencing token for a write.
+//   - The Lease is released only on shutdown, after the workers stopped,
+//     and only while this replica is still its holder: a read, then an
+//     update conditioned on the resourceVersion read, so a release can
+//     never blank a newer holder's record.
+//   - Serve's first step lists the resource, and each resource it Owns,
+//     once. NotFound or Forbidden ends Serve at once, with an error naming
+//     the resource and what the API server said. A transient error (no
+//     answer, a 429 or a 5xx) is retried with backoff for a minute first,
+//     so a rolling upgrade of the API server doesn't crash-loop the
+//     controller. While it runs, a resource whose list or watch keeps
+//     answering NotFound or Forbidden for 10s, such as one whose CRD was
+//     deleted or whose RBAC was taken away, ends Serve the same way; a
+//     Lease this replica may not read or write ends it too. So Synced never
+//     stays healthy on a controller that does nothing.
 //   - Synced is unhealthy until the caches have synced, and healthy from
 //     then until Serve returns, on every replica.
 //   - One object is never reconciled twice at once. A reconcile is handed its
@@ -128,6 +156,18 @@
 //   - A key is not reconciled on a cache older than the resourceVersion its
 //     own last write returned: a reconcile never applies again what the
 //     previous one already applied, however late the watch event arrives.
+//     A remembered version is forgotten after 30s, and the key reconciled
+//     then, so one the cache never reaches (etcd restored, its
+//     resourceVersions gone backwards) can't hold a key back forever.
+//   - Every write of the controller's own is conditioned on the object it
+//     was computed from: the finalizer's apply carries the object's UID,
+//     and the status apply its UID and resourceVersion (the API server
+//     ignores a UID on the status subresource). A cache that is stale, its
+//     object deleted or replaced by a new one of the same name, never
+//     recreates the object nor writes onto the new one: the API server
+//     refuses the write, and the key is dropped, not retried, since the
+//     watch event of the change queues it again. The record is one INFO,
+//     reconcile skipped a stale object.
 //   - The status a Reconciler returns is applied to the status subresource
 //     with server-side apply, under Settings.Name, forced, and only when it
 //     differs from the object's by JSON, whether or not Reconcile returned
@@ -137,9 +177,16 @@
 //     RetryBaseDelay doubling to RetryMaxDelay, and at most 10 retries a
 //     second overall, bursting to 100. Result.After reconciles it again
 //     after that long. Otherwise it waits for a change to it, or to a
-//     resource it owns, or for the resync. A failed decode, status apply or
-//     finalizer add or remove is an error like Reconcile's own. No error
+//     resource it owns, or for the resync. A change, or a reconcile that
+//     succeeds, replaces a pending After or backoff, so no reconcile fires
+//     for a wait that a change already ended. A failed decode, status apply
+//     or finalizer add or remove is an error like Reconcile's own. No error
 //     ends the Service.
+//   - The decode comes before the finalizer: an object that can't be
+//     decoded gets no finalizer, and a deleting one that can't be decoded
+//     keeps it, its error naming the object and the field once per
+//     backoff. A deleting object that needs nothing (no Finalize, or its
+//     finalizer already removed) is left alone without a decode.
 //   - A panic in a Reconciler or a finalizer's f is recovered and recorded,
 //     and never retried: the object is reconciled again only once it, or
 //     something it owns, changes, at the resync, or under a new leader. A
@@ -150,20 +197,44 @@
 //   - On shutdown (Serve's context done), the controller stops taking keys,
 //     lets the reconciles in flight finish, leaves its backlog for the next
 //     leader, releases the Lease, stops its informers, and Serve returns
-//     nil. When Shutdown's context ends first, the reconciles in flight are
-//     cancelled and waited for, and Shutdown returns an error wrapping the
-//     context's. A lost Lease stops taking keys, cancels the reconciles in
-//     flight, and Serve returns ErrLostLeadership. No goroutine outlives
-//     Serve.
+//     nil. When Shutdown's context ends first, the reconciles in flight and
+//     the Lease's release are cancelled, the reconciles waited for, and
+//     Shutdown returns an error wrapping the context's, never waiting on a
+//     slow API server. A lost Lease stops taking keys, cancels the
+//     reconciles in flight, and Serve returns ErrLostLeadership. No
+//     goroutine outlives Serve.
 //   - The controller never installs its CRD: that would give its
 //     ServiceAccount write access to every CRD in the cluster, and a CRD
-//     outlives the controller's pods. Serve fails at once, naming the
-//     resource, when the resource isn't served.
+//     outlives the controller's pods. Serve fails, naming the resource,
+//     when the resource isn't served.
 //   - Nothing reads the environment, the disk or the network but through
 //     the Host, and nothing reads or sets a global: client-go's own records
 //     reach s.Telemetry's LoggerProvider through the logger the controller
 //     puts in their context, and its work queue's metrics come through a
 //     provider of the controller's own.
+//
+// # What client-go still reads from the process
+//
+// client-go and apimachinery read a few variables of the real process's
+// environment themselves, with os.Getenv, on first use; no Host can close
+// these, and kube sets none of them:
+//
+//   - KUBE_FEATURE_<name>, for each of client-go's feature gates (its
+//     features package), such as KUBE_FEATURE_WatchListClient;
+//   - KUBE_CLIENT_BACKOFF_BASE and KUBE_CLIENT_BACKOFF_DURATION, the REST
+//     client's backoff on a 5xx or a 429 (rest.NewRESTClient);
+//   - KUBE_CACHE_MUTATION_DETECTOR, which makes every informer's cache
+//     check that nothing changed its objects (tools/cache);
+//   - KUBE_WATCHLIST_INCONSISTENCY_DETECTOR, which compares a watch list's
+//     result with a list's (util/consistencydetector);
+//   - KUBE_PATCH_CONVERSION_DETECTOR, which checks apimachinery's
+//     unstructured converter against a round trip through JSON
+//     (runtime.DefaultUnstructuredConverter).
+//
+// The transport kube builds reads none of client-go's transport variables
+// (DISABLE_HTTP2, HTTP2_READ_IDLE_TIMEOUT_SECONDS,
+// HTTP2_PING_TIMEOUT_SECONDS, HTTPS_PROXY, NO_PROXY), and nothing calls
+// rest.InClusterConfig, which reads KUBERNETES_SERVICE_HOST.
 //
 // # What a Controller records
 //

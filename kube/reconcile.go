@@ -151,15 +151,17 @@ func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured
 	}
 
 	// 3. Handle the finalizer.
+	rv := u.GetResourceVersion()
 	switch {
 	case c.finalizer == "":
 	case deleting: // and it has the finalizer
 		if err := obj.finalize(ctx); err != nil {
 			return 0, err
 		}
-		return 0, c.applyFinalizer(ctx, u, false)
+		_, err := c.applyFinalizer(ctx, u, false)
+		return 0, err
 	case !hasFinalizer:
-		if err := c.applyFinalizer(ctx, u, true); err != nil {
+		if rv, err = c.applyFinalizer(ctx, u, true); err != nil {
 			return 0, err
 		}
 	}
@@ -169,7 +171,7 @@ func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured
 
 	// 6. Apply the status, whether or not Reconcile returned an error.
 	if status != nil {
-		if applyErr := c.applyStatus(ctx, u, status); applyErr != nil {
+		if applyErr := c.applyStatus(ctx, u, rv, status); applyErr != nil {
 			err = errors.Join(err, applyErr)
 		}
 	}

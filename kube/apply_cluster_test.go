@@ -1,0 +1,97 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/cluster"
+)
+
+// TestClusterAWriteFromAStaleCacheIsRefused checks what the API server
+// answers the controller's two writes when the object they were computed
+// from is gone, or replaced by a new one of the same name: it refuses them,
+// so a stale cache can never recreate a deleted object, nor write an old
+// object's status or finalizer onto a new one.
+func TestClusterAWriteFromAStaleCacheIsRefused(t *testing.T) {
+	c := cluster.Get(t)
+	installCRD(t, c, clusterCaches)
+	gvr := clusterCaches.GVR()
+	ns := c.Namespace(t)
+	setup, client := clientAs(t, c, humustest.NewTelemetry(), c.AdminToken())
+	s := testSettings()
+	s.Namespace, s.LeaderElection.Namespace = ns, ns
+	ctrl, err := NewController(setup, client, s, clusterCaches, readyReplicas(&counter{}),
+		Finalize("cache.example.com/finalizer", func(ctx context.Context, m Object[cacheSpec, cacheStatus]) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Writes are made only with a proof of the Lease: give one that holds.
+	lock := &leaseLock{renewed: time.Now().Add(time.Hour)}
+	ctrl.proof.Store(&proof{lock: lock, renewDeadline: time.Hour})
+
+	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
+	objects := admin.Resource(gvr).Namespace(ns)
+	createCache(t, admin, gvr, ns, "m", 1)
+	stale, err := objects.Get(t.Context(), "m", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Deleted: neither write recreates it.
+	if err := objects.Delete(t.Context(), "m", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ctrl.applyFinalizer(t.Context(), stale, true)
+	if !errors.Is(err, errStale) {
+		t.Errorf("adding the finalizer to a deleted object = %v, want errStale", err)
+	}
+	t.Logf("the API server's answer to adding a finalizer to a deleted object: %v", err)
+	err = ctrl.applyStatus(t.Context(), stale, stale.GetResourceVersion(), []byte(`{"readyReplicas":9}`))
+	if !errors.Is(err, errStale) {
+		t.Errorf("applying the status of a deleted object = %v, want errStale", err)
+	}
+	t.Logf("the API server's answer to applying a deleted object's status: %v", err)
+	if _, err := objects.Get(t.Context(), "m", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the deleted object after the writes: %v, want NotFound: a write recreated it", err)
+	}
+
+	// Replaced by a new object of the same name: neither write reaches it.
+	createCache(t, admin, gvr, ns, "m", 2)
+	_, err = ctrl.applyFinalizer(t.Context(), stale, true)
+	if !errors.Is(err, errStale) {
+		t.Errorf("adding the finalizer through the old object = %v, want errStale", err)
+	}
+	t.Logf("the API server's answer to adding a finalizer through a replaced object: %v", err)
+	err = ctrl.applyStatus(t.Context(), stale, stale.GetResourceVersion(), []byte(`{"readyReplicas":9}`))
+	if !errors.Is(err, errStale) {
+		t.Errorf("applying the old object's status = %v, want errStale", err)
+	}
+	t.Logf("the API server's answer to applying a replaced object's status: %v", err)
+	fresh, err := objects.Get(t.Context(), "m", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fresh.GetFinalizers()) != 0 {
+		t.Errorf("the new object's finalizers = %v, want none", fresh.GetFinalizers())
+	}
+	if n, found, _ := unstructured.NestedInt64(fresh.Object, "status", "readyReplicas"); found {
+		t.Errorf("the new object's status.readyReplicas = %d, want none: the old object's status was written onto it", n)
+	}
+
+	// And the fresh object takes both.
+	rv, err := ctrl.applyFinalizer(t.Context(), fresh, true)
+	if err != nil {
+		t.Errorf("adding the finalizer to the current object: %v", err)
+	}
+	if err := ctrl.applyStatus(t.Context(), fresh, rv, []byte(`{"readyReplicas":2}`)); err != nil {
+		t.Errorf("applying the current object's status: %v", err)
+	}
+}
