@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -153,11 +154,14 @@ func (t *unauthorizedTransport) RoundTrip(r *http.Request) (*http.Response, erro
 }
 
 // statusMessage reads and closes a 401's body, and returns the message of
-// the metav1.Status in it when it is JSON, or "Unauthorized".
+// the metav1.Status in it when it is JSON, or "Unauthorized". A body that
+// isn't UTF-8, as JSON always is, isn't read: encoding/json would turn each
+// of its stray bytes into a three-byte U+FFFD, so the message is never
+// longer than the body.
 func statusMessage(resp *http.Response) string {
 	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxStatusBytes))
-	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil && mt == "application/json" {
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil && mt == "application/json" && utf8.Valid(body) {
 		var status struct {
 			Kind    string `json:"kind"`
 			Message string `json:"message"`

@@ -1,0 +1,237 @@
+package kube
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"math/big"
+	"net/http"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+)
+
+// FuzzDecode decodes objects from the cache, which hold whatever the API
+// server sent, into an Object and a Namespace: decode never panics, an
+// error it returns is "kube: decoding " and the object's name, and an
+// object it decodes has the name, namespace and kind the unstructured one
+// has.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"cache","namespace":"default","resourceVersion":"7","uid":"u-1"},"spec":{"size":3,"image":"memcached:1.6"},"status":{"readyReplicas":2,"conditions":[{"type":"Ready","status":"True","reason":"Up","message":"","lastTransitionTime":"2024-01-02T03:04:05Z"}]}}`))
+	f.Add([]byte(`{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"cache","namespace":"default"},"spec":{"size":"three"}}`))
+	f.Add([]byte(`{"kind":"Memcached","metadata":{"name":"cache","creationTimestamp":"yesterday"},"spec":{"size":1e40}}`))
+	f.Add([]byte(`{"kind":"Memcached","metadata":{"name":7,"labels":["a"]},"status":{"conditions":{"type":"Ready"}}}`))
+	f.Add([]byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kube-system"},"spec":{"finalizers":["kubernetes"]},"status":{"phase":"Active"}}`))
+	f.Add([]byte(`{"metadata":{"Name":"upper","name":"lower","NAMESPACE":"x"},"spec":null,"status":{"readyReplicas":-1}}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m map[string]any
+		if json.Unmarshal(data, &m) != nil || m == nil {
+			t.Skip("not a JSON object")
+		}
+		u := &unstructured.Unstructured{Object: m}
+		check := func(into string, err error, name, namespace, kind string) {
+			t.Helper()
+			if err != nil {
+				if prefix := "kube: decoding " + describe(u) + ": "; !strings.HasPrefix(err.Error(), prefix) {
+					t.Errorf("decoding into %s: error %q doesn't start with %q", into, err, prefix)
+				}
+				return
+			}
+			// encoding/json matches a key to a field whatever its case, so
+			// an object without "name" may still decode one from "Name":
+			// only the unstructured object's own values are compared.
+			for _, c := range []struct{ field, got, want string }{
+				{"name", name, u.GetName()},
+				{"namespace", namespace, u.GetNamespace()},
+				{"kind", kind, u.GetKind()},
+			} {
+				if c.want != "" && c.got != c.want {
+					t.Errorf("decoding into %s: %s = %q, want %q", into, c.field, c.got, c.want)
+				}
+			}
+		}
+
+		var obj Object[cacheSpec, cacheStatus]
+		err := decode(u, &obj)
+		check("an Object", err, obj.Name, obj.Namespace, obj.Kind)
+
+		var ns corev1.Namespace
+		err = decode(u, &ns)
+		check("a Namespace", err, ns.Name, ns.Namespace, ns.Kind)
+	})
+}
+
+// FuzzOwnerKey maps owned objects, whose owner references anyone who can
+// write them sets, to their owner's key: the key is the owner's only when
+// the object's controller reference, the first one with controller: true,
+// names the controller's kind in its group, and then it is the object's
+// namespace and the owner's name (the name alone for a cluster-scoped
+// owner). A tombstone of the object maps to the same key.
+func FuzzOwnerKey(f *testing.F) {
+	f.Add("default", "cache.example.com/v1alpha1", "Memcached", "cache", uint8(2), uint8(0))
+	f.Add("default", "cache.example.com/v1alpha1", "Memcached", "cache", uint8(1), uint8(1))
+	f.Add("default", "cache.example.com/v1alpha1", "Memcached", "cache", uint8(2), uint8(2))
+	f.Add("default", "cache.example.com", "Memcached", "cache", uint8(2), uint8(0))
+	f.Add("default", "cache.example.com/v1/beta", "Memcached", "cache", uint8(2), uint8(0))
+	f.Add("", "other.example.com/v1", "Memcached", "cache", uint8(2), uint8(0))
+	f.Add("ns", "cache.example.com/", "memcached", "", uint8(0), uint8(1))
+	f.Fuzz(func(t *testing.T, namespace, apiVersion, kind, name string, controller, before uint8) {
+		yes, no := true, false
+		ref := metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name}
+		switch controller % 3 {
+		case 1:
+			ref.Controller = &no
+		case 2:
+			ref.Controller = &yes
+		}
+		var refs []metav1.OwnerReference
+		switch before % 3 {
+		case 1: // an owner of the controller's kind, but not the controller
+			refs = append(refs, metav1.OwnerReference{APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached", Name: "decoy"})
+		case 2: // another controller, first
+			refs = append(refs, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "decoy", Controller: &yes})
+		}
+		refs = append(refs, ref)
+		obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "child", OwnerReferences: refs}}
+
+		// The controller reference is the first with controller: true.
+		var ctrl *metav1.OwnerReference
+		for i := range refs {
+			if c := refs[i].Controller; c != nil && *c {
+				ctrl = &refs[i]
+				break
+			}
+		}
+		group, version, hasSlash := strings.Cut(apiVersion, "/")
+		wantOK := ctrl == &refs[len(refs)-1] && kind == "Memcached" &&
+			hasSlash && group == "cache.example.com" && !strings.Contains(version, "/")
+
+		for _, scope := range []Scope{Namespaced, Cluster} {
+			c := &Controller{kind: "Memcached", group: "cache.example.com", scope: scope}
+			wantKey := namespace + "/" + name
+			if scope == Cluster {
+				wantKey = name
+			}
+			for _, o := range []any{obj, cache.DeletedFinalStateUnknown{Key: "k", Obj: obj}} {
+				key, ok := c.ownerKey(o)
+				if ok != wantOK {
+					t.Fatalf("%s ownerKey(%T with owners %+v) ok = %v, want %v", scope, o, refs, ok, wantOK)
+				}
+				if ok && key != wantKey {
+					t.Errorf("%s ownerKey(%T with owners %+v) = %q, want %q", scope, o, refs, key, wantKey)
+				}
+			}
+		}
+	})
+}
+
+// FuzzResourceVersion compares resourceVersions, which the API server
+// sends and a cache holds: writtenVersions never panics; a cache that holds
+// the write's own resourceVersion isn't behind it; and of two decimal
+// resourceVersions a < b, a cache at a is behind a write at b, and a cache
+// at b isn't behind a write at a.
+func FuzzResourceVersion(f *testing.F) {
+	f.Add("default/cache", "7", "8")
+	f.Add("default/cache", "9", "10")
+	f.Add("default/cache", "99999999999999999999", "100000000000000000000")
+	f.Add("k", "0", "1")
+	f.Add("k", "007", "7")
+	f.Add("k", "", "12")
+	f.Add("", "-3", "abc")
+	f.Add("k", "18446744073709551615", "18446744073709551616")
+	f.Fuzz(func(t *testing.T, key, rv1, rv2 string) {
+		for _, rv := range []string{rv1, rv2} {
+			var w writtenVersions
+			w.wrote(key, rv)
+			if w.ahead(key, rv) {
+				t.Errorf("after wrote(%q, %q), ahead(%q, %q) = true, want false", key, rv, key, rv)
+			}
+		}
+
+		a, aOK := decimalRV(rv1)
+		b, bOK := decimalRV(rv2)
+		if !aOK || !bOK || a.Cmp(b) == 0 {
+			return
+		}
+		lo, hi := rv1, rv2
+		if a.Cmp(b) > 0 {
+			lo, hi = rv2, rv1
+		}
+		var w writtenVersions
+		w.wrote(key, hi)
+		if !w.ahead(key, lo) {
+			t.Errorf("after wrote(%q, %q), ahead(%q, %q) = false, want true", key, hi, key, lo)
+		}
+		var w2 writtenVersions
+		w2.wrote(key, lo)
+		if w2.ahead(key, hi) {
+			t.Errorf("after wrote(%q, %q), ahead(%q, %q) = true, want false", key, lo, key, hi)
+		}
+	})
+}
+
+// decimalRV parses a resourceVersion as the API server writes one: a
+// positive decimal integer, of any length, without leading zeros.
+func decimalRV(s string) (*big.Int, bool) {
+	n, ok := new(big.Int).SetString(s, 10)
+	if !ok || n.Sign() <= 0 || n.String() != s {
+		return nil, false
+	}
+	return n, true
+}
+
+// FuzzAPIErrorBody reads a 401's body, which the API server, or whatever
+// answers in its place, writes: statusMessage never panics, closes the
+// body, and returns a non-empty message no longer than the body, or
+// "Unauthorized"; a message other than "Unauthorized" comes from a JSON
+// body.
+func FuzzAPIErrorBody(f *testing.F) {
+	f.Add("application/json", []byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`))
+	f.Add("application/json; charset=utf-8", []byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"token expired","reason":"Unauthorized","code":401}`))
+	f.Add("application/json", []byte(`{"kind":"Status","message":""}`))
+	f.Add("application/json", []byte(`{"kind":"Status","message":"\u00e9\ud83d\ude00"}`))
+	f.Add("application/json", []byte(`{"kind":"Status","message":7}`))
+	f.Add("text/plain", []byte("go away"))
+	f.Add("application/vnd.kubernetes.protobuf", []byte("k8s\x00"))
+	f.Add("application/json;;", []byte(`{"kind":"Status","message":"x"}`))
+	f.Add("", []byte{})
+	// Each byte that isn't UTF-8 decodes to U+FFFD, three bytes: a message
+	// of them would be longer than the body.
+	f.Add("application/json", []byte(`{"kind":"Status","message":"`+strings.Repeat("\xff", 16)+`"}`))
+	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
+		b := &closeRecorder{Reader: bytes.NewReader(body)}
+		resp := &http.Response{
+			StatusCode: http.StatusUnauthorized,
+			Header:     http.Header{"Content-Type": {contentType}},
+			Body:       b,
+		}
+		msg := statusMessage(resp)
+		if msg == "" {
+			t.Errorf("statusMessage(%q, %q) is empty", contentType, body)
+		}
+		if len(msg) > max(len(body), len("Unauthorized")) {
+			t.Errorf("statusMessage(%q, %q) = %q, longer than the body", contentType, body, msg)
+		}
+		if msg != "Unauthorized" && !strings.Contains(strings.ToLower(contentType), "json") {
+			t.Errorf("statusMessage(%q, %q) = %q from a body that isn't JSON", contentType, body, msg)
+		}
+		if !b.closed {
+			t.Errorf("statusMessage(%q, %q) didn't close the body", contentType, body)
+		}
+	})
+}
+
+type closeRecorder struct {
+	io.Reader
+	closed bool
+}
+
+func (c *closeRecorder) Close() error {
+	c.closed = true
+	return nil
+}
