@@ -7,7 +7,7 @@ BIN := $(CURDIR)/.bin
 # runs inside the first test binary that needs it (or in `make controlplane`).
 TEST_TIMEOUT ?= 60m
 
-.PHONY: test lint controlplane cluster bench
+.PHONY: test lint controlplane cluster bench fuzz
 
 test:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./... ./kube/...
@@ -29,6 +29,17 @@ controlplane:
 # stops it.
 cluster:
 	$(GO) run ./kube/internal/cluster/cmd/cluster
+
+# Runs each of kube's fuzz targets for FUZZTIME, one after another: go test
+# -fuzz takes one target at a time. A failing input is written under
+# kube/testdata/fuzz/<target>/; once fixed, commit it as a regression seed.
+FUZZTIME ?= 60s
+
+fuzz:
+	cd kube && targets=$$($(GO) test -list '^Fuzz' . | grep '^Fuzz') && \
+	for t in $$targets; do \
+		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) . || exit 1; \
+	done
 
 # Runs the benchmarks; BENCHMARKS.md holds the last committed results.
 bench:
