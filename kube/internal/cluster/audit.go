@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -101,11 +103,11 @@ var eventStart = []byte(`{"kind":"Event"`)
 // and so is a line a killed kube-apiserver left unfinished.
 func (c *Cluster) Audit(t testing.TB) []AuditEvent {
 	t.Helper()
-	events, err := readAudit(filepath.Join(c.dir, auditLogFile))
+	events, err := c.audit.read(filepath.Join(c.dir, auditLogFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return events
+	return slices.Clone(events)
 }
 
 // AwaitAudit polls the audit log until an event satisfies match, and
@@ -115,7 +117,10 @@ func (c *Cluster) AwaitAudit(t testing.TB, match func(AuditEvent) bool) AuditEve
 	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
 	defer cancel()
 	for {
-		events := c.Audit(t)
+		events, err := c.audit.read(filepath.Join(c.dir, auditLogFile))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if i := slices.IndexFunc(events, match); i >= 0 {
 			return events[i]
 		}
@@ -139,16 +144,39 @@ func Writes(events []AuditEvent, user string) []AuditEvent {
 	return out
 }
 
-// readAudit parses the audit log at path. A missing file has no events.
-func readAudit(path string) ([]AuditEvent, error) {
-	data, err := os.ReadFile(path)
+// An auditReader reads an audit log as it grows: kube-apiserver only
+// appends to it, so each read parses only the lines completed since the
+// last.
+type auditReader struct {
+	mu     sync.Mutex
+	offset int64        // where the first line not yet parsed begins
+	events []AuditEvent // parsed so far; never modified, only appended to
+}
+
+// read returns every event of the log at path so far. The caller mustn't
+// modify the slice's elements. A missing file has no events.
+func (r *auditReader) read(path string) ([]AuditEvent, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cluster: reading the audit log: %w", err)
 	}
-	return parseAudit(data), nil
+	defer func() { _ = f.Close() }()
+	if _, err := f.Seek(r.offset, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("cluster: reading the audit log: %w", err)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: reading the audit log: %w", err)
+	}
+	complete := bytes.LastIndexByte(data, '\n') + 1
+	r.events = append(r.events, parseAudit(data[:complete])...)
+	r.offset += int64(complete)
+	return r.events[:len(r.events):len(r.events)], nil
 }
 
 // parseAudit parses the complete lines of an audit log. The part after

@@ -69,17 +69,34 @@ func TestParseAudit(t *testing.T) {
 	}
 }
 
-func TestReadAudit(t *testing.T) {
+func TestAuditReader(t *testing.T) {
 	path := filepath.Join(t.TempDir(), auditLogFile)
-	if events, err := readAudit(path); err != nil || events != nil {
+	var r auditReader
+	if events, err := r.read(path); err != nil || events != nil {
 		t.Errorf("a missing log: %v, %v; want no events, no error", events, err)
 	}
-	if err := os.WriteFile(path, []byte(auditCreate+"\n"+auditPatch+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+	// The log grows: a line, half of the next, the rest of it.
+	log := auditCreate + "\n" + auditPatch + "\n"
+	for _, tc := range []struct {
+		size int
+		want int
+	}{
+		{len(auditCreate) + 1, 1},
+		{len(auditCreate) + 100, 1},
+		{len(log), 2},
+		{len(log), 2},
+	} {
+		if err := os.WriteFile(path, []byte(log[:tc.size]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		events, err := r.read(path)
+		if err != nil || len(events) != tc.want {
+			t.Fatalf("with %d bytes written, read = %d events, %v; want %d", tc.size, len(events), err, tc.want)
+		}
 	}
-	events, err := readAudit(path)
-	if err != nil || len(events) != 2 {
-		t.Fatalf("readAudit = %d events, %v; want 2", len(events), err)
+	events, _ := r.read(path)
+	if events[0].Verb != "create" || events[1].Verb != "patch" {
+		t.Errorf("read %+v, want the create and the patch", events)
 	}
 	if got := Writes(events, "system:apiserver"); len(got) != 2 {
 		t.Errorf("Writes(system:apiserver) = %d events, want 2", len(got))

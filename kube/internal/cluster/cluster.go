@@ -50,6 +50,7 @@ type Cluster struct {
 	kubeconfig []byte
 	admin      kubernetes.Interface
 	http       *http.Client // trusts the CA, keeps no idle connections
+	audit      auditReader
 
 	mu                sync.Mutex // guards the processes
 	etcd              *process
