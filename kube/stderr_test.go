@@ -98,8 +98,11 @@ func TestStderrHelperProcess(t *testing.T) {
 	s := testSettings()
 	s.Workers = 2
 	s.RetryBaseDelay, s.RetryMaxDelay = 50*time.Millisecond, 200*time.Millisecond
-	s.LeaderElection.LeaseDuration = 2 * time.Second
-	s.LeaderElection.RenewDeadline = time.Second
+	// Short enough to renew often, long enough that a loaded machine,
+	// under the race detector, doesn't stall past the renew deadline: the
+	// replica stops leading the moment it can't prove the Lease.
+	s.LeaderElection.LeaseDuration = 6 * time.Second
+	s.LeaderElection.RenewDeadline = 4 * time.Second
 	s.LeaderElection.RetryPeriod = 100 * time.Millisecond
 	stop := served(t, observedController(t, f, tel, s, rec, Owns(deployments)))
 
