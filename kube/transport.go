@@ -42,11 +42,12 @@ func newTransport(s *humus.Setup, c Connection) (*http.Transport, http.RoundTrip
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)
+	conns := newConns(s.Host.Dial)
 	base := &http.Transport{
 		// No proxy: http.ProxyFromEnvironment, client-go's default, reads
 		// the real process's environment.
 		Proxy:               nil,
-		DialContext:         s.Host.Dial,
+		DialContext:         conns.Dial,
 		TLSClientConfig:     tlsConfig,
 		TLSHandshakeTimeout: handshakeTimeout,
 		IdleConnTimeout:     idleConnTimeout,
@@ -70,7 +71,7 @@ func newTransport(s *humus.Setup, c Connection) (*http.Transport, http.RoundTrip
 		otelhttp.WithFilter(func(r *http.Request) bool { return !isWatch(r) }),
 		otelhttp.WithSpanNameFormatter(spanName),
 	)
-	rt = &unauthorizedTransport{server: c.Server, next: rt, base: base}
+	rt = &unauthorizedTransport{server: c.Server, next: rt, base: base, conns: conns}
 	return base, rt
 }
 
@@ -139,6 +140,7 @@ type unauthorizedTransport struct {
 	server string
 	next   http.RoundTripper
 	base   *http.Transport
+	conns  *conns
 }
 
 // maxStatusBytes bounds how much of a 401's body is read for its message.
@@ -176,6 +178,14 @@ func statusMessage(resp *http.Response) string {
 // CloseIdleConnections closes the connections no request is using, as
 // http.Client.CloseIdleConnections asks of its transport.
 func (t *unauthorizedTransport) CloseIdleConnections() { t.base.CloseIdleConnections() }
+
+// abortConnections closes every connection at once, abortively, in use or
+// not: what a controller that lost its Lease does, so nothing it queued is
+// sent late. Requests in flight fail; the next ones dial again.
+func (t *unauthorizedTransport) abortConnections() {
+	t.base.CloseIdleConnections()
+	t.conns.abort()
+}
 
 // WrappedRoundTripper is how client-go's net utilities see through the
 // chain.
