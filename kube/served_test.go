@@ -1,0 +1,412 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
+)
+
+// servedAsync runs ctrl's Serve in the bubble, and returns the channel
+// Serve's error arrives on and a function that cancels Serve's context.
+func servedAsync(t *testing.T, ctrl *Controller) (errc <-chan error, cancel context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	c := make(chan error, 1)
+	go func() { c <- ctrl.Serve(ctx) }()
+	return c, cancel
+}
+
+// awaitServe waits up to d of fake time for Serve's error, and reports
+// whether Serve returned, and what.
+func awaitServe(errc <-chan error, d time.Duration) (returned bool, err error) {
+	select {
+	case err := <-errc:
+		return true, err
+	case <-time.After(d):
+		return false, nil
+	}
+}
+
+// stopServe cancels a Serve that didn't return by itself, and waits for it.
+func stopServe(t *testing.T, errc <-chan error, cancel context.CancelFunc) {
+	t.Helper()
+	cancel()
+	if err := <-errc; err != nil {
+		t.Errorf("Serve, cancelled = %v, want nil", err)
+	}
+}
+
+// failingLists answers the first n lists of the controller's resource with
+// err, or every list when n is negative, and counts them all.
+type failingLists struct {
+	mu    sync.Mutex
+	n     int
+	err   error
+	lists int
+}
+
+func (l *failingLists) react(k8stesting.Action) (bool, runtime.Object, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lists++
+	if l.n < 0 || l.lists <= l.n {
+		return true, nil, l.err
+	}
+	return false, nil, nil
+}
+
+func (l *failingLists) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lists
+}
+
+const listingCaches = "kube: listing cache.example.com/v1alpha1, Resource=memcacheds: "
+
+var (
+	errRefused  = errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+	unavailable = apierrors.NewServiceUnavailable("the API server is shutting down")
+	forbidden   = apierrors.NewForbidden(cachesGVR.GroupResource(), "", errors.New("the ServiceAccount default/memcached may not list it"))
+	notServed   = apierrors.NewNotFound(cachesGVR.GroupResource(), "")
+)
+
+func TestServeRetriesATransientErrorAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"ServiceUnavailable", unavailable},
+		{"TooManyRequests", apierrors.NewTooManyRequests("slow down", 1)},
+		{"ConnectionRefused", errRefused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+				lists := &failingLists{n: 3, err: tc.err}
+				f.dyn.PrependReactor("list", "memcacheds", lists.react)
+				var calls counter
+				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+				errc, cancel := servedAsync(t, ctrl)
+
+				if returned, err := awaitServe(errc, 30*time.Second); returned {
+					t.Fatalf("Serve = %v at start, want the transient error retried", err)
+				}
+				synctest.Wait()
+				if got := lists.count(); got < 4 {
+					t.Errorf("lists = %d, want 3 that failed and then one that didn't", got)
+				}
+				if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+					t.Errorf("Synced once the list answered: %v", err)
+				}
+				if got := calls.get("m"); got == 0 {
+					t.Error("the object wasn't reconciled")
+				}
+				stopServe(t, errc, cancel)
+			})
+		})
+	}
+}
+
+func TestATransientErrorOutlastingStartRetryEndsServe(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"ServiceUnavailable", unavailable},
+		{"ConnectionRefused", errRefused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+				lists := &failingLists{n: -1, err: tc.err}
+				f.dyn.PrependReactor("list", "memcacheds", lists.react)
+				var calls counter
+				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+				start := time.Now()
+				errc, cancel := servedAsync(t, ctrl)
+				defer cancel()
+
+				returned, err := awaitServe(errc, 2*time.Minute)
+				if !returned {
+					cancel()
+					t.Fatalf("Serve didn't return within 2 minutes of a transient error; Serve, cancelled = %v", <-errc)
+				}
+				took := time.Since(start)
+				// The last retry is the last whose backoff ends within
+				// startRetry: no sooner than a maximal backoff before it.
+				if took <= startRetry-retryMax || took > startRetry {
+					t.Errorf("Serve returned after %v, want after about startRetry (%v), retrying the error meanwhile", took, startRetry)
+				}
+				if err == nil || !errors.Is(err, tc.err) || !strings.HasPrefix(err.Error(), listingCaches) {
+					t.Errorf("Serve = %v, want %q followed by the error, and wrapping it", err, listingCaches)
+				}
+				if got := lists.count(); got < 5 {
+					t.Errorf("lists = %d, want the transient error retried with backoff", got)
+				}
+				if got := calls.get("m"); got != 0 {
+					t.Errorf("reconciles = %d, want none", got)
+				}
+			})
+		})
+	}
+}
+
+func TestServeEndsAtOnceWhenTheResourceIsNotServedOrForbidden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"NotFound", notServed},
+		{"Forbidden", forbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+				lists := &failingLists{n: -1, err: tc.err}
+				f.dyn.PrependReactor("list", "memcacheds", lists.react)
+				var calls counter
+				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+				start := time.Now()
+				err := ctrl.Serve(t.Context())
+				if took := time.Since(start); took != 0 {
+					t.Errorf("Serve returned after %v, want at once: no retry mends it", took)
+				}
+				if err == nil || !errors.Is(err, tc.err) || !strings.HasPrefix(err.Error(), listingCaches) {
+					t.Errorf("Serve = %v, want %q followed by the error, and wrapping it", err, listingCaches)
+				}
+				if got := lists.count(); got != 1 {
+					t.Errorf("lists = %d, want 1", got)
+				}
+			})
+		})
+	}
+}
+
+func TestServeEndsWhenAnOwnedResourceIsNotServedOrForbidden(t *testing.T) {
+	deploymentsGR := schema.GroupResource{Group: "apps", Resource: "deployments"}
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"NotFound", apierrors.NewNotFound(deploymentsGR, "")},
+		{"Forbidden", apierrors.NewForbidden(deploymentsGR, "", errors.New("the ServiceAccount default/memcached may not list it"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Should Serve start the informers anyway, the owned one's list
+			// error reaches HandleError: the test then fails, not hangs.
+			resetErrorBackoff(t)
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+				f.meta.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, tc.err
+				})
+				var calls counter
+				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls), Owns(deployments))
+				start := time.Now()
+				errc, cancel := servedAsync(t, ctrl)
+				defer cancel()
+
+				returned, err := awaitServe(errc, 2*time.Minute)
+				if !returned {
+					cancel()
+					t.Fatalf("Serve didn't return within 2 minutes; Serve, cancelled = %v", <-errc)
+				}
+				if took := time.Since(start); took != 0 {
+					t.Errorf("Serve returned after %v, want at once", took)
+				}
+				const want = "kube: listing apps/v1, Resource=deployments: "
+				if err == nil || !errors.Is(err, tc.err) || !strings.HasPrefix(err.Error(), want) {
+					t.Errorf("Serve = %v, want %q followed by the error, and wrapping it", err, want)
+				}
+				if got := calls.get("m"); got != 0 {
+					t.Errorf("reconciles = %d, want none", got)
+				}
+			})
+		})
+	}
+}
+
+// resetErrorBackoff readies apimachinery's global error backoff for a test
+// whose bubble reaches utilruntime.HandleError, as client-go's watch error
+// handler does. The backoff sleeps for however long time went backwards
+// since its last error: made with the real clock, it would hold the first
+// error in a bubble, whose clock starts in 2000, for decades of fake time.
+// Handled once in a bubble of its own, where those decades pass at once,
+// the last error is at the time every bubble starts at.
+func resetErrorBackoff(t *testing.T) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := klog.NewContext(t.Context(), logr.Discard())
+		utilruntime.HandleErrorWithContext(ctx, nil, "resetting the error backoff")
+	})
+}
+
+// outage makes the controller's resource stop being served, as when its
+// CRD is deleted: while down, every list and watch of it answers NotFound,
+// and going down ends the watches open.
+type outage struct {
+	f *fakeCluster
+
+	mu      sync.Mutex
+	down    bool
+	refused int // lists and watches answered NotFound
+	watches []watch.Interface
+}
+
+func newOutage(f *fakeCluster) *outage {
+	o := &outage{f: f}
+	f.dyn.PrependReactor("list", "memcacheds", func(k8stesting.Action) (bool, runtime.Object, error) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.down {
+			o.refused++
+			return true, nil, notServed
+		}
+		return false, nil, nil
+	})
+	f.dyn.PrependWatchReactor("memcacheds", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.down {
+			o.refused++
+			return true, nil, notServed
+		}
+		w, err := f.dyn.Tracker().Watch(cachesGVR, a.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		o.watches = append(o.watches, w)
+		return true, w, nil
+	})
+	return o
+}
+
+func (o *outage) begin() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.down = true
+	for _, w := range o.watches {
+		w.Stop()
+	}
+	o.watches = nil
+}
+
+// end serves the resource again, and returns how many lists and watches
+// the outage refused.
+func (o *outage) end() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.down = false
+	return o.refused
+}
+
+func TestServeEndsWhenTheResourceStopsBeingServed(t *testing.T) {
+	resetErrorBackoff(t)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		o := newOutage(f)
+		var calls counter
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+		errc, cancel := servedAsync(t, ctrl)
+		defer cancel()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+			t.Fatalf("Synced before the outage: %v", err)
+		}
+
+		start := time.Now()
+		o.begin()
+		if returned, err := awaitServe(errc, unservedGrace-time.Second); returned {
+			t.Fatalf("Serve = %v after %v, want it to wait out unservedGrace (%v)", err, time.Since(start), unservedGrace)
+		}
+		returned, err := awaitServe(errc, 5*time.Second)
+		if !returned {
+			cancel()
+			t.Fatalf("Serve didn't return within unservedGrace+4s of the resource no longer being served; Serve, cancelled = %v", <-errc)
+		}
+		if !apierrors.IsNotFound(err) || !strings.HasPrefix(err.Error(), listingCaches) {
+			t.Errorf("Serve = %v, want %q followed by the NotFound", err, listingCaches)
+		}
+		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+			t.Error("Synced is healthy after Serve returned")
+		}
+	})
+}
+
+func TestAResourceUnservedForLessThanTheGraceKeepsServing(t *testing.T) {
+	resetErrorBackoff(t)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		o := newOutage(f)
+		var calls counter
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+		errc, cancel := servedAsync(t, ctrl)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+
+		o.begin()
+		time.Sleep(3 * time.Second)
+		if refused := o.end(); refused < 3 {
+			t.Errorf("lists and watches during the outage = %d, want it seen, and the resource listed again each second", refused)
+		}
+		if returned, err := awaitServe(errc, time.Minute); returned {
+			t.Fatalf("Serve = %v after a NotFound of 3s, want it to go on", err)
+		}
+		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+			t.Errorf("Synced after the outage: %v", err)
+		}
+		before := calls.get("m")
+		resize(t, f, "m", 2)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := calls.get("m"); got <= before {
+			t.Errorf("reconciles after a change once served again = %d, want more than %d", got, before)
+		}
+		stopServe(t, errc, cancel)
+	})
+}
+
+func TestServeEndsWhenTheLeaseIsForbidden(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		leases := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+		denied := apierrors.NewForbidden(leases, "memcached-controller", errors.New("the ServiceAccount default/memcached may not get it"))
+		f.kube.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, denied
+		})
+		var calls counter
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+		errc, cancel := servedAsync(t, ctrl)
+		defer cancel()
+
+		returned, err := awaitServe(errc, 2*time.Minute)
+		if !returned {
+			cancel()
+			t.Fatalf("Serve didn't return within 2 minutes of a forbidden Lease; Serve, cancelled = %v", <-errc)
+		}
+		const want = "kube: the Lease kube-system/memcached-controller: "
+		if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("Serve = %v, want %q followed by the Forbidden", err, want)
+		}
+		if got := calls.get("m"); got != 0 {
+			t.Errorf("reconciles = %d, want none without the Lease", got)
+		}
+		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+			t.Error("Synced is healthy after Serve returned")
+		}
+	})
+}

@@ -1,0 +1,429 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/z5labs/humus/humustest"
+)
+
+// resize changes the object's spec in the fake cluster, as an edit would.
+func resize(t *testing.T, f *fakeCluster, name string, size int64) {
+	t.Helper()
+	u := f.get(t, cachesGVR, "default", name)
+	if err := unstructured.SetNestedField(u.Object, size, "spec", "size"); err != nil {
+		t.Fatal(err)
+	}
+	f.update(t, cachesGVR, u)
+}
+
+// sleepUntil sleeps until d after start, and lets the bubble settle.
+func sleepUntil(start time.Time, d time.Duration) {
+	time.Sleep(time.Until(start.Add(d)))
+	synctest.Wait()
+}
+
+// heldReconciler is a Reconciler whose first reconcile waits, in flight,
+// until release is closed, and then ends with first; every later one ends
+// with rest.
+type heldReconciler struct {
+	calls    counter
+	inFlight chan struct{}
+	release  chan struct{}
+	first    func() (Result[cacheStatus], error)
+	rest     func() (Result[cacheStatus], error)
+}
+
+func newHeldReconciler(first, rest func() (Result[cacheStatus], error)) *heldReconciler {
+	return &heldReconciler{inFlight: make(chan struct{}), release: make(chan struct{}), first: first, rest: rest}
+}
+
+func (h *heldReconciler) Reconcile(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+	if h.calls.inc(m.Name) == 1 {
+		close(h.inFlight)
+		<-h.release
+		return h.first()
+	}
+	return h.rest()
+}
+
+// changeWhileInFlight waits for h's first reconcile, changes the object
+// while it is in flight, so the change queues the key again behind it, and
+// then lets the reconcile end.
+func (h *heldReconciler) changeWhileInFlight(t *testing.T, f *fakeCluster) {
+	t.Helper()
+	<-h.inFlight
+	time.Sleep(time.Second)
+	resize(t, f, "m", 2)
+	synctest.Wait() // the change's event has queued the key
+	close(h.release)
+	synctest.Wait()
+}
+
+func TestAChangeSupersedesAPendingAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		var calls counter
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			calls.inc(m.Name)
+			return Result[cacheStatus]{After: 10 * time.Second}, nil
+		})
+		stop := served(t, newTestController(t, f, testSettings(), rec))
+
+		sleepUntil(start, 5*time.Second)
+		if got := calls.get("m"); got != 1 {
+			t.Fatalf("reconciles in 5s = %d, want 1", got)
+		}
+		resize(t, f, "m", 2)
+		sleepUntil(start, 12*time.Second)
+		if got := calls.get("m"); got != 2 {
+			t.Errorf("reconciles by 12s = %d, want 2 (at 0 and 5s): the change at 5s replaces the After of 10s due at 10s", got)
+		}
+		sleepUntil(start, 16*time.Second)
+		if got := calls.get("m"); got != 3 {
+			t.Errorf("reconciles by 16s = %d, want 3: the change's own reconcile's After is due at 15s", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+func TestAChangeSupersedesAPendingBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		var calls counter
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			if calls.inc(m.Name) == 1 {
+				return Result[cacheStatus]{}, errors.New("the memcached image can't be pulled")
+			}
+			return Result[cacheStatus]{}, nil
+		})
+		s := testSettings()
+		s.RetryBaseDelay, s.RetryMaxDelay = 10*time.Second, time.Minute
+		stop := served(t, newTestController(t, f, s, rec))
+
+		sleepUntil(start, time.Second)
+		resize(t, f, "m", 2)
+		sleepUntil(start, 2*time.Second)
+		if got := calls.get("m"); got != 2 {
+			t.Fatalf("reconciles by 2s = %d, want 2: the failure at 0, and the change at 1s", got)
+		}
+		sleepUntil(start, 30*time.Second)
+		if got := calls.get("m"); got != 2 {
+			t.Errorf("reconciles in 30s = %d, want 2: the change, reconciled, replaced the failure's backoff due at 10s", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+func TestASuccessfulReconcileSupersedesAPendingBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		rec := newHeldReconciler(
+			func() (Result[cacheStatus], error) {
+				return Result[cacheStatus]{}, errors.New("the memcached image can't be pulled")
+			},
+			func() (Result[cacheStatus], error) { return Result[cacheStatus]{}, nil },
+		)
+		s := testSettings()
+		s.RetryBaseDelay, s.RetryMaxDelay = 10*time.Second, time.Minute
+		stop := served(t, newTestController(t, f, s, rec))
+
+		// The change comes while the failing reconcile is in flight: its
+		// backoff is set after the change, and only the reconcile that
+		// follows, which succeeds, can take it back.
+		rec.changeWhileInFlight(t, f)
+		if got := rec.calls.get("m"); got != 2 {
+			t.Fatalf("reconciles once the first failed = %d, want 2: the change queued the key behind it", got)
+		}
+		sleepUntil(start, 30*time.Second)
+		if got := rec.calls.get("m"); got != 2 {
+			t.Errorf("reconciles in 30s = %d, want 2: the success forgets the failure's backoff, due at 11s", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+func TestAPanicSupersedesAPendingAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		rec := newHeldReconciler(
+			func() (Result[cacheStatus], error) { return Result[cacheStatus]{After: 10 * time.Second}, nil },
+			func() (Result[cacheStatus], error) { panic("the cache's volume is gone") },
+		)
+		stop := served(t, newTestController(t, f, testSettings(), rec))
+
+		rec.changeWhileInFlight(t, f)
+		if got := rec.calls.get("m"); got != 2 {
+			t.Fatalf("reconciles once the first returned = %d, want 2: the change queued the key behind it", got)
+		}
+		sleepUntil(start, 30*time.Second)
+		if got := rec.calls.get("m"); got != 2 {
+			t.Errorf("reconciles in 30s = %d, want 2: the panic forgets the first reconcile's After, due at 11s", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+// aheadRV is the resourceVersion the API server answers the controller's
+// status apply with, far ahead of every one the cache will see: as after
+// etcd was restored from a backup, and the API server's resourceVersions
+// went backwards.
+const aheadRV = "1000000"
+
+func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanItsBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
+		f.dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			handled, obj, err := f.apply(a)
+			if a.GetSubresource() != "status" || err != nil || obj == nil {
+				return handled, obj, err
+			}
+			u := obj.(*unstructured.Unstructured).DeepCopy()
+			u.SetResourceVersion(aheadRV)
+			return handled, u, nil
+		})
+		var calls counter
+		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls)))
+
+		sleepUntil(start, time.Second)
+		if got := len(f.appliesTo("status")); got != 1 {
+			t.Fatalf("status applies = %d, want 1", got)
+		}
+		// The object changes, with a resourceVersion behind the write's.
+		resize(t, f, "m", 5)
+		sleepUntil(start, rywBound-time.Second)
+		if got := calls.get("m"); got != 1 {
+			t.Errorf("reconciles within rywBound of the write = %d, want 1: a cache behind the key's own write holds it back", got)
+		}
+		sleepUntil(start, rywBound+5*time.Second)
+		if got := calls.get("m"); got != 2 {
+			t.Errorf("reconciles by rywBound+5s = %d, want 2: a write the cache never catches up with is forgotten after rywBound", got)
+		}
+		if n, _, _ := unstructured.NestedInt64(f.get(t, cachesGVR, "default", "m").Object, "status", "readyReplicas"); n != 5 {
+			t.Errorf("status.readyReplicas = %d, want 5: the change was reconciled", n)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+// undecodable is an object whose spec.size is a string, where the Go type
+// has an int32.
+func undecodable(name string) *unstructured.Unstructured {
+	return object("cache.example.com/v1alpha1", "Memcached", "default", name, map[string]any{"size": "big"})
+}
+
+const wantDecodeError = "kube: decoding Memcached default/m: field spec.size: a JSON string can't be a Go int32"
+
+func TestAnObjectThatCannotBeDecodedGetsNoFinalizer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, undecodable("m"))
+		tel := humustest.NewTelemetry()
+		var calls, finalized counter
+		fin := Finalize("cache.example.com/finalizer", func(ctx context.Context, m memcached) error {
+			finalized.inc(m.Name)
+			return nil
+		})
+		stop := served(t, observedController(t, f, tel, testSettings(), readyReplicas(&calls), fin))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+
+		if adds := f.appliesTo(""); len(adds) != 0 {
+			t.Errorf("finalizer applies = %d (%v), want none: the decode fails before the finalizer", len(adds), adds[0].body)
+		}
+		if got := f.get(t, cachesGVR, "default", "m").GetFinalizers(); len(got) != 0 {
+			t.Errorf("finalizers = %v, want none", got)
+		}
+		if calls.get("m") != 0 || finalized.get("m") != 0 {
+			t.Errorf("the Reconciler ran %d times and f %d, want neither", calls.get("m"), finalized.get("m"))
+		}
+		failed := recordsWithBody(tel, "reconcile failed")
+		if len(failed) == 0 {
+			t.Fatal("no reconcile failed record")
+		}
+		attrs := recordAttrs(failed[0])
+		if got := attrs["error"]; got != wantDecodeError {
+			t.Errorf("the record's error = %q, want %q", got, wantDecodeError)
+		}
+		if attrs[attrObjectName] != "m" || attrs[attrNamespace] != "default" {
+			t.Errorf("the record's attributes = %v, want the object default/m", attrs)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+func TestADeletingObjectThatCannotBeDecodedIsRetriedWithBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		m := undecodable("m")
+		m.SetFinalizers([]string{"cache.example.com/finalizer"})
+		now := metav1.Now()
+		m.SetDeletionTimestamp(&now)
+		f := newFakeCluster(t, listKinds, m)
+		tel := humustest.NewTelemetry()
+		var calls, finalized counter
+		fin := Finalize("cache.example.com/finalizer", func(ctx context.Context, m memcached) error {
+			finalized.inc(m.Name)
+			return nil
+		})
+		s := testSettings()
+		s.RetryBaseDelay, s.RetryMaxDelay = time.Second, 8*time.Second
+		stop := served(t, observedController(t, f, tel, s, readyReplicas(&calls), fin))
+		sleepUntil(start, time.Minute)
+
+		if got := finalized.get("m"); got != 0 {
+			t.Errorf("f ran %d times, want never: the object can't be decoded", got)
+		}
+		if got := f.get(t, cachesGVR, "default", "m").GetFinalizers(); len(got) != 1 {
+			t.Errorf("finalizers = %v, want the finalizer kept", got)
+		}
+		if got := len(f.appliesTo("")); got != 0 {
+			t.Errorf("finalizer applies = %d, want none", got)
+		}
+		failed := recordsWithBody(tel, "reconcile failed")
+		var gaps []time.Duration
+		for i, r := range failed {
+			if got := recordAttrs(r)["error"]; got != wantDecodeError {
+				t.Errorf("record %d's error = %q, want %q", i, got, wantDecodeError)
+			}
+			if i > 0 {
+				gaps = append(gaps, r.Timestamp().Sub(failed[i-1].Timestamp()))
+			}
+		}
+		// At 0, 1, 3, 7, 15, 23, 31, 39, 47 and 55s.
+		want := []time.Duration{1, 2, 4, 8, 8, 8, 8, 8, 8}
+		if len(gaps) != len(want) {
+			t.Fatalf("reconcile failed records in a minute = %d with gaps %v, want %d: one per backoff, doubling from 1s to 8s", len(failed), gaps, len(want)+1)
+		}
+		for i, w := range want {
+			if gaps[i] != w*time.Second {
+				t.Errorf("retry %d came after %v, want %v (gaps %v)", i+1, gaps[i], w*time.Second, gaps)
+			}
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+// uidOf returns the metadata.uid of an apply's body.
+func uidOf(a applied) any {
+	meta, _ := a.body["metadata"].(map[string]any)
+	return meta["uid"]
+}
+
+func TestEveryWriteCarriesTheObjectsUID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
+		var calls counter
+		fin := Finalize("cache.example.com/finalizer", func(ctx context.Context, m memcached) error { return nil })
+		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls), fin))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+
+		m := f.get(t, cachesGVR, "default", "m")
+		now := metav1.Now()
+		m.SetDeletionTimestamp(&now)
+		f.update(t, cachesGVR, m)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+
+		statuses, finalizers := f.appliesTo("status"), f.appliesTo("")
+		if len(statuses) != 1 || len(finalizers) != 2 {
+			t.Fatalf("applies = %d of the status and %d of the finalizer, want 1 and 2 (its add and its removal)", len(statuses), len(finalizers))
+		}
+		for _, a := range append(statuses, finalizers...) {
+			if got := uidOf(a); got != "uid-m" {
+				t.Errorf("the %q apply's metadata.uid = %v, want uid-m: %v", a.subresource, got, a.body)
+			}
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+func TestAWriteRefusedForAStaleObjectIsNotRetried(t *testing.T) {
+	gr := cachesGVR.GroupResource()
+	gk := schema.GroupKind{Group: caches.Group, Kind: caches.Kind}
+	invalid := func(path *field.Path) error {
+		return apierrors.NewInvalid(gk, "m", field.ErrorList{field.Invalid(path, "uid-m", "field is immutable")})
+	}
+	for _, tc := range []struct {
+		name  string
+		err   error
+		stale bool
+	}{
+		{"NotFound", apierrors.NewNotFound(gr, "m"), true},
+		{"Conflict", apierrors.NewConflict(gr, "m", errors.New("uid mismatch: the object has UID uid-m2")), true},
+		{"InvalidUID", invalid(field.NewPath("metadata", "uid")), true},
+		{"InvalidOtherField", invalid(field.NewPath("status", "readyReplicas")), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
+				f.dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
+					if a.GetSubresource() == "status" {
+						return true, nil, tc.err
+					}
+					return false, nil, nil
+				})
+				tel := humustest.NewTelemetry()
+				var calls counter
+				stop := served(t, observedController(t, f, tel, testSettings(), readyReplicas(&calls)))
+				time.Sleep(time.Minute)
+				synctest.Wait()
+
+				skipped, failed := recordsWithBody(tel, "reconcile skipped a stale object"), recordsWithBody(tel, "reconcile failed")
+				if tc.stale {
+					if got := calls.get("m"); got != 1 {
+						t.Errorf("reconciles in a minute = %d, want 1: a write refused for a stale object drops the key", got)
+					}
+					if len(skipped) != 1 || len(failed) != 0 {
+						t.Errorf("records: %d stale, %d failed; want 1 and none", len(skipped), len(failed))
+					} else if got := recordAttrs(skipped[0])["error"]; !strings.Contains(got, tc.err.Error()) {
+						t.Errorf("the stale record's error = %q, want it to carry %q", got, tc.err)
+					}
+				} else {
+					if got := calls.get("m"); got < 3 {
+						t.Errorf("reconciles in a minute = %d, want the error retried", got)
+					}
+					if len(skipped) != 0 || len(failed) < 3 {
+						t.Errorf("records: %d stale, %d failed; want none and a failure per reconcile", len(skipped), len(failed))
+					}
+				}
+				if err := stop(); err != nil {
+					t.Errorf("Serve = %v, want nil", err)
+				}
+			})
+		})
+	}
+}
