@@ -85,10 +85,10 @@ func (c *Controller) apply(ctx context.Context, u *unstructured.Unstructured, bo
 	res, err := c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.ApplyPatchType, body,
 		metav1.PatchOptions{FieldManager: c.name, Force: &force}, subresource...)
 	if err != nil {
-		if staleAnswer(err) {
+		if staleAnswer(err, u.GetName()) {
 			return "", fmt.Errorf("%w: %w", errStale, err)
 		}
-		if context.Cause(ctx) == errNotLeading {
+		if errors.Is(context.Cause(ctx), errNotLeading) {
 			return "", fmt.Errorf("%w: %w", errNotLeading, err)
 		}
 		return "", err
@@ -108,21 +108,31 @@ var errNotLeading = errors.New("kube: this replica can't prove it holds the Leas
 var errStale = errors.New("kube: the object changed since the write was computed")
 
 // staleAnswer reports whether err is the API server's answer to a write
-// computed from an object it no longer holds, as the real API server gives
-// them: 404 Not Found from the status subresource of a deleted object; 409
+// computed from an object named name that it no longer holds, as the real
+// API server gives them: 404 Not Found naming the object, from the status
+// subresource of a deleted one (a 404 naming nothing, such as for a CRD
+// without the status subresource, is an error like any other); 409
 // Conflict from an apply that would create it ("uid mismatch"), or from a
 // status apply whose resourceVersion is no longer the object's; and 422
 // Invalid on metadata.uid, which is immutable, from an apply onto another
 // object of the same name.
-func staleAnswer(err error) bool {
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return true
-	}
+func staleAnswer(err error, name string) bool {
 	var status apierrors.APIStatus
-	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
+	if !errors.As(err, &status) {
 		return false
 	}
-	for _, cause := range status.Status().Details.Causes {
+	details := status.Status().Details
+	switch {
+	case apierrors.IsConflict(err):
+		return true
+	case details == nil:
+		return false
+	case apierrors.IsNotFound(err):
+		return details.Name == name
+	case !apierrors.IsInvalid(err):
+		return false
+	}
+	for _, cause := range details.Causes {
 		if cause.Field == "metadata.uid" {
 			return true
 		}
@@ -177,22 +187,29 @@ func (w *writtenVersions) wrote(key, rv string) {
 }
 
 // ahead reports whether key's last write is newer than cached, the
-// resourceVersion the cache holds. Once it isn't, or the write is older
-// than rywBound, the write is forgotten.
+// resourceVersion the cache holds.
 func (w *writtenVersions) ahead(key, cached string) bool {
+	_, ahead := w.aheadFor(key, cached)
+	return ahead
+}
+
+// aheadFor reports whether key's last write is newer than cached, and for
+// how long it is remembered still. Once it isn't, or it is older than
+// rywBound, the write is forgotten.
+func (w *writtenVersions) aheadFor(key, cached string) (time.Duration, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wr, ok := w.m[key]
 	if !ok {
-		return false
+		return 0, false
 	}
-	if time.Since(wr.at) < rywBound {
+	if left := rywBound - time.Since(wr.at); left > 0 {
 		if cmp, err := resourceversion.CompareResourceVersion(cached, wr.rv); err == nil && cmp < 0 {
-			return true
+			return left, true
 		}
 	}
 	delete(w.m, key)
-	return false
+	return 0, false
 }
 
 func (w *writtenVersions) forget(key string) {

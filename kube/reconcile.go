@@ -75,8 +75,8 @@ func (c *Controller) process(ctx context.Context, q queue, store cache.Indexer, 
 	// that brings the write queues the key again; should none come, such
 	// as after the API server's resourceVersions went backwards, the write
 	// is forgotten after rywBound, and the key reconciled then.
-	if c.versions.ahead(key, u.GetResourceVersion()) {
-		c.later.add(key, rywBound)
+	if left, ahead := c.versions.aheadFor(key, u.GetResourceVersion()); ahead {
+		c.later.add(key, left)
 		return
 	}
 

@@ -50,7 +50,7 @@ func (c *Controller) Serve(ctx context.Context) error {
 	if err == nil {
 		// A cause other than shutdown's or Serve's context's is a failure,
 		// such as a resource that stopped being served.
-		if cause := context.Cause(stopping); cause != errShutdown && cause != context.Cause(ctx) {
+		if cause := context.Cause(stopping); !errors.Is(cause, errShutdown) && cause != context.Cause(ctx) { //nolint:errorlint // the very error Serve's context ended with
 			return cause
 		}
 	}

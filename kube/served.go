@@ -137,10 +137,10 @@ func newServedWatch(c *Controller, ctx context.Context, fail context.CancelCause
 // served.
 func (w *servedWatch) handler(i int) cache.WatchErrorHandlerWithContext {
 	return func(ctx context.Context, r *cache.Reflector, err error) {
-		cache.DefaultWatchErrorHandler(ctx, r, err)
 		if unserved(err) {
 			w.recheck(i)
 		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
 	}
 }
 

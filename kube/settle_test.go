@@ -427,3 +427,30 @@ func TestAWriteRefusedForAStaleObjectIsNotRetried(t *testing.T) {
 		})
 	}
 }
+
+func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanRywBoundAfterTheWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
+		f.dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			handled, obj, err := f.apply(a)
+			if a.GetSubresource() != "status" || err != nil || obj == nil {
+				return handled, obj, err
+			}
+			u := obj.(*unstructured.Unstructured).DeepCopy()
+			u.SetResourceVersion(aheadRV)
+			return handled, u, nil
+		})
+		var calls counter
+		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls)))
+		sleepUntil(start, rywBound-time.Second)
+		resize(t, f, "m", 5)
+		sleepUntil(start, rywBound+2*time.Second)
+		if got := calls.get("m"); got != 2 {
+			t.Errorf("reconciles by rywBound+2s after the write = %d, want 2", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}

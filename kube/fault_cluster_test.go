@@ -1,0 +1,304 @@
+package kube
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/cluster"
+)
+
+// The fault suite: the Memcached controller, with Owns and Finalize, on the
+// real control plane, through a fault (the nemesis), then checked against
+// what the API server holds (converged) and who wrote what and when (the
+// audit log: no two writers at once). docs/reliability.md lists each
+// scenario, its figures, and how it was seen to fail.
+
+// faultObjects is how many Memcacheds a scenario reconciles.
+const faultObjects = 200
+
+// workload is a namespace of Memcacheds and the replicas of the controller
+// that reconciles them, each with an identity of its own, so the audit log
+// tells their writes apart.
+type workload struct {
+	t     *testing.T
+	c     *cluster.Cluster
+	ns    string
+	admin dynamic.Interface
+	kube  kubernetes.Interface
+}
+
+func newWorkload(t *testing.T) *workload {
+	t.Helper()
+	c := cluster.Get(t)
+	installCRD(t, c, clusterCaches)
+	return &workload{
+		t:     t,
+		c:     c,
+		ns:    c.Namespace(t),
+		admin: dynamic.NewForConfigOrDie(c.AdminConfig()),
+		kube:  kubernetes.NewForConfigOrDie(c.AdminConfig()),
+	}
+}
+
+// create creates n Memcacheds of size 1, named m-0 to m-(n-1).
+func (w *workload) create(n int) {
+	w.t.Helper()
+	for i := range n {
+		createCache(w.t, w.admin, clusterCaches.GVR(), w.ns, fmt.Sprintf("m-%d", i), 1)
+	}
+}
+
+// resize sets every Memcached's size, a change each must converge to.
+func (w *workload) resize(n int, size int64) {
+	w.t.Helper()
+	patch := fmt.Appendf(nil, `{"spec":{"size":%d}}`, size)
+	for i := range n {
+		_, err := w.admin.Resource(clusterCaches.GVR()).Namespace(w.ns).Patch(w.t.Context(), fmt.Sprintf("m-%d", i), types.MergePatchType, patch, metav1.PatchOptions{})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+// unconverged returns what keeps the workload's Memcacheds from having
+// converged: each must have a Deployment it controls, of its size, and a
+// status reporting that size.
+func (w *workload) unconverged(ctx context.Context) error {
+	list, err := w.admin.Resource(clusterCaches.GVR()).Namespace(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	deps, err := w.kube.AppsV1().Deployments(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	replicas := map[types.UID]int32{}
+	for _, d := range deps.Items {
+		if ref := metav1.GetControllerOf(&d); ref != nil && d.Spec.Replicas != nil {
+			replicas[ref.UID] = *d.Spec.Replicas
+		}
+	}
+	var errs []error
+	for _, m := range list.Items {
+		size, _, _ := unstructured.NestedInt64(m.Object, "spec", "size")
+		ready, _, _ := unstructured.NestedInt64(m.Object, "status", "readyReplicas")
+		got, ok := replicas[m.GetUID()]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s: no Deployment it controls", m.GetName()))
+		case int64(got) != size:
+			errs = append(errs, fmt.Errorf("%s: its Deployment has %d replicas, want %d", m.GetName(), got, size))
+		case ready != size:
+			errs = append(errs, fmt.Errorf("%s: status.readyReplicas = %d, want %d", m.GetName(), ready, size))
+		}
+		if len(errs) >= 3 {
+			errs = append(errs, errors.New("..."))
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// converged waits for the workload to converge.
+func (w *workload) converged(within time.Duration) {
+	w.t.Helper()
+	var last error
+	eventually(w.t, within, "converged", func(ctx context.Context) (bool, error) {
+		last = w.unconverged(ctx)
+		return last == nil, nil
+	})
+}
+
+// faultReplica is one replica of the controller: its own ServiceAccount,
+// its own network Link to the API server, and its Serve's result.
+type faultReplica struct {
+	name  string
+	user  string // as the audit log names it
+	link  *cluster.Link
+	ctrl  *Controller
+	errc  <-chan error
+	stop  func() error
+	calls *counter
+}
+
+// replica starts a replica named name with s, its Identity set to name.
+func (w *workload) replica(name string, s Settings) *faultReplica {
+	w.t.Helper()
+	gvr := clusterCaches.GVR()
+	token := w.c.ServiceAccount(w.t, w.ns, name, controllerRBAC(gvr.Group, gvr.Resource, w.ns)...)
+	link := cluster.NewLink(w.t)
+	host := humustest.NewHost().Host()
+	host.Dial = link.Dial
+	setup := &humus.Setup{Host: host, Telemetry: humustest.NewTelemetry().Telemetry()}
+	client, err := NewClient(setup, Connection{
+		Server: w.c.Server(),
+		TLS:    &tls.Config{RootCAs: w.c.CA()},
+		Token:  func(context.Context) (string, error) { return token, nil },
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	rec := &deployer{kube: kubernetes.NewForConfigOrDie(client.Config())}
+	s.Namespace, s.LeaderElection.Namespace, s.LeaderElection.Identity = w.ns, w.ns, name
+	s.Workers = 4
+	ctrl, err := NewController(setup, client, s, clusterCaches, rec,
+		Owns(deployments),
+		Finalize("cache.example.com/finalizer", func(context.Context, Object[cacheSpec, cacheStatus]) error { return nil }))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	stop, errc := serveInBackground(w.t, ctrl)
+	return &faultReplica{
+		name: name, user: "system:serviceaccount:" + w.ns + ":" + name,
+		link: link, ctrl: ctrl, errc: errc, stop: stop, calls: &rec.calls,
+	}
+}
+
+// holder waits until the Lease names a holder, and returns it.
+func (w *workload) leaseHolder(name string) string {
+	w.t.Helper()
+	l, err := w.kube.CoordinationV1().Leases(w.ns).Get(w.t.Context(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return holder(l)
+}
+
+// writes is the audit log's writes by the replicas to the workload's
+// objects: everything but the Lease, in the namespace.
+func (w *workload) writes(events []cluster.AuditEvent, users ...string) []cluster.AuditEvent {
+	var out []cluster.AuditEvent
+	for _, e := range events {
+		if e.Namespace == w.ns && e.Resource != "leases" && slices.Contains(users, e.User) && e.Code < 300 {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// renewals is user's successful writes of the Lease.
+func (w *workload) renewals(events []cluster.AuditEvent, user string) []cluster.AuditEvent {
+	var out []cluster.AuditEvent
+	for _, e := range events {
+		if e.Namespace == w.ns && e.Resource == "leases" && e.User == user && e.Code < 300 {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// oneWriterAtATime checks the audit log for a handover from old to new:
+// every write old's requests made was complete before new's first write was
+// received, and before old's Lease could expire (LeaseDuration after its
+// last renewal was received). It returns how many writes broke each.
+func (w *workload) oneWriterAtATime(events []cluster.AuditEvent, old, new *faultReplica, leaseDuration time.Duration) (overlapping, afterExpiry int) {
+	w.t.Helper()
+	newWrites := w.writes(events, new.user)
+	if len(newWrites) == 0 {
+		w.t.Fatalf("%s made no write after the handover", new.name)
+	}
+	firstNew := newWrites[0].RequestReceived
+	renewals := w.renewals(events, old.user)
+	if len(renewals) == 0 {
+		w.t.Fatalf("%s never renewed the Lease", old.name)
+	}
+	expiry := renewals[len(renewals)-1].RequestReceived.Add(leaseDuration)
+	for _, e := range w.writes(events, old.user) {
+		if !e.StageTime.Before(firstNew) {
+			overlapping++
+			w.t.Errorf("%s wrote %s %s/%s (received %s, complete %s) after %s's first write, received %s",
+				old.name, e.Verb, e.Resource, e.Name, e.RequestReceived.Format(time.StampMicro), e.StageTime.Format(time.StampMicro), new.name, firstNew.Format(time.StampMicro))
+		}
+		if !e.StageTime.Before(expiry) {
+			afterExpiry++
+		}
+	}
+	return overlapping, afterExpiry
+}
+
+// TestClusterALeaderCutOffStopsWritingBeforeAnotherTakesOver is the fault
+// seen on the real control plane with the library as it was: the leader's
+// connection to the API server held, neither refused nor dropped, for
+// longer than LeaseDuration, while a standby reaches the API server; then
+// released. The old leader must have stopped writing before the standby
+// took the Lease, never write after, and never blank the new holder's
+// Lease; the standby takes over and every change converges.
+func TestClusterALeaderCutOffStopsWritingBeforeAnotherTakesOver(t *testing.T) {
+	for _, hold := range []time.Duration{16 * time.Second, 20 * time.Second} {
+		t.Run(hold.String(), func(t *testing.T) {
+			w := newWorkload(t)
+			w.create(faultObjects)
+			s := testSettings() // the default Lease timings: 15s, 10s, 2s
+			le := s.LeaderElection
+			a := w.replica("replica-a", s)
+			eventually(t, 30*time.Second, "replica-a holds the Lease", func(context.Context) (bool, error) {
+				return w.leaseHolder(s.Name) == "replica-a", nil
+			})
+			b := w.replica("replica-b", s)
+			w.converged(2 * time.Minute)
+
+			// Work in flight, then the leader is cut off.
+			w.resize(faultObjects, 2)
+			a.link.Hold()
+			held := time.Now()
+			type served struct {
+				err error
+				at  time.Duration
+			}
+			aServed := make(chan served, 1)
+			go func() {
+				err := <-a.errc
+				aServed <- served{err: err, at: time.Since(held)}
+			}()
+			time.Sleep(hold)
+			a.link.Release()
+			var aReturned time.Duration
+			select {
+			case r := <-aServed:
+				aReturned = r.at
+				if !errors.Is(r.err, ErrLostLeadership) {
+					t.Errorf("replica-a's Serve = %v, want ErrLostLeadership", r.err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("replica-a's Serve didn't return")
+			}
+			if aReturned > le.LeaseDuration {
+				t.Errorf("replica-a's Serve returned %s after its link was held, want within LeaseDuration, %s", aReturned, le.LeaseDuration)
+			}
+			// A write released by the link now would show in the audit log
+			// after the standby's first writes.
+			w.resize(faultObjects, 3)
+			w.converged(2 * time.Minute)
+			eventually(t, 30*time.Second, "replica-b holds the Lease", func(context.Context) (bool, error) {
+				return w.leaseHolder(s.Name) == "replica-b", nil
+			})
+			time.Sleep(2 * time.Second) // for any late write to reach the log
+			overlapping, afterExpiry := w.oneWriterAtATime(w.c.Audit(t), a, b, le.LeaseDuration)
+			t.Logf("hold %s: replica-a's Serve returned %s after the hold began; writes overlapping replica-b's: %d; after replica-a's Lease could expire: %d",
+				hold, aReturned.Round(time.Millisecond), overlapping, afterExpiry)
+			if afterExpiry != 0 {
+				t.Errorf("replica-a made %d writes after its Lease could expire, want 0", afterExpiry)
+			}
+			if err := b.stop(); err != nil {
+				t.Errorf("replica-b's Serve = %v, want nil", err)
+			}
+		})
+	}
+}
