@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -129,6 +130,7 @@ type faultReplica struct {
 	name  string
 	user  string // as the audit log names it
 	link  *cluster.Link
+	tel   *humustest.Telemetry
 	ctrl  *Controller
 	errc  <-chan error
 	stop  func() error
@@ -143,7 +145,8 @@ func (w *workload) replica(name string, s Settings) *faultReplica {
 	link := cluster.NewLink(w.t)
 	host := humustest.NewHost().Host()
 	host.Dial = link.Dial
-	setup := &humus.Setup{Host: host, Telemetry: humustest.NewTelemetry().Telemetry()}
+	tel := humustest.NewTelemetry()
+	setup := &humus.Setup{Host: host, Telemetry: tel.Telemetry()}
 	client, err := NewClient(setup, Connection{
 		Server: w.c.Server(),
 		TLS:    &tls.Config{RootCAs: w.c.CA()},
@@ -164,7 +167,7 @@ func (w *workload) replica(name string, s Settings) *faultReplica {
 	stop, errc := serveInBackground(w.t, ctrl)
 	return &faultReplica{
 		name: name, user: "system:serviceaccount:" + w.ns + ":" + name,
-		link: link, ctrl: ctrl, errc: errc, stop: stop, calls: &rec.calls,
+		link: link, tel: tel, ctrl: ctrl, errc: errc, stop: stop, calls: &rec.calls,
 	}
 }
 
@@ -300,5 +303,202 @@ func TestClusterALeaderCutOffStopsWritingBeforeAnotherTakesOver(t *testing.T) {
 				t.Errorf("replica-b's Serve = %v, want nil", err)
 			}
 		})
+	}
+}
+
+// longLease are Lease timings that outlast a restart of kube-apiserver or
+// etcd: a replica keeps its Lease through an outage shorter than
+// RenewDeadline.
+func longLease(s Settings) Settings {
+	s.LeaderElection.LeaseDuration, s.LeaderElection.RenewDeadline, s.LeaderElection.RetryPeriod = 40*time.Second, 30*time.Second, 2*time.Second
+	return s
+}
+
+// stillServing fails t if r's Serve has returned.
+func stillServing(t *testing.T, r *faultReplica) {
+	t.Helper()
+	select {
+	case err := <-r.errc:
+		t.Fatalf("%s's Serve returned %v, want it still serving", r.name, err)
+	default:
+	}
+}
+
+// TestClusterAnAPIServerKilledAndRestartedKeepsTheLease kills
+// kube-apiserver with SIGKILL and starts it again five times, each outage
+// shorter than RenewDeadline, with a change to every object before each:
+// every change converges, and the replica keeps its Lease and serves on.
+func TestClusterAnAPIServerKilledAndRestartedKeepsTheLease(t *testing.T) {
+	w := newWorkload(t)
+	w.create(faultObjects)
+	s := longLease(testSettings())
+	a := w.replica("replica-a", s)
+	w.converged(2 * time.Minute)
+	var outages []time.Duration
+	for i := range 5 {
+		w.resize(faultObjects, int64(i+2))
+		down := time.Now()
+		w.c.KillAPIServer(t)
+		w.c.StartAPIServer(t)
+		outages = append(outages, time.Since(down).Round(10*time.Millisecond))
+		w.converged(2 * time.Minute)
+		stillServing(t, a)
+		if h := w.leaseHolder(s.Name); h != "replica-a" {
+			t.Fatalf("after restart %d the Lease's holder = %q, want replica-a", i+1, h)
+		}
+	}
+	t.Logf("outages: %v; converged after each, the Lease kept", outages)
+	if err := a.stop(); err != nil {
+		t.Errorf("Serve = %v, want nil", err)
+	}
+}
+
+// TestClusterAnEtcdKilledAndRestartedConverges kills etcd with SIGKILL and
+// starts it again while changes are under way: they converge, and the
+// replica keeps its Lease.
+func TestClusterAnEtcdKilledAndRestartedConverges(t *testing.T) {
+	w := newWorkload(t)
+	w.create(faultObjects)
+	s := longLease(testSettings())
+	a := w.replica("replica-a", s)
+	w.converged(2 * time.Minute)
+	w.resize(faultObjects, 2)
+	down := time.Now()
+	w.c.KillEtcd(t)
+	w.c.StartEtcd(t)
+	outage := time.Since(down)
+	w.resize(faultObjects, 3)
+	w.converged(2 * time.Minute)
+	stillServing(t, a)
+	t.Logf("etcd's outage: %s; converged, the Lease kept", outage.Round(10*time.Millisecond))
+	if err := a.stop(); err != nil {
+		t.Errorf("Serve = %v, want nil", err)
+	}
+}
+
+// TestClusterAnAPIServerHungPastRenewDeadlineHandsOver pauses
+// kube-apiserver (SIGSTOP) for longer than RenewDeadline, and shorter than
+// LeaseDuration less RetryPeriod, then resumes it; and, in the other case,
+// refuses the leader's connections for as long. The leader stops at its
+// renew deadline, Serve returns ErrLostLeadership, the standby takes over,
+// every change converges, and no write of the old leader's comes after the
+// new one's first or after the old Lease could expire.
+func TestClusterAnAPIServerHungPastRenewDeadlineHandsOver(t *testing.T) {
+	s := testSettings() // 15s, 10s, 2s
+	le := s.LeaderElection
+	outage := le.RenewDeadline + 2*time.Second
+	for _, fault := range []struct {
+		name       string
+		start, end func(w *workload, a *faultReplica)
+	}{
+		{"paused", func(w *workload, _ *faultReplica) { w.c.PauseAPIServer(w.t) }, func(w *workload, _ *faultReplica) { w.c.ResumeAPIServer(w.t) }},
+		{"refused", func(_ *workload, a *faultReplica) { a.link.Refuse() }, func(_ *workload, a *faultReplica) { a.link.Accept() }},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			w := newWorkload(t)
+			w.create(faultObjects)
+			a := w.replica("replica-a", s)
+			eventually(t, 30*time.Second, "replica-a holds the Lease", func(context.Context) (bool, error) {
+				return w.leaseHolder(s.Name) == "replica-a", nil
+			})
+			b := w.replica("replica-b", s)
+			w.converged(2 * time.Minute)
+
+			w.resize(faultObjects, 2)
+			began := time.Now()
+			fault.start(w, a)
+			var aErr error
+			select {
+			case aErr = <-a.errc:
+			case <-time.After(outage):
+				t.Fatalf("replica-a's Serve hadn't returned %s into the outage", outage)
+			}
+			returned := time.Since(began)
+			time.Sleep(time.Until(began.Add(outage)))
+			fault.end(w, a)
+			if !errors.Is(aErr, ErrLostLeadership) {
+				t.Errorf("replica-a's Serve = %v, want ErrLostLeadership", aErr)
+			}
+			w.resize(faultObjects, 3)
+			w.converged(2 * time.Minute)
+			eventually(t, 30*time.Second, "replica-b holds the Lease", func(context.Context) (bool, error) {
+				return w.leaseHolder(s.Name) == "replica-b", nil
+			})
+			time.Sleep(2 * time.Second)
+			overlapping, afterExpiry := w.oneWriterAtATime(w.c.Audit(t), a, b, le.LeaseDuration)
+			t.Logf("%s for %s: replica-a's Serve returned %s in; writes overlapping replica-b's: %d; after replica-a's Lease could expire: %d",
+				fault.name, outage, returned.Round(time.Millisecond), overlapping, afterExpiry)
+			if afterExpiry != 0 {
+				t.Errorf("replica-a made %d writes after its Lease could expire, want 0", afterExpiry)
+			}
+			if err := b.stop(); err != nil {
+				t.Errorf("replica-b's Serve = %v, want nil", err)
+			}
+		})
+	}
+}
+
+// expired reports whether a watch of ns's Deployments from rv is 410 Gone.
+func expired(t *testing.T, kube kubernetes.Interface, ns, rv string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	wi, err := kube.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	if err != nil {
+		return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+	}
+	defer wi.Stop()
+	for ev := range wi.ResultChan() {
+		if ev.Type == watch.Error {
+			err := apierrors.FromObject(ev.Object)
+			return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+		}
+	}
+	return false
+}
+
+// TestClusterAWatchExpiredRelistsAndSeesTheDeletionsInTheGap deletes
+// Deployments while the leader's connections are refused, compacts etcd, and
+// restarts kube-apiserver, so its watch cache starts after the gap: the
+// leader's watches, resumed from their last resourceVersion, get 410 Gone,
+// its informers list again, and the deletions they missed are seen, so
+// every Deployment is applied again.
+func TestClusterAWatchExpiredRelistsAndSeesTheDeletionsInTheGap(t *testing.T) {
+	w := newWorkload(t)
+	const n = 50
+	w.create(n)
+	s := longLease(testSettings())
+	a := w.replica("replica-a", s)
+	w.converged(2 * time.Minute)
+
+	// The leader's connections are reset and refused, so no event of the
+	// gap reaches it.
+	list, err := w.kube.AppsV1().Deployments(w.ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := list.ResourceVersion
+	a.link.Refuse()
+	for i := range n / 2 {
+		err := w.kube.AppsV1().Deployments(w.ns).Delete(t.Context(), fmt.Sprintf("m-%d", i), metav1.DeleteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.c.CompactEtcd(t)
+	w.c.KillAPIServer(t)
+	w.c.StartAPIServer(t)
+	a.link.Accept()
+	w.converged(2 * time.Minute)
+	// Every watch resumed from before the gap is expired, so the
+	// informer saw the deletions by listing again: a watch from a
+	// resourceVersion taken just before the gap, newer than any the
+	// leader's informer had, is 410 Gone.
+	if !expired(t, w.kube, w.ns, before) {
+		t.Errorf("a watch of Deployments from resourceVersion %s, before the gap, isn't expired: the scenario doesn't force a relist", before)
+	}
+	stillServing(t, a)
+	if err := a.stop(); err != nil {
+		t.Errorf("Serve = %v, want nil", err)
 	}
 }
