@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,6 +80,11 @@ func (w *workload) resize(n int, size int64) {
 // converged: each must have a Deployment it controls, of its size, and a
 // status reporting that size.
 func (w *workload) unconverged(ctx context.Context) error {
+	return w.unconvergedBut(ctx, func(string) bool { return false })
+}
+
+// unconvergedBut is unconverged, for the objects skip doesn't name.
+func (w *workload) unconvergedBut(ctx context.Context, skip func(name string) bool) error {
 	list, err := w.admin.Resource(clusterCaches.GVR()).Namespace(w.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -95,6 +101,9 @@ func (w *workload) unconverged(ctx context.Context) error {
 	}
 	var errs []error
 	for _, m := range list.Items {
+		if skip(m.GetName()) {
+			continue
+		}
 		size, _, _ := unstructured.NestedInt64(m.Object, "spec", "size")
 		ready, _, _ := unstructured.NestedInt64(m.Object, "status", "readyReplicas")
 		got, ok := replicas[m.GetUID()]
@@ -140,6 +149,13 @@ type faultReplica struct {
 // replica starts a replica named name with s, its Identity set to name.
 func (w *workload) replica(name string, s Settings) *faultReplica {
 	w.t.Helper()
+	return w.replicaWith(name, s, nil)
+}
+
+// replicaWith starts a replica whose Reconciler is wrap's, given the
+// deployer; nil is the deployer itself.
+func (w *workload) replicaWith(name string, s Settings, wrap func(*deployer) Reconciler[cacheSpec, cacheStatus]) *faultReplica {
+	w.t.Helper()
 	gvr := clusterCaches.GVR()
 	token := w.c.ServiceAccount(w.t, w.ns, name, controllerRBAC(gvr.Group, gvr.Resource, w.ns)...)
 	link := cluster.NewLink(w.t)
@@ -155,7 +171,11 @@ func (w *workload) replica(name string, s Settings) *faultReplica {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	rec := &deployer{kube: kubernetes.NewForConfigOrDie(client.Config())}
+	dep := &deployer{kube: kubernetes.NewForConfigOrDie(client.Config())}
+	var rec Reconciler[cacheSpec, cacheStatus] = dep
+	if wrap != nil {
+		rec = wrap(dep)
+	}
 	s.Namespace, s.LeaderElection.Namespace, s.LeaderElection.Identity = w.ns, w.ns, name
 	s.Workers = 4
 	ctrl, err := NewController(setup, client, s, clusterCaches, rec,
@@ -167,7 +187,7 @@ func (w *workload) replica(name string, s Settings) *faultReplica {
 	stop, errc := serveInBackground(w.t, ctrl)
 	return &faultReplica{
 		name: name, user: "system:serviceaccount:" + w.ns + ":" + name,
-		link: link, tel: tel, ctrl: ctrl, errc: errc, stop: stop, calls: &rec.calls,
+		link: link, tel: tel, ctrl: ctrl, errc: errc, stop: stop, calls: &dep.calls,
 	}
 }
 
@@ -501,4 +521,88 @@ func TestClusterAWatchExpiredRelistsAndSeesTheDeletionsInTheGap(t *testing.T) {
 	if err := a.stop(); err != nil {
 		t.Errorf("Serve = %v, want nil", err)
 	}
+}
+
+// TestClusterAPoisonObjectDelaysNoOther: one object whose Reconcile always
+// errors backs off, doubling to RetryMaxDelay, and one that always panics
+// is reconciled once per change; neither delays the others, whose settle
+// time is measured with and without them.
+func TestClusterAPoisonObjectDelaysNoOther(t *testing.T) {
+	s := testSettings()
+	s.RetryBaseDelay, s.RetryMaxDelay = 100*time.Millisecond, 4*time.Second
+	var errored, panicked counter
+	poison := func(d *deployer) Reconciler[cacheSpec, cacheStatus] {
+		return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m Object[cacheSpec, cacheStatus]) (Result[cacheStatus], error) {
+			switch m.Name {
+			case "poison-error":
+				errored.inc(m.Name)
+				return Result[cacheStatus]{}, errors.New("poisoned")
+			case "poison-panic":
+				panicked.inc(m.Name)
+				panic("poisoned")
+			}
+			return d.Reconcile(ctx, m)
+		})
+	}
+	settle := func(withPoison bool) time.Duration {
+		w := newWorkload(t)
+		if withPoison {
+			createCache(t, w.admin, clusterCaches.GVR(), w.ns, "poison-error", 1)
+			createCache(t, w.admin, clusterCaches.GVR(), w.ns, "poison-panic", 1)
+		}
+		a := w.replicaWith("replica-a", s, poison)
+		eventually(t, 30*time.Second, "replica-a synced", func(ctx context.Context) (bool, error) {
+			return a.ctrl.Synced().Healthy(ctx) == nil, nil
+		})
+		start := time.Now()
+		w.create(faultObjects)
+		var last error
+		eventually(t, 2*time.Minute, "the others converged", func(ctx context.Context) (bool, error) {
+			last = w.othersUnconverged(ctx)
+			return last == nil, nil
+		})
+		took := time.Since(start)
+		if withPoison {
+			// Let the backoff reach RetryMaxDelay: 0.1+0.2+...+3.2 is 6.3s,
+			// then every 4s.
+			time.Sleep(30 * time.Second)
+			n := errored.get("poison-error")
+			// 7 attempts reach the cap by 6.3s, then one each 4s: about 13
+			// in 30s, and never the hundreds an unbounded retry makes.
+			if n < 8 || n > 16 {
+				t.Errorf("the erroring object was reconciled %d times in about 30s, want about 13: a doubling backoff capped at %s", n, s.RetryMaxDelay)
+			}
+			// Once for itself, and once for the change its finalizer's apply
+			// made, before the Reconciler panicked: a panic is not retried.
+			if n := panicked.get("poison-panic"); n != 2 {
+				t.Errorf("the panicking object was reconciled %d times, want 2: once, and once for its finalizer; a panic is not retried", n)
+			}
+			patch := []byte(`{"spec":{"size":2}}`)
+			if _, err := w.admin.Resource(clusterCaches.GVR()).Namespace(w.ns).Patch(t.Context(), "poison-panic", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 30*time.Second, "the panicking object reconciled once for its change", func(context.Context) (bool, error) {
+				return panicked.get("poison-panic") == 3, nil
+			})
+			time.Sleep(5 * time.Second)
+			if n := panicked.get("poison-panic"); n != 3 {
+				t.Errorf("the panicking object was reconciled %d times after one change, want 3", n)
+			}
+		}
+		if err := a.stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+		return took
+	}
+	clean := settle(false)
+	poisoned := settle(true)
+	t.Logf("%d objects settled in %s alone, and in %s beside a poison object that errors and one that panics", faultObjects, clean.Round(time.Millisecond), poisoned.Round(time.Millisecond))
+	if poisoned > 2*clean+5*time.Second {
+		t.Errorf("the others settled in %s beside the poison objects, %s without: delayed", poisoned, clean)
+	}
+}
+
+// othersUnconverged is unconverged, for every object but the poison ones.
+func (w *workload) othersUnconverged(ctx context.Context) error {
+	return w.unconvergedBut(ctx, func(name string) bool { return strings.HasPrefix(name, "poison-") })
 }
