@@ -1,0 +1,312 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/cluster"
+)
+
+// The fault suite's scenarios of the connection: a token rotated and then
+// revoked, a server the Connection mustn't trust, and the process's real
+// environment set to traps.
+
+// rotatingToken is a Connection.Token whose answer a test changes, counting
+// its calls.
+type rotatingToken struct {
+	mu    sync.Mutex
+	token string
+	calls atomic.Int32
+}
+
+func (r *rotatingToken) set(tok string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.token = tok
+}
+
+func (r *rotatingToken) get(context.Context) (string, error) {
+	r.calls.Add(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.token, nil
+}
+
+// TestClusterARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401
+// rotates the controller's token, as the kubelet rotates a service
+// account's, while the old one is still valid: the new one is in use within
+// a minute, by the audit log's user, and no request fails. Then the token in
+// use is revoked, its ServiceAccount deleted: one 401, and the next request
+// carries the new token.
+func TestClusterARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401(t *testing.T) {
+	w := newWorkload(t)
+	gvr := clusterCaches.GVR()
+	grants := controllerRBAC(gvr.Group, gvr.Resource, w.ns)
+	first := w.c.ServiceAccount(t, w.ns, "token-a", grants...)
+	second := w.c.ServiceAccount(t, w.ns, "token-b", grants...)
+	third := w.c.ServiceAccount(t, w.ns, "token-c", grants...)
+	user := func(name string) string { return "system:serviceaccount:" + w.ns + ":" + name }
+
+	tok := &rotatingToken{token: first}
+	tel := humustest.NewTelemetry()
+	setup := &humus.Setup{Host: humustest.NewHost().Host(), Telemetry: tel.Telemetry()}
+	client, err := NewClient(setup, Connection{Server: w.c.Server(), TLS: &tls.Config{RootCAs: w.c.CA()}, Token: tok.get})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testSettings()
+	s.Namespace, s.LeaderElection.Namespace = w.ns, w.ns
+	ctrl, err := NewController(setup, client, s, clusterCaches, &deployer{kube: kubernetes.NewForConfigOrDie(client.Config())}, Owns(deployments))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errc := serveInBackground(t, ctrl)
+	w.create(20)
+	w.converged(time.Minute)
+
+	// Rotated, the old token still valid: no request fails, and the new
+	// token is in use within a minute, which the Lease's renewals show.
+	tok.set(second)
+	rotated := time.Now()
+	ev := awaitAudit(t, w.c, 75*time.Second, func(e cluster.AuditEvent) bool {
+		return e.User == user("token-b") && e.Resource == "leases"
+	})
+	if took := ev.RequestReceived.Sub(rotated); took > time.Minute+5*time.Second {
+		t.Errorf("the rotated token was first used %s after the rotation, want within a minute", took)
+	}
+	t.Logf("the rotated token was in use %s after the rotation", ev.RequestReceived.Sub(rotated).Round(time.Millisecond))
+	for _, e := range w.c.Audit(t) {
+		if e.Namespace == w.ns && e.Code == 401 {
+			t.Errorf("a request failed with 401 across the rotation: %s %s", e.Verb, e.RequestURI)
+		}
+	}
+
+	// Revoked: its ServiceAccount deleted, its tokens refused at once. One
+	// 401, then the next token.
+	tok.set(third)
+	revoked := time.Now()
+	if err := w.kube.CoreV1().ServiceAccounts(w.ns).Delete(t.Context(), "token-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ev = awaitAudit(t, w.c, 30*time.Second, func(e cluster.AuditEvent) bool {
+		return e.User == user("token-c") && e.Resource == "leases"
+	})
+	// kube-apiserver caches a token's authentication for 10s, so the first
+	// 401 comes up to 10s after the revocation; from it, the next request
+	// calls Token again.
+	refused := unauthorized(tel)
+	if len(refused) == 0 {
+		t.Fatal("no request was refused with a 401 after the revocation")
+	}
+	firstRefused := refused[0]
+	t.Logf("after the revocation: the first 401 %s later, %d requests refused, the next token in use %s after the first 401",
+		firstRefused.Sub(revoked).Round(time.Millisecond), len(refused), ev.RequestReceived.Sub(firstRefused).Round(time.Millisecond))
+	if took := ev.RequestReceived.Sub(firstRefused); took > s.LeaderElection.RetryPeriod+2*time.Second {
+		t.Errorf("the next token was first used %s after the first 401, want within RetryPeriod and a second", took)
+	}
+	for _, at := range refused {
+		if at.Sub(firstRefused) > tokenRefused+time.Second {
+			t.Errorf("a request was refused %s after the first 401: the revoked token was still sent", at.Sub(firstRefused))
+		}
+	}
+	select {
+	case err := <-errc:
+		t.Fatalf("Serve returned %v across the rotation and the revocation", err)
+	default:
+	}
+	w.resize(20, 2)
+	w.converged(time.Minute)
+}
+
+// unauthorized is when each request the Client's telemetry recorded was
+// answered 401, in order.
+func unauthorized(tel *humustest.Telemetry) []time.Time {
+	var at []time.Time
+	for _, sp := range tel.Spans() {
+		for _, a := range sp.Attributes() {
+			if a.Key == "http.response.status_code" && a.Value.AsInt64() == 401 {
+				at = append(at, sp.EndTime())
+			}
+		}
+	}
+	slices.SortFunc(at, time.Time.Compare)
+	return at
+}
+
+// awaitAudit polls the audit log until an event matches, for at most
+// within.
+func awaitAudit(t *testing.T, c *cluster.Cluster, within time.Duration, match func(cluster.AuditEvent) bool) cluster.AuditEvent {
+	t.Helper()
+	var found cluster.AuditEvent
+	eventually(t, within, "a matching audit event", func(context.Context) (bool, error) {
+		for _, e := range c.Audit(t) {
+			if match(e) {
+				found = e
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found
+}
+
+// TestClusterAServerTheConnectionMustNotTrustIsRefused: a certificate not
+// signed by the Connection's CA, and one not for the Connection's
+// ServerName: refused, with an error naming the server.
+func TestClusterAServerTheConnectionMustNotTrustIsRefused(t *testing.T) {
+	c := cluster.Get(t)
+	tok := c.AdminToken()
+	for _, tc := range []struct {
+		name string
+		tls  *tls.Config
+		want func(error) bool
+	}{
+		{"another CA", &tls.Config{RootCAs: newTestPKI(t).roots}, func(err error) bool {
+			var unknown x509.UnknownAuthorityError
+			return errors.As(err, &unknown)
+		}},
+		{"another server name", &tls.Config{RootCAs: c.CA(), ServerName: "kubernetes.example"}, func(err error) bool {
+			var host x509.HostnameError
+			return errors.As(err, &host)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := newTestClient(t, &humus.Setup{Host: humustest.NewHost().Host()}, Connection{
+				Server: c.Server(),
+				TLS:    tc.tls,
+				Token:  func(context.Context) (string, error) { return tok, nil },
+			})
+			_, err := listNamespaces(t, client)
+			if !tc.want(err) {
+				t.Errorf("error = %v, want the certificate refused", err)
+			}
+			if err == nil || !strings.Contains(err.Error(), c.Server()) {
+				t.Errorf("error = %v, want it to name the server %s", err, c.Server())
+			}
+		})
+	}
+}
+
+const trapsHelperEnv = "HUMUS_KUBE_TRAPS_HELPER"
+
+// TestClusterTheProcessEnvironmentChangesNothing runs a controller in a
+// child process whose real environment sets HTTPS_PROXY, HTTP_PROXY,
+// KUBECONFIG and KUBERNETES_SERVICE_HOST to traps: a proxy that records any
+// connection, a kubeconfig naming a server that doesn't exist. The
+// controller reaches the API server through its Connection alone and
+// converges, and the trap proxy sees no connection.
+func TestClusterTheProcessEnvironmentChangesNothing(t *testing.T) {
+	w := newWorkload(t)
+	w.create(20)
+	gvr := clusterCaches.GVR()
+	token := w.c.ServiceAccount(t, w.ns, "trapped", controllerRBAC(gvr.Group, gvr.Resource, w.ns)...)
+
+	var proxied atomic.Int32
+	trap := humustest.NewHost().Host()
+	l, err := trap.Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			proxied.Add(1)
+			_ = conn.Close()
+		}
+	}()
+	dir := t.TempDir()
+	kubeconfig := dir + "/kubeconfig"
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: trap, cluster: {server: 'https://127.0.0.1:1'}}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	caFile := dir + "/ca.crt"
+	if err := os.WriteFile(caFile, w.c.CAPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestTrapsHelperProcess$", "-test.v")
+	cmd.Env = append(os.Environ(),
+		trapsHelperEnv+"=1",
+		"HTTPS_PROXY=http://"+l.Addr().String(),
+		"HTTP_PROXY=http://"+l.Addr().String(),
+		"https_proxy=http://"+l.Addr().String(),
+		"KUBECONFIG="+kubeconfig,
+		"KUBERNETES_SERVICE_HOST=127.0.0.1",
+		"KUBERNETES_SERVICE_PORT=1",
+		"TRAPS_SERVER="+w.c.Server(),
+		"TRAPS_CA="+caFile,
+		"TRAPS_TOKEN="+token,
+		"TRAPS_NAMESPACE="+w.ns,
+	)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.converged(time.Minute)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the child process: %v\n%s", err, out.String())
+	}
+	if n := proxied.Load(); n != 0 {
+		t.Errorf("the trap proxy saw %d connections, want none", n)
+	}
+}
+
+// TestTrapsHelperProcess is the child process of
+// TestClusterTheProcessEnvironmentChangesNothing, and does nothing in any
+// other process. It serves the controller until SIGINT.
+func TestTrapsHelperProcess(t *testing.T) {
+	if os.Getenv(trapsHelperEnv) != "1" {
+		t.Skip("the child process of TestClusterTheProcessEnvironmentChangesNothing")
+	}
+	ca, err := os.ReadFile(os.Getenv("TRAPS_CA"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	token := os.Getenv("TRAPS_TOKEN")
+	setup := &humus.Setup{Host: humus.OSHost()}
+	client, err := NewClient(setup, Connection{
+		Server: os.Getenv("TRAPS_SERVER"),
+		TLS:    &tls.Config{RootCAs: roots},
+		Token:  func(context.Context) (string, error) { return token, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testSettings()
+	s.Namespace, s.LeaderElection.Namespace = os.Getenv("TRAPS_NAMESPACE"), os.Getenv("TRAPS_NAMESPACE")
+	ctrl, err := NewController(setup, client, s, clusterCaches, &deployer{kube: kubernetes.NewForConfigOrDie(client.Config())}, Owns(deployments))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := signalContext(t)
+	defer stop()
+	if err := ctrl.Serve(ctx); err != nil {
+		t.Fatalf("Serve = %v", err)
+	}
+}
