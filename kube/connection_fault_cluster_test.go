@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -209,8 +210,9 @@ const trapsHelperEnv = "HUMUS_KUBE_TRAPS_HELPER"
 // child process whose real environment sets HTTPS_PROXY, HTTP_PROXY,
 // KUBECONFIG and KUBERNETES_SERVICE_HOST to traps: a proxy that records any
 // connection, a kubeconfig naming a server that doesn't exist. The
-// controller reaches the API server through its Connection alone and
-// converges, and the trap proxy sees no connection.
+// controller reaches the API server, named kube.test so that a proxy would
+// apply to it, through its Connection alone and converges, and the trap
+// proxy sees no connection.
 func TestClusterTheProcessEnvironmentChangesNothing(t *testing.T) {
 	w := newWorkload(t)
 	w.create(20)
@@ -289,10 +291,27 @@ func TestTrapsHelperProcess(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(ca)
 	token := os.Getenv("TRAPS_TOKEN")
-	setup := &humus.Setup{Host: humus.OSHost()}
+	// The API server is named kube.test, which isn't loopback, so a proxy
+	// from the environment would be used for it: Go never proxies a
+	// loopback address. The process's real Host dials kube.test on
+	// loopback, and nothing else is changed.
+	server := os.Getenv("TRAPS_SERVER")
+	_, port, err := net.SplitHostPort(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := humus.OSHost()
+	dial := host.Dial
+	host.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == net.JoinHostPort("kube.test", port) {
+			addr = server
+		}
+		return dial(ctx, network, addr)
+	}
+	setup := &humus.Setup{Host: host}
 	client, err := NewClient(setup, Connection{
-		Server: os.Getenv("TRAPS_SERVER"),
-		TLS:    &tls.Config{RootCAs: roots},
+		Server: net.JoinHostPort("kube.test", port),
+		TLS:    &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"},
 		Token:  func(context.Context) (string, error) { return token, nil },
 	})
 	if err != nil {
