@@ -15,12 +15,12 @@ import (
 	"github.com/z5labs/humus/kube/internal/cluster"
 )
 
-// TestClusterAWriteFromAStaleCacheIsRefused checks what the API server
+// TestClusterFaultAWriteFromAStaleCacheIsRefused checks what the API server
 // answers the controller's two writes when the object they were computed
 // from is gone, or replaced by a new one of the same name: it refuses them,
 // so a stale cache can never recreate a deleted object, nor write an old
 // object's status or finalizer onto a new one.
-func TestClusterAWriteFromAStaleCacheIsRefused(t *testing.T) {
+func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	c := cluster.Get(t)
 	installCRD(t, c, clusterCaches)
 	gvr := clusterCaches.GVR()

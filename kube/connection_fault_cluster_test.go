@@ -49,13 +49,13 @@ func (r *rotatingToken) get(context.Context) (string, error) {
 	return r.token, nil
 }
 
-// TestClusterARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401
+// TestClusterFaultARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401
 // rotates the controller's token, as the kubelet rotates a service
 // account's, while the old one is still valid: the new one is in use within
 // a minute, by the audit log's user, and no request fails. Then the token in
 // use is revoked, its ServiceAccount deleted: one 401, and the next request
 // carries the new token.
-func TestClusterARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401(t *testing.T) {
+func TestClusterFaultARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401(t *testing.T) {
 	w := newWorkload(t)
 	gvr := clusterCaches.GVR()
 	grants := controllerRBAC(gvr.Group, gvr.Resource, w.ns)
@@ -167,10 +167,10 @@ func awaitAudit(t *testing.T, c *cluster.Cluster, within time.Duration, match fu
 	return found
 }
 
-// TestClusterAServerTheConnectionMustNotTrustIsRefused: a certificate not
+// TestClusterFaultAServerTheConnectionMustNotTrustIsRefused: a certificate not
 // signed by the Connection's CA, and one not for the Connection's
 // ServerName: refused, with an error naming the server.
-func TestClusterAServerTheConnectionMustNotTrustIsRefused(t *testing.T) {
+func TestClusterFaultAServerTheConnectionMustNotTrustIsRefused(t *testing.T) {
 	c := cluster.Get(t)
 	tok := c.AdminToken()
 	for _, tc := range []struct {
@@ -206,14 +206,14 @@ func TestClusterAServerTheConnectionMustNotTrustIsRefused(t *testing.T) {
 
 const trapsHelperEnv = "HUMUS_KUBE_TRAPS_HELPER"
 
-// TestClusterTheProcessEnvironmentChangesNothing runs a controller in a
+// TestClusterFaultTheProcessEnvironmentChangesNothing runs a controller in a
 // child process whose real environment sets HTTPS_PROXY, HTTP_PROXY,
 // KUBECONFIG and KUBERNETES_SERVICE_HOST to traps: a proxy that records any
 // connection, a kubeconfig naming a server that doesn't exist. The
 // controller reaches the API server, named kube.test so that a proxy would
 // apply to it, through its Connection alone and converges, and the trap
 // proxy sees no connection.
-func TestClusterTheProcessEnvironmentChangesNothing(t *testing.T) {
+func TestClusterFaultTheProcessEnvironmentChangesNothing(t *testing.T) {
 	w := newWorkload(t)
 	w.create(20)
 	gvr := clusterCaches.GVR()
@@ -278,11 +278,11 @@ func TestClusterTheProcessEnvironmentChangesNothing(t *testing.T) {
 }
 
 // TestTrapsHelperProcess is the child process of
-// TestClusterTheProcessEnvironmentChangesNothing, and does nothing in any
+// TestClusterFaultTheProcessEnvironmentChangesNothing, and does nothing in any
 // other process. It serves the controller until SIGINT.
 func TestTrapsHelperProcess(t *testing.T) {
 	if os.Getenv(trapsHelperEnv) != "1" {
-		t.Skip("the child process of TestClusterTheProcessEnvironmentChangesNothing")
+		t.Skip("the child process of TestClusterFaultTheProcessEnvironmentChangesNothing")
 	}
 	ca, err := os.ReadFile(os.Getenv("TRAPS_CA"))
 	if err != nil {

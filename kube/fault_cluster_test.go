@@ -256,14 +256,14 @@ func (w *workload) oneWriterAtATime(events []cluster.AuditEvent, old, new *fault
 	return overlapping, afterExpiry
 }
 
-// TestClusterALeaderCutOffStopsWritingBeforeAnotherTakesOver is the fault
+// TestClusterFaultALeaderCutOffStopsWritingBeforeAnotherTakesOver is the fault
 // seen on the real control plane with the library as it was: the leader's
 // connection to the API server held, neither refused nor dropped, for
 // longer than LeaseDuration, while a standby reaches the API server; then
 // released. The old leader must have stopped writing before the standby
 // took the Lease, never write after, and never blank the new holder's
 // Lease; the standby takes over and every change converges.
-func TestClusterALeaderCutOffStopsWritingBeforeAnotherTakesOver(t *testing.T) {
+func TestClusterFaultALeaderCutOffStopsWritingBeforeAnotherTakesOver(t *testing.T) {
 	for _, hold := range []time.Duration{16 * time.Second, 20 * time.Second} {
 		t.Run(hold.String(), func(t *testing.T) {
 			w := newWorkload(t)
@@ -344,11 +344,11 @@ func stillServing(t *testing.T, r *faultReplica) {
 	}
 }
 
-// TestClusterAnAPIServerKilledAndRestartedKeepsTheLease kills
+// TestClusterFaultAnAPIServerKilledAndRestartedKeepsTheLease kills
 // kube-apiserver with SIGKILL and starts it again five times, each outage
 // shorter than RenewDeadline, with a change to every object before each:
 // every change converges, and the replica keeps its Lease and serves on.
-func TestClusterAnAPIServerKilledAndRestartedKeepsTheLease(t *testing.T) {
+func TestClusterFaultAnAPIServerKilledAndRestartedKeepsTheLease(t *testing.T) {
 	w := newWorkload(t)
 	w.create(faultObjects)
 	s := longLease(testSettings())
@@ -373,10 +373,10 @@ func TestClusterAnAPIServerKilledAndRestartedKeepsTheLease(t *testing.T) {
 	}
 }
 
-// TestClusterAnEtcdKilledAndRestartedConverges kills etcd with SIGKILL and
+// TestClusterFaultAnEtcdKilledAndRestartedConverges kills etcd with SIGKILL and
 // starts it again while changes are under way: they converge, and the
 // replica keeps its Lease.
-func TestClusterAnEtcdKilledAndRestartedConverges(t *testing.T) {
+func TestClusterFaultAnEtcdKilledAndRestartedConverges(t *testing.T) {
 	w := newWorkload(t)
 	w.create(faultObjects)
 	s := longLease(testSettings())
@@ -396,14 +396,14 @@ func TestClusterAnEtcdKilledAndRestartedConverges(t *testing.T) {
 	}
 }
 
-// TestClusterAnAPIServerHungPastRenewDeadlineHandsOver pauses
+// TestClusterFaultAnAPIServerHungPastRenewDeadlineHandsOver pauses
 // kube-apiserver (SIGSTOP) for longer than RenewDeadline, and shorter than
 // LeaseDuration less RetryPeriod, then resumes it; and, in the other case,
 // refuses the leader's connections for as long. The leader stops at its
 // renew deadline, Serve returns ErrLostLeadership, the standby takes over,
 // every change converges, and no write of the old leader's comes after the
 // new one's first or after the old Lease could expire.
-func TestClusterAnAPIServerHungPastRenewDeadlineHandsOver(t *testing.T) {
+func TestClusterFaultAnAPIServerHungPastRenewDeadlineHandsOver(t *testing.T) {
 	s := testSettings() // 15s, 10s, 2s
 	le := s.LeaderElection
 	outage := le.RenewDeadline + 2*time.Second
@@ -477,13 +477,13 @@ func expired(t *testing.T, kube kubernetes.Interface, ns, rv string) bool {
 	return false
 }
 
-// TestClusterAWatchExpiredRelistsAndSeesTheDeletionsInTheGap deletes
+// TestClusterFaultAWatchExpiredRelistsAndSeesTheDeletionsInTheGap deletes
 // Deployments while the leader's connections are refused, compacts etcd, and
 // restarts kube-apiserver, so its watch cache starts after the gap: the
 // leader's watches, resumed from their last resourceVersion, get 410 Gone,
 // its informers list again, and the deletions they missed are seen, so
 // every Deployment is applied again.
-func TestClusterAWatchExpiredRelistsAndSeesTheDeletionsInTheGap(t *testing.T) {
+func TestClusterFaultAWatchExpiredRelistsAndSeesTheDeletionsInTheGap(t *testing.T) {
 	w := newWorkload(t)
 	const n = 50
 	w.create(n)
@@ -523,11 +523,11 @@ func TestClusterAWatchExpiredRelistsAndSeesTheDeletionsInTheGap(t *testing.T) {
 	}
 }
 
-// TestClusterAPoisonObjectDelaysNoOther: one object whose Reconcile always
+// TestClusterFaultAPoisonObjectDelaysNoOther: one object whose Reconcile always
 // errors backs off, doubling to RetryMaxDelay, and one that always panics
 // is reconciled once per change; neither delays the others, whose settle
 // time is measured with and without them.
-func TestClusterAPoisonObjectDelaysNoOther(t *testing.T) {
+func TestClusterFaultAPoisonObjectDelaysNoOther(t *testing.T) {
 	s := testSettings()
 	s.RetryBaseDelay, s.RetryMaxDelay = 100*time.Millisecond, 4*time.Second
 	var errored, panicked counter
