@@ -9,8 +9,14 @@ TEST_TIMEOUT ?= 60m
 
 .PHONY: test lint controlplane cluster bench fuzz
 
-test:
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./... ./kube/...
+# The control plane is built first, as its own step, so its progress reaches
+# the terminal. Then every test but the fault suite, the modules' packages in
+# parallel; then the fault suite (kube's TestClusterFault...) alone, so no
+# other package's control plane competes with its timings: it kills, pauses
+# and cuts off the API server and etcd, against Lease deadlines of seconds.
+test: controlplane
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestClusterFault' ./... ./kube/...
+	cd kube && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run '^TestClusterFault' .
 
 $(BIN)/golangci-lint: tools/lint/go.mod tools/lint/go.sum
 	cd tools/lint && GOWORK=off $(GO) build -o $(BIN)/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
