@@ -1,0 +1,698 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/cluster"
+)
+
+// The fault suite's scenarios about what the API server serves and lets the
+// controller do: an object deleted while no replica runs, the CRD deleted
+// under a running controller, an object stored through a looser CRD than
+// the Go types, and each rule of the documented RBAC taken away. Each is
+// checked against what the API server holds and its audit log; a log
+// record is read only where nothing else can show what the controller saw.
+
+// apiFinalizer is the finalizer of the suite's controllers (w.replica's).
+const apiFinalizer = "cache.example.com/finalizer"
+
+// apiCRDName is the name of clusterCaches' CRD, shared by the package's
+// tests.
+const apiCRDName = "memcacheds.controller.test.example.com"
+
+// TestClusterFaultAnObjectDeletedWhileNoReplicaRunsIsFinalizedOnceOneStarts: a
+// Memcached deleted while no replica runs stays, held by the finalizer;
+// the next replica to start finalizes it from its first list, and the
+// garbage collector then deletes its Deployment.
+func TestClusterFaultAnObjectDeletedWhileNoReplicaRunsIsFinalizedOnceOneStarts(t *testing.T) {
+	w := newWorkload(t)
+	gvr := clusterCaches.GVR()
+	apiReleaseAtCleanup(t, w.admin, gvr, w.ns)
+	const n = 5
+	w.create(n)
+	s := testSettings()
+	a := w.replica("replica-a", s)
+	w.converged(time.Minute)
+	for i := range n {
+		m := apiGet(t, w.admin, gvr, w.ns, fmt.Sprintf("m-%d", i))
+		if !slices.Contains(m.GetFinalizers(), apiFinalizer) {
+			t.Fatalf("%s's finalizers = %v, want %s", m.GetName(), m.GetFinalizers(), apiFinalizer)
+		}
+	}
+	if err := a.stop(); err != nil {
+		t.Fatalf("replica-a's Serve = %v, want nil", err)
+	}
+	stopped := time.Now()
+
+	if err := w.admin.Resource(gvr).Namespace(w.ns).Delete(t.Context(), "m-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // no replica runs: nothing may remove the finalizer
+	m0 := apiGet(t, w.admin, gvr, w.ns, "m-0")
+	if m0.GetDeletionTimestamp() == nil || !slices.Contains(m0.GetFinalizers(), apiFinalizer) {
+		t.Fatalf("m-0 after its deletion, with no replica running: deletionTimestamp %v, finalizers %v; want it deleting, held by %s",
+			m0.GetDeletionTimestamp(), m0.GetFinalizers(), apiFinalizer)
+	}
+
+	started := time.Now()
+	b := w.replica("replica-b", s)
+	const bound = time.Minute
+	eventually(t, bound, "m-0 finalized, and gone", func(ctx context.Context) (bool, error) {
+		_, err := w.admin.Resource(gvr).Namespace(w.ns).Get(ctx, "m-0", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	finalized := time.Since(started)
+	// kube-controller-manager's garbage collector watches a new CRD's
+	// resource only from its next discovery (every 30s): the first test
+	// to install the CRD waits for that too.
+	eventually(t, bound, "m-0's Deployment garbage-collected", func(ctx context.Context) (bool, error) {
+		_, err := w.kube.AppsV1().Deployments(w.ns).Get(ctx, "m-0", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	collected := time.Since(started)
+	w.converged(30 * time.Second) // the others are untouched
+
+	// The audit log: replica-b removed the finalizer; replica-a wrote
+	// nothing once its Serve had returned.
+	time.Sleep(time.Second) // for the last writes to reach the log
+	events := w.c.Audit(t)
+	removed := slices.ContainsFunc(w.writes(events, b.user), func(e cluster.AuditEvent) bool {
+		return e.Verb == "patch" && e.Resource == "memcacheds" && e.Subresource == "" && e.Name == "m-0" && e.RequestReceived.After(started)
+	})
+	if !removed {
+		t.Errorf("no patch of m-0 by %s after it started: the finalizer wasn't removed by the new replica", b.user)
+	}
+	for _, e := range w.writes(events, a.user) {
+		if e.StageTime.After(stopped) {
+			t.Errorf("%s wrote %s %s/%s at %s, after its Serve returned", a.user, e.Verb, e.Resource, e.Name, e.StageTime.Format(time.StampMicro))
+		}
+	}
+	t.Logf("m-0 finalized %s after replica-b started, its Deployment collected after %s", finalized.Round(time.Millisecond), collected.Round(time.Millisecond))
+	if err := b.stop(); err != nil {
+		t.Errorf("replica-b's Serve = %v, want nil", err)
+	}
+}
+
+// TestClusterFaultACRDDeletedWhileTheControllerRunsEndsServe: the CRD deleted
+// under a running replica: its objects, deleted with it, are finalized by
+// the replica, the CRD goes, and Serve ends within unservedGrace (plus a
+// margin) with an error naming the resource; Synced is unhealthy. The CRD
+// installed again, a new replica converges new objects.
+func TestClusterFaultACRDDeletedWhileTheControllerRunsEndsServe(t *testing.T) {
+	w := newWorkload(t)
+	gvr := clusterCaches.GVR()
+	// The CRD is the package's tests': it must be there, established,
+	// whatever this test did. Registered after the namespace's cleanup, so
+	// it runs before it.
+	t.Cleanup(func() { apiRestoreSharedCRD(t, w.c) })
+	apiReleaseAtCleanup(t, w.admin, gvr, w.ns)
+	ext := apiextensions.NewForConfigOrDie(w.c.AdminConfig())
+
+	const n = 3
+	w.create(n)
+	a := startAPIReplica(t, w.c, w.ns, "replica-a", clusterCaches, controllerRBAC(gvr.Group, gvr.Resource, w.ns))
+	w.converged(time.Minute)
+	if !a.running() {
+		t.Fatalf("replica-a's Serve = %v before the CRD's deletion, want it running", a.err)
+	}
+	if err := a.ctrl.Synced().Healthy(t.Context()); err != nil {
+		t.Fatalf("replica-a's Synced before the CRD's deletion = %v, want healthy", err)
+	}
+
+	// The CRD's deletion deletes every Memcached in the cluster and waits
+	// for them to be gone: those that other tests left in their
+	// namespaces, with a finalizer no running controller will remove,
+	// would hold it forever. No other test runs meanwhile.
+	apiReleaseOthers(t, w.admin, gvr, w.ns)
+	deleted := time.Now()
+	if err := ext.ApiextensionsV1().CustomResourceDefinitions().Delete(t.Context(), apiCRDName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the CRD gone", func(ctx context.Context) (bool, error) {
+		_, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, apiCRDName, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	gone := time.Now()
+
+	bound := unservedGrace + 30*time.Second
+	ok, err := a.served(bound - time.Since(gone))
+	if !ok {
+		t.Fatalf("replica-a's Serve still running %s after its CRD was gone; Synced = %v", bound, a.ctrl.Synced().Healthy(t.Context()))
+	}
+	t.Logf("the CRD gone %s after its deletion; Serve returned %s after that: %v",
+		gone.Sub(deleted).Round(time.Millisecond), time.Since(gone).Round(time.Millisecond), err)
+	const want = "kube: listing controller.test.example.com/v1alpha1, Resource=memcacheds"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("replica-a's Serve = %v, want an error starting %q", err, want)
+	}
+	if err := a.ctrl.Synced().Healthy(t.Context()); err == nil {
+		t.Error("replica-a's Synced is healthy after Serve returned")
+	}
+	// The audit log: replica-a finalized its objects, once they were being
+	// deleted with the CRD, before the CRD could go.
+	events := w.writes(w.c.Audit(t), a.user)
+	for i := range n {
+		name := fmt.Sprintf("m-%d", i)
+		if !slices.ContainsFunc(events, func(e cluster.AuditEvent) bool {
+			return e.Verb == "patch" && e.Resource == "memcacheds" && e.Subresource == "" && e.Name == name &&
+				e.RequestReceived.After(deleted) && !e.StageTime.After(gone)
+		}) {
+			t.Errorf("no patch of %s by %s between the CRD's deletion and its end: its finalizer wasn't removed by the running replica", name, a.user)
+		}
+	}
+
+	// Installed again, a new replica serves it.
+	installCRD(t, w.c, clusterCaches)
+	for i := range n {
+		createCache(t, w.admin, gvr, w.ns, fmt.Sprintf("after-%d", i), 2)
+	}
+	reinstalled := time.Now()
+	b := w.replica("replica-b", testSettings())
+	w.converged(time.Minute)
+	t.Logf("a new replica converged the new objects %s after the CRD was installed again", time.Since(reinstalled).Round(time.Millisecond))
+	if err := b.stop(); err != nil {
+		t.Errorf("replica-b's Serve = %v, want nil", err)
+	}
+}
+
+// looserCaches is clusterCaches in a group of its own, whose CRD
+// apiInstallLooserCRD installs with a looser schema than the Go types'.
+var looserCaches = Resource[cacheSpec, cacheStatus]{
+	Group:   "looser.test.example.com",
+	Version: clusterCaches.Version,
+	Kind:    clusterCaches.Kind,
+	Plural:  clusterCaches.Plural,
+	Scope:   clusterCaches.Scope,
+}
+
+// TestClusterFaultAnObjectStoredThroughALooserCRDIsAnErrorNamingTheField: a CRD
+// whose spec.size is an integer or a string stores a Memcached of size
+// "big", which the controller's Go types (Size int32) can't decode. That
+// object gets no finalizer and no status (the controller's user never
+// writes it), the error names it and the field, and every other object
+// converges.
+func TestClusterFaultAnObjectStoredThroughALooserCRDIsAnErrorNamingTheField(t *testing.T) {
+	c := cluster.Get(t)
+	apiInstallLooserCRD(t, c)
+	ns := c.Namespace(t)
+	gvr := looserCaches.GVR()
+	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
+	adminKube := kubernetes.NewForConfigOrDie(c.AdminConfig())
+	apiReleaseAtCleanup(t, admin, gvr, ns)
+
+	for i := range faultObjects {
+		createCache(t, admin, gvr, ns, fmt.Sprintf("m-%d", i), 1)
+	}
+	bad := object(gvr.GroupVersion().String(), looserCaches.Kind, ns, "bad", map[string]any{"size": "big"})
+	unstructured.RemoveNestedField(bad.Object, "metadata", "uid")
+	if _, err := admin.Resource(gvr).Namespace(ns).Create(t.Context(), bad, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating a Memcached of size \"big\" through the looser CRD: %v", err)
+	}
+
+	r := startAPIReplica(t, c, ns, "replica-a", looserCaches, controllerRBAC(gvr.Group, gvr.Resource, ns))
+	started := time.Now()
+	var last error
+	eventually(t, 2*time.Minute, "every other object converged", func(ctx context.Context) (bool, error) {
+		last = apiUnconverged(ctx, admin, adminKube, gvr, ns, "bad")
+		return last == nil, nil
+	})
+	t.Logf("%d objects converged in %s", faultObjects, time.Since(started).Round(time.Millisecond))
+	// The object that can't be decoded is retried with backoff meanwhile:
+	// give its retries time to show, should one write.
+	time.Sleep(3 * time.Second)
+
+	got := apiGet(t, admin, gvr, ns, "bad")
+	if f := got.GetFinalizers(); len(f) != 0 {
+		t.Errorf("bad's finalizers = %v, want none: the finalizer comes after the decode", f)
+	}
+	if st, ok := got.Object["status"]; ok {
+		t.Errorf("bad's status = %v, want none", st)
+	}
+	if _, err := adminKube.AppsV1().Deployments(ns).Get(t.Context(), "bad", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("bad's Deployment: Get = %v, want NotFound: its Reconciler mustn't have run", err)
+	}
+	for _, e := range c.Audit(t) {
+		if e.User == r.user && e.Namespace == ns && e.Resource == "memcacheds" && e.Name == "bad" {
+			t.Errorf("%s wrote bad: %s %s (subresource %q), code %d", r.user, e.Verb, e.RequestURI, e.Subresource, e.Code)
+		}
+	}
+	// What the controller saw is an error only its records can show: the
+	// test's name promises it names the object and the field.
+	const want = "kube: decoding Memcached " // ns/bad: field spec.size: ...
+	var named bool
+	for _, rec := range apiFailedReconciles(r.tel, "bad") {
+		if strings.HasPrefix(rec, want+ns+"/bad") && strings.Contains(rec, "spec.size") {
+			named = true
+			break
+		}
+	}
+	if !named {
+		t.Errorf("no reconcile failed record for bad naming it and spec.size; bad's records: %q", apiFailedReconciles(r.tel, "bad"))
+	}
+	if !r.running() {
+		t.Errorf("Serve = %v, want it still running: no error ends the Service", r.err)
+	}
+	if err := r.ctrl.Synced().Healthy(t.Context()); err != nil {
+		t.Errorf("Synced = %v, want healthy", err)
+	}
+	if err := r.stop(); err != nil {
+		t.Errorf("Serve = %v, want nil", err)
+	}
+}
+
+// TestClusterFaultEachRuleOfTheRBACRemovedSaysWhichRequestWasForbidden takes
+// each verb of controllerRBAC's rules for the controller away in turn. The
+// controller never sits Ready doing nothing: either Serve ends with an
+// error naming the forbidden request, as the API server's 403 does
+// (cannot <verb> resource "<resource>"), and Synced is unhealthy; or, for
+// a write it makes per object, every reconcile fails with that 403, which
+// the API server's audit log shows refused, and the controller's records
+// show it saw.
+func TestClusterFaultEachRuleOfTheRBACRemovedSaysWhichRequestWasForbidden(t *testing.T) {
+	gvr := clusterCaches.GVR()
+	const bound = time.Minute
+	cases := []struct {
+		resource, verb string
+		// serveEnds: Serve returns an error naming the request. Otherwise
+		// each reconcile fails with the 403, and Serve runs on.
+		serveEnds bool
+	}{
+		{gvr.Resource, "list", true},
+		{gvr.Resource, "watch", true},
+		{gvr.Resource, "patch", false},
+		{gvr.Resource + "/status", "patch", false},
+		{"leases", "get", true},
+		{"leases", "create", true},
+		{"leases", "update", true},
+		{"deployments", "list", true},
+		{"deployments", "watch", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.verb+" "+strings.ReplaceAll(tc.resource, "/", " "), func(t *testing.T) {
+			t.Parallel()
+			w := newWorkload(t)
+			apiReleaseAtCleanup(t, w.admin, gvr, w.ns)
+			const n = 3
+			w.create(n)
+			grants := apiGrantsWithout(t, controllerRBAC(gvr.Group, gvr.Resource, w.ns), tc.resource, tc.verb)
+			r := startAPIReplica(t, w.c, w.ns, "replica-a", clusterCaches, grants)
+			started := time.Now()
+			// The API server's 403 names the request so.
+			want := fmt.Sprintf("cannot %s resource %q", tc.verb, tc.resource)
+
+			if tc.serveEnds {
+				ok, err := r.served(bound)
+				if !ok {
+					t.Fatalf("Serve still running %s after it started, Synced = %v: want it ended, naming the forbidden request: %s",
+						bound, r.ctrl.Synced().Healthy(t.Context()), want)
+				}
+				t.Logf("Serve returned %s after it started: %v", time.Since(started).Round(time.Millisecond), err)
+				if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "forbidden") {
+					t.Errorf("Serve = %v, want an error naming the forbidden request: %s", err, want)
+				}
+				if err := r.ctrl.Synced().Healthy(t.Context()); err == nil {
+					t.Error("Synced is healthy after Serve returned")
+				}
+				return
+			}
+
+			// A write per object: the reconcile fails with the 403, retried
+			// with backoff; the controller serves on, and says so. Only its
+			// records show what it saw: the one case where a log record is
+			// the observable.
+			eventually(t, bound, "every object's reconcile failed with the 403", func(context.Context) (bool, error) {
+				for i := range n {
+					if !slices.ContainsFunc(apiFailedReconciles(r.tel, fmt.Sprintf("m-%d", i)), func(e string) bool {
+						return strings.Contains(e, "forbidden") && strings.Contains(e, want)
+					}) {
+						return false, nil
+					}
+				}
+				return true, nil
+			})
+			t.Logf("every reconcile failed with the 403 within %s", time.Since(started).Round(time.Millisecond))
+			if !r.running() {
+				t.Errorf("Serve = %v, want it still running: no error of a reconcile ends the Service", r.err)
+			}
+
+			// The API server: the refused write left nothing, and the
+			// audit log has it refused, never allowed.
+			status := tc.resource != gvr.Resource
+			for i := range n {
+				m := apiGet(t, w.admin, gvr, w.ns, fmt.Sprintf("m-%d", i))
+				if has := slices.Contains(m.GetFinalizers(), apiFinalizer); has != status {
+					t.Errorf("%s's finalizers = %v, want the finalizer: %t", m.GetName(), m.GetFinalizers(), status)
+				}
+				if st, ok := m.Object["status"]; ok {
+					t.Errorf("%s's status = %v, want none", m.GetName(), st)
+				}
+			}
+			if !status {
+				deps, err := w.kube.AppsV1().Deployments(w.ns).List(t.Context(), metav1.ListOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(deps.Items) != 0 {
+					t.Errorf("%d Deployments, want none: the Reconciler runs only once the finalizer is added", len(deps.Items))
+				}
+			}
+			_, sub, _ := strings.Cut(tc.resource, "/")
+			var refused int
+			for _, e := range w.c.Audit(t) {
+				if e.User != r.user || e.Namespace != w.ns || e.Resource != gvr.Resource || e.Subresource != sub || e.Verb != tc.verb {
+					continue
+				}
+				if e.Code != 403 {
+					t.Errorf("%s %s %s (subresource %q): code %d, want 403", r.user, e.Verb, e.Name, e.Subresource, e.Code)
+				}
+				refused++
+			}
+			if refused == 0 {
+				t.Errorf("the audit log has no %s of %s by %s, refused", tc.verb, tc.resource, r.user)
+			}
+			if err := r.ctrl.Synced().Healthy(t.Context()); err != nil {
+				t.Errorf("Synced = %v, want healthy: the controller serves, and each reconcile says what it can't do", err)
+			}
+		})
+	}
+}
+
+// apiReplica is a replica of the suite's controller (w.replica's: the
+// deployer, Owns(deployments), the finalizer), of a resource, with grants
+// and a telemetry the test reads. Unlike serveInBackground's channel, what
+// Serve returned can be read any number of times, and stop returns it at
+// once when Serve already has.
+type apiReplica struct {
+	ctrl   *Controller
+	tel    *humustest.Telemetry
+	user   string        // as the audit log names it
+	cancel func()        // cancels Serve's context
+	done   chan struct{} // closed once Serve returned
+	err    error         // what Serve returned, once done is closed
+}
+
+func startAPIReplica(t *testing.T, c *cluster.Cluster, ns, name string, r Resource[cacheSpec, cacheStatus], grants []cluster.Grant) *apiReplica {
+	t.Helper()
+	token := c.ServiceAccount(t, ns, name, grants...)
+	tel := humustest.NewTelemetry()
+	setup, client := clientAs(t, c, tel, token)
+	s := testSettings()
+	s.Namespace, s.LeaderElection.Namespace, s.LeaderElection.Identity = ns, ns, name
+	s.Workers = 4
+	rec := &deployer{kube: kubernetes.NewForConfigOrDie(client.Config())}
+	ctrl, err := NewController(setup, client, s, r, rec,
+		Owns(deployments),
+		Finalize(apiFinalizer, func(context.Context, Object[cacheSpec, cacheStatus]) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rep := &apiReplica{ctrl: ctrl, tel: tel, user: "system:serviceaccount:" + ns + ":" + name, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(rep.done)
+		rep.err = ctrl.Serve(ctx)
+	}()
+	t.Cleanup(func() { _ = rep.stop() })
+	return rep
+}
+
+// served waits up to d for Serve to return, and returns true and what it
+// returned, or false when it still runs.
+func (r *apiReplica) served(d time.Duration) (bool, error) {
+	select {
+	case <-r.done:
+		return true, r.err
+	case <-time.After(d):
+		return false, nil
+	}
+}
+
+// running reports whether Serve still runs.
+func (r *apiReplica) running() bool {
+	select {
+	case <-r.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop cancels Serve's context and returns what Serve returned.
+func (r *apiReplica) stop() error {
+	r.cancel()
+	if ok, err := r.served(30 * time.Second); ok {
+		return err
+	}
+	return errors.New("Serve didn't return within 30s of its context being cancelled")
+}
+
+// apiGrantsWithout is grants with verb taken out of the rule naming
+// resource; a rule left without a verb is dropped.
+func apiGrantsWithout(t *testing.T, grants []cluster.Grant, resource, verb string) []cluster.Grant {
+	t.Helper()
+	out := make([]cluster.Grant, 0, len(grants))
+	removed := false
+	for _, g := range grants {
+		ng := cluster.Grant{Namespace: g.Namespace}
+		for _, r := range g.Rules {
+			r = *r.DeepCopy()
+			if slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+				r.Verbs = slices.DeleteFunc(r.Verbs, func(v string) bool { return v == verb })
+				removed = true
+			}
+			if len(r.Verbs) > 0 {
+				ng.Rules = append(ng.Rules, r)
+			}
+		}
+		out = append(out, ng)
+	}
+	if !removed {
+		t.Fatalf("no rule grants %s on %s", verb, resource)
+	}
+	return out
+}
+
+// apiFailedReconciles is the errors of tel's "reconcile failed" records
+// for the object named name.
+func apiFailedReconciles(tel *humustest.Telemetry, name string) []string {
+	var out []string
+	for _, r := range tel.Records() {
+		if r.Body().AsString() != "reconcile failed" {
+			continue
+		}
+		var object, msg string
+		r.WalkAttributes(func(kv attribute.KeyValue) bool {
+			switch string(kv.Key) {
+			case attrObjectName:
+				object = kv.Value.AsString()
+			case "error":
+				msg = kv.Value.AsString()
+			}
+			return true
+		})
+		if object == name {
+			out = append(out, msg)
+		}
+	}
+	return out
+}
+
+// apiGet gets an object, failing t if it can't.
+func apiGet(t *testing.T, d dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	u, err := d.Resource(gvr).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// apiUnconverged is w.unconverged for any group's Memcacheds, leaving out
+// the one named except.
+func apiUnconverged(ctx context.Context, admin dynamic.Interface, kube kubernetes.Interface, gvr schema.GroupVersionResource, ns, except string) error {
+	list, err := admin.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	deps, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	replicas := map[types.UID]int32{}
+	for _, d := range deps.Items {
+		if ref := metav1.GetControllerOf(&d); ref != nil && d.Spec.Replicas != nil {
+			replicas[ref.UID] = *d.Spec.Replicas
+		}
+	}
+	var errs []error
+	for _, m := range list.Items {
+		if m.GetName() == except {
+			continue
+		}
+		size, _, _ := unstructured.NestedInt64(m.Object, "spec", "size")
+		ready, _, _ := unstructured.NestedInt64(m.Object, "status", "readyReplicas")
+		got, ok := replicas[m.GetUID()]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s: no Deployment it controls", m.GetName()))
+		case int64(got) != size:
+			errs = append(errs, fmt.Errorf("%s: its Deployment has %d replicas, want %d", m.GetName(), got, size))
+		case ready != size:
+			errs = append(errs, fmt.Errorf("%s: status.readyReplicas = %d, want %d", m.GetName(), ready, size))
+		}
+		if len(errs) >= 3 {
+			errs = append(errs, errors.New("..."))
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// apiRelease removes every finalizer from the Memcacheds of gvr in the
+// namespaces keep accepts, so their deletion, or their CRD's, doesn't wait
+// on a controller that no longer runs.
+func apiRelease(ctx context.Context, d dynamic.Interface, gvr schema.GroupVersionResource, keep func(ns string) bool) error {
+	list, err := d.Resource(gvr).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // the CRD is gone
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range list.Items {
+		if len(m.GetFinalizers()) == 0 || !keep(m.GetNamespace()) {
+			continue
+		}
+		_, err := d.Resource(gvr).Namespace(m.GetNamespace()).Patch(ctx, m.GetName(), types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// apiReleaseAtCleanup releases the objects of ns at t's cleanup, once its
+// replicas stopped: registered after the namespace's cleanup and before
+// the replicas', it runs between the two.
+func apiReleaseAtCleanup(t *testing.T, d dynamic.Interface, gvr schema.GroupVersionResource, ns string) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := apiRelease(ctx, d, gvr, func(other string) bool { return other == ns }); err != nil {
+			t.Errorf("releasing the test's objects at cleanup: %v", err)
+		}
+	})
+}
+
+// apiReleaseOthers releases the Memcacheds other tests left in namespaces
+// other than ns.
+func apiReleaseOthers(t *testing.T, d dynamic.Interface, gvr schema.GroupVersionResource, ns string) {
+	t.Helper()
+	if err := apiRelease(t.Context(), d, gvr, func(other string) bool { return other != ns }); err != nil {
+		t.Fatalf("releasing other tests' Memcacheds: %v", err)
+	}
+}
+
+// apiRestoreSharedCRD leaves clusterCaches' CRD installed and established,
+// as the package's other tests need it: once a deletion under way has
+// ended, it is created again. It runs at cleanup, so not on t's context.
+func apiRestoreSharedCRD(t *testing.T, c *cluster.Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ext := apiextensions.NewForConfigOrDie(c.AdminConfig())
+	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
+	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
+	want, err := clusterCaches.CRD()
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		got, err := crds.Get(ctx, apiCRDName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			if _, err := crds.Create(ctx, want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return false, err
+			}
+			return false, nil
+		case err != nil:
+			return false, err
+		case got.DeletionTimestamp != nil:
+			// Its objects' finalizers would hold its deletion forever
+			// once no controller runs.
+			return false, apiRelease(ctx, admin, clusterCaches.GVR(), func(string) bool { return true })
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("restoring the CRD %s for the package's other tests: %v", apiCRDName, err)
+	}
+}
+
+// apiInstallLooserCRD installs looserCaches' CRD with spec.size an
+// integer or a string, and deletes it at t's cleanup.
+func apiInstallLooserCRD(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	crd, err := looserCaches.CRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	spec := root.Properties["spec"]
+	if _, ok := spec.Properties["size"]; !ok {
+		t.Fatalf("the CRD's spec has no size: %v", spec.Properties)
+	}
+	spec.Properties["size"] = apiextensionsv1.JSONSchemaProps{XIntOrString: true}
+	root.Properties["spec"] = spec
+	ext := apiextensions.NewForConfigOrDie(c.AdminConfig())
+	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
+	if _, err := crds.Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := crds.Delete(ctx, crd.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting the CRD %s at cleanup: %v", crd.Name, err)
+		}
+	})
+	eventually(t, 30*time.Second, "the looser CRD established", func(ctx context.Context) (bool, error) {
+		got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
