@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -149,19 +148,22 @@ func serveInBackground(t *testing.T, ctrl *Controller) (stop func() error, errc 
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan error, 1)
-	go func() { ch <- ctrl.Serve(ctx) }()
-	var once sync.Once
-	var err error
+	done := make(chan struct{})
+	var served error
+	go func() {
+		served = ctrl.Serve(ctx)
+		ch <- served
+		close(done)
+	}()
+	// stop returns what Serve did, whether or not the test read errc.
 	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-ch:
-			case <-time.After(30 * time.Second):
-				err = errors.New("Serve didn't return within 30s of its context being cancelled")
-			}
-		})
-		return err
+		cancel()
+		select {
+		case <-done:
+			return served
+		case <-time.After(30 * time.Second):
+			return errors.New("Serve didn't return within 30s of its context being cancelled")
+		}
 	}
 	t.Cleanup(func() { _ = stop() })
 	return stop, ch

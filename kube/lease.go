@@ -234,6 +234,11 @@ func (c *Controller) lead(ctx, stopping context.Context, q queue, store cache.In
 	case <-deadline.C:
 		c.tel.log.ErrorContext(ctx, "a reconcile ignored its cancelled context: Serve returns without it", "lease", lock.Describe())
 	}
+	if denied := lock.deniedErr(); denied != nil {
+		// The renewal was forbidden: say which request, as Serve does for a
+		// Lease it may not take.
+		return fmt.Errorf("%w: %w", ErrLostLeadership, denied)
+	}
 	return ErrLostLeadership
 }
 

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -80,6 +81,26 @@ func (c *Controller) list(ctx context.Context, i int) error {
 	if err != nil {
 		return fmt.Errorf("kube: listing %s: %w", gvr, err)
 	}
+	return nil
+}
+
+// watch opens a watch of the i-th resource, as its informer does, and
+// stops it at once: whether the API server lets this replica watch it.
+func (c *Controller) watch(ctx context.Context, i int) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	gvr, opts := c.resource(i), metav1.ListOptions{TimeoutSeconds: new(int64(1))}
+	var w watch.Interface
+	var err error
+	if i == 0 {
+		w, err = c.clients.dynamic.Resource(gvr).Namespace(c.settings.Namespace).Watch(ctx, opts)
+	} else {
+		w, err = c.clients.metadata.Resource(gvr).Namespace(c.settings.Namespace).Watch(ctx, opts)
+	}
+	if err != nil {
+		return fmt.Errorf("kube: watching %s: %w", gvr, err)
+	}
+	w.Stop()
 	return nil
 }
 
@@ -165,13 +186,17 @@ func (w *servedWatch) recheck(i int) {
 	})
 }
 
-// stillUnserved lists the i-th resource every second, and returns the API
-// server's answer once it has answered NotFound or Forbidden for
-// unservedGrace; nil once it answers otherwise, or when ctx is done.
+// stillUnserved lists and watches the i-th resource every second, and
+// returns the API server's answer once it has answered NotFound or
+// Forbidden for unservedGrace; nil once it answers otherwise, or when ctx
+// is done.
 func (c *Controller) stillUnserved(ctx context.Context, i int) error {
 	deadline := time.Now().Add(unservedGrace)
 	for {
 		err := c.list(ctx, i)
+		if err == nil {
+			err = c.watch(ctx, i)
+		}
 		if err == nil || !unserved(err) || ctx.Err() != nil {
 			return nil
 		}
