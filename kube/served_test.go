@@ -410,3 +410,26 @@ func TestServeEndsWhenTheLeaseIsForbidden(t *testing.T) {
 		}
 	})
 }
+
+func TestServeEndsWhenTheResourceMayBeListedButNotWatched(t *testing.T) {
+	resetErrorBackoff(t)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		f.dyn.PrependWatchReactor("memcacheds", func(k8stesting.Action) (bool, watch.Interface, error) {
+			return true, nil, apierrors.NewForbidden(cachesGVR.GroupResource(), "", errors.New("watch not allowed"))
+		})
+		var calls counter
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+		errc, cancel := servedAsync(t, ctrl)
+		defer cancel()
+		returned, err := awaitServe(errc, unservedGrace+5*time.Second)
+		if !returned {
+			cancel()
+			t.Fatalf("Serve didn't return within unservedGrace+5s of every watch being forbidden; Serve, cancelled = %v", <-errc)
+		}
+		const want = "kube: watching cache.example.com/v1alpha1, Resource=memcacheds: "
+		if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("Serve = %v, want %q followed by the Forbidden", err, want)
+		}
+	})
+}
