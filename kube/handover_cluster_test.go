@@ -1,0 +1,693 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/kube/internal/cluster"
+)
+
+// The handover tests run each replica of the Memcached controller as a
+// real process: this test binary run again, in procHelperTest, on
+// humus.Run with humus.OSHost, so SIGTERM reaches it as it reaches a pod's,
+// and SIGKILL kills it as the kubelet does, with no release. Each replica
+// is a ServiceAccount of its own, so the audit log tells their writes
+// apart, and a new identity, as a restarted pod has.
+
+// procHelperTest is the test that is the child process.
+const procHelperTest = "TestReplicaProcessHelper"
+
+// What the child is given, in its environment.
+const (
+	procEnv          = "HUMUS_KUBE_REPLICA_PROCESS" // "1" in the child
+	procServerEnv    = "HUMUS_KUBE_REPLICA_SERVER"
+	procCAEnv        = "HUMUS_KUBE_REPLICA_CA_FILE" // the CA's PEM
+	procTokenEnv     = "HUMUS_KUBE_REPLICA_TOKEN"
+	procNamespaceEnv = "HUMUS_KUBE_REPLICA_NAMESPACE"
+	procIdentityEnv  = "HUMUS_KUBE_REPLICA_IDENTITY"
+	procLeaseEnv     = "HUMUS_KUBE_REPLICA_LEASE" // LeaseDuration,RenewDeadline,RetryPeriod
+	procDelayEnv     = "HUMUS_KUBE_REPLICA_DELAY" // a sleep before each reconcile
+)
+
+// What the child writes on its stdout.
+const (
+	procSynced     = "replica process: synced"
+	procGoroutines = "replica process: goroutines"
+	procReturned   = "replica process: Run returned"
+)
+
+// procWorkers is every replica process's Workers.
+const procWorkers = 4
+
+// TestReplicaProcessHelper is a replica process of the handover tests, and
+// does nothing in any other process. It exits with humus.Run's code: 0
+// when Serve and Shutdown returned nil, 1 otherwise, such as
+// ErrLostLeadership; or 2 when it can't start, or 3 when goroutines are
+// left once Run has returned.
+func TestReplicaProcessHelper(t *testing.T) {
+	if os.Getenv(procEnv) != "1" {
+		t.Skip("a replica process of the handover tests")
+	}
+	os.Exit(runReplicaProcess())
+}
+
+func runReplicaProcess() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	var signalled atomic.Pointer[time.Time]
+	context.AfterFunc(ctx, func() { signalled.Store(new(time.Now())) })
+	before := runtime.NumGoroutine()
+
+	caPEM, err := os.ReadFile(os.Getenv(procCAEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		fmt.Fprintln(os.Stderr, "replica process: no certificate in the CA file")
+		return 2
+	}
+	s := testSettings()
+	s.Namespace, s.LeaderElection.Namespace = os.Getenv(procNamespaceEnv), os.Getenv(procNamespaceEnv)
+	s.LeaderElection.Identity = os.Getenv(procIdentityEnv)
+	s.Workers = procWorkers
+	le := &s.LeaderElection
+	timings := strings.Split(os.Getenv(procLeaseEnv), ",")
+	if len(timings) != 3 {
+		fmt.Fprintln(os.Stderr, "replica process: want three Lease timings")
+		return 2
+	}
+	for i, d := range []*time.Duration{&le.LeaseDuration, &le.RenewDeadline, &le.RetryPeriod} {
+		if *d, err = time.ParseDuration(timings[i]); err != nil {
+			fmt.Fprintln(os.Stderr, "replica process: the Lease's timings:", err)
+			return 2
+		}
+	}
+	var delay time.Duration
+	if d := os.Getenv(procDelayEnv); d != "" {
+		if delay, err = time.ParseDuration(d); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
+	token := os.Getenv(procTokenEnv)
+
+	code := humus.Run(ctx, humus.OSHost(), func(ctx context.Context, setup *humus.Setup) ([]humus.Service, error) {
+		client, err := NewClient(setup, Connection{
+			Server: os.Getenv(procServerEnv),
+			TLS:    &tls.Config{RootCAs: roots},
+			Token:  func(context.Context) (string, error) { return token, nil },
+		})
+		if err != nil {
+			return nil, err
+		}
+		dep := &deployer{kube: kubernetes.NewForConfigOrDie(client.Config())}
+		var rec Reconciler[cacheSpec, cacheStatus] = dep
+		if delay > 0 {
+			// Slow, and minding its context: a reconcile the controller
+			// cancelled makes no write.
+			rec = ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+				select {
+				case <-time.After(delay):
+				case <-ctx.Done():
+					return Result[cacheStatus]{}, ctx.Err()
+				}
+				return dep.Reconcile(ctx, m)
+			})
+		}
+		ctrl, err := NewController(setup, client, s, clusterCaches, rec,
+			Owns(deployments),
+			Finalize("cache.example.com/finalizer", func(context.Context, Object[cacheSpec, cacheStatus]) error { return nil }))
+		if err != nil {
+			return nil, err
+		}
+		go func() {
+			for {
+				if ctrl.Synced().Healthy(ctx) == nil {
+					fmt.Println(procSynced)
+					return
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}()
+		return []humus.Service{ctrl}, nil
+	})
+
+	if at := signalled.Load(); at != nil {
+		fmt.Printf("%s %s after the signal\n", procReturned, time.Since(*at))
+	}
+
+	// Every goroutine Run's Services started has ended, within a few
+	// seconds for those on their way out.
+	after := runtime.NumGoroutine()
+	for deadline := time.Now().Add(5 * time.Second); after > before && time.Now().Before(deadline); after = runtime.NumGoroutine() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	fmt.Printf("%s: %d before, %d after\n", procGoroutines, before, after)
+	if after > before {
+		buf := make([]byte, 1<<20)
+		fmt.Printf("%s\n", buf[:runtime.Stack(buf, true)])
+		if code == 0 {
+			code = 3
+		}
+	}
+	return code
+}
+
+// procOutput is a child's stdout and stderr together.
+type procOutput struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *procOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *procOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// replicaProc is one replica process.
+type replicaProc struct {
+	name string // its identity, and its ServiceAccount's name
+	user string // as the audit log names it
+	cmd  *exec.Cmd
+	out  *procOutput
+	done chan struct{} // closed once it has exited
+	err  error         // cmd.Wait's, once done is closed
+}
+
+// procLauncher starts replica processes of one workload.
+type procLauncher struct {
+	w      *workload
+	caFile string
+	le     LeaderElection // its durations
+	delay  time.Duration
+}
+
+func newProcLauncher(w *workload, le LeaderElection, delay time.Duration) *procLauncher {
+	w.t.Helper()
+	caFile := filepath.Join(w.t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, w.c.CAPEM(), 0o600); err != nil {
+		w.t.Fatal(err)
+	}
+	return &procLauncher{w: w, caFile: caFile, le: le, delay: delay}
+}
+
+// start starts a replica process named name, with a ServiceAccount of its
+// own. It is killed at the test's cleanup if it still runs, and its output
+// logged when the test failed.
+func (l *procLauncher) start(name string) *replicaProc {
+	t := l.w.t
+	t.Helper()
+	gvr := clusterCaches.GVR()
+	token := l.w.c.ServiceAccount(t, l.w.ns, name, controllerRBAC(gvr.Group, gvr.Resource, l.w.ns)...)
+	cmd := exec.Command(os.Args[0], "-test.run=^"+procHelperTest+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(),
+		procEnv+"=1",
+		procServerEnv+"="+l.w.c.Server(),
+		procCAEnv+"="+l.caFile,
+		procTokenEnv+"="+token,
+		procNamespaceEnv+"="+l.w.ns,
+		procIdentityEnv+"="+name,
+		fmt.Sprintf("%s=%s,%s,%s", procLeaseEnv, l.le.LeaseDuration, l.le.RenewDeadline, l.le.RetryPeriod),
+		// The race detector sleeps 1s at exit by default, which would
+		// count in the time to exit after a signal.
+		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"),
+	)
+	if l.delay > 0 {
+		cmd.Env = append(cmd.Env, procDelayEnv+"="+l.delay.String())
+	}
+	out := &procOutput{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &replicaProc{
+		name: name, user: "system:serviceaccount:" + l.w.ns + ":" + name,
+		cmd: cmd, out: out, done: make(chan struct{}),
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("%s's output:\n%s", p.name, p.out.String())
+		}
+	})
+	return p
+}
+
+// signal sends sig to the process, and returns when it was sent.
+func (p *replicaProc) signal(t *testing.T, sig syscall.Signal) time.Time {
+	t.Helper()
+	at := time.Now()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("%s: %v", p.name, err)
+	}
+	return at
+}
+
+// exited waits up to within for the process to exit, and returns its exit
+// code, -1 when a signal killed it.
+func (p *replicaProc) exited(t *testing.T, within time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("%s hadn't exited after %s", p.name, within)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// synced waits until the process's caches have synced, so it campaigns.
+func (p *replicaProc) synced(t *testing.T, within time.Duration) {
+	t.Helper()
+	eventually(t, within, p.name+" synced", func(context.Context) (bool, error) {
+		select {
+		case <-p.done:
+			return false, fmt.Errorf("%s exited before it synced: %s", p.name, p.cmd.ProcessState)
+		default:
+		}
+		return strings.Contains(p.out.String(), procSynced), nil
+	})
+}
+
+// goroutines returns what the process said of its goroutines before Run
+// and after it returned.
+func (p *replicaProc) goroutines() (before, after int, ok bool) {
+	for line := range strings.Lines(p.out.String()) {
+		if rest, found := strings.CutPrefix(line, procGoroutines+": "); found {
+			_, err := fmt.Sscanf(rest, "%d before, %d after", &before, &after)
+			return before, after, err == nil
+		}
+	}
+	return 0, 0, false
+}
+
+// returned is how long after the signal the process's humus.Run returned,
+// as it said.
+func (p *replicaProc) returned() (time.Duration, bool) {
+	for line := range strings.Lines(p.out.String()) {
+		if rest, found := strings.CutPrefix(line, procReturned+" "); found {
+			d, err := time.ParseDuration(strings.TrimSuffix(strings.TrimSpace(rest), " after the signal"))
+			return d, err == nil
+		}
+	}
+	return 0, false
+}
+
+// procLeaseWrites is user's successful writes of the Lease in ns, in the
+// order received.
+func procLeaseWrites(events []cluster.AuditEvent, ns, user string) []cluster.AuditEvent {
+	var out []cluster.AuditEvent
+	for _, e := range events {
+		if e.Namespace == ns && e.Resource == "leases" && e.User == user && e.Code < 300 {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// procWrites is user's successful writes in ns, the Lease's included.
+func procWrites(events []cluster.AuditEvent, ns, user string) []cluster.AuditEvent {
+	var out []cluster.AuditEvent
+	for _, e := range events {
+		if e.Namespace == ns && e.User == user && e.Code < 300 {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// procTerms checks one writer at a time over the terms of holders, the
+// replicas that held the Lease, in the order they did, and others, which
+// never did: a replica writes nothing before its first write of the Lease
+// (its acquisition) was complete, and every write of its, the Lease's
+// included, was complete before the next holder's acquisition was
+// received. It returns how many writes broke the rule.
+func procTerms(t *testing.T, events []cluster.AuditEvent, ns string, holders, others []*replicaProc) int {
+	t.Helper()
+	broken := 0
+	acquired := make([]cluster.AuditEvent, len(holders))
+	for i, p := range holders {
+		lw := procLeaseWrites(events, ns, p.user)
+		if len(lw) == 0 {
+			t.Fatalf("%s held the Lease, and the audit log has no write of it by %s", p.name, p.user)
+		}
+		acquired[i] = lw[0]
+		if i > 0 && !acquired[i].RequestReceived.After(acquired[i-1].StageTime) {
+			t.Errorf("%s's acquisition of the Lease (received %s) isn't after %s's (complete %s)",
+				p.name, stamp(acquired[i].RequestReceived), holders[i-1].name, stamp(acquired[i-1].StageTime))
+		}
+	}
+	for i, p := range holders {
+		for _, e := range procWrites(events, ns, p.user) {
+			if e.AuditID != acquired[i].AuditID && e.RequestReceived.Before(acquired[i].StageTime) {
+				broken++
+				t.Errorf("%s wrote %s %s/%s (received %s) before its acquisition of the Lease was complete (%s)",
+					p.name, e.Verb, e.Resource, e.Name, stamp(e.RequestReceived), stamp(acquired[i].StageTime))
+			}
+			if i+1 < len(holders) && !e.StageTime.Before(acquired[i+1].RequestReceived) {
+				broken++
+				t.Errorf("%s wrote %s %s/%s (received %s, complete %s) after %s's acquisition of the Lease was received (%s)",
+					p.name, e.Verb, e.Resource, e.Name, stamp(e.RequestReceived), stamp(e.StageTime), holders[i+1].name, stamp(acquired[i+1].RequestReceived))
+			}
+		}
+	}
+	for _, p := range others {
+		for _, e := range procWrites(events, ns, p.user) {
+			broken++
+			t.Errorf("%s, which never held the Lease, wrote %s %s/%s (received %s)", p.name, e.Verb, e.Resource, e.Name, stamp(e.RequestReceived))
+		}
+	}
+	return broken
+}
+
+// procReleasedLast checks that a replica that held the Lease and was
+// SIGTERMed released it after its workers stopped: every write of its was
+// complete before its last write of the Lease, the release, was received.
+// It returns how many writes broke the rule.
+func procReleasedLast(t *testing.T, events []cluster.AuditEvent, ns string, p *replicaProc) int {
+	t.Helper()
+	lw := procLeaseWrites(events, ns, p.user)
+	if len(lw) == 0 {
+		t.Errorf("%s never wrote the Lease", p.name)
+		return 0
+	}
+	release := lw[len(lw)-1]
+	broken := 0
+	for _, e := range procWrites(events, ns, p.user) {
+		if e.Resource != "leases" && !e.StageTime.Before(release.RequestReceived) {
+			broken++
+			t.Errorf("%s wrote %s %s/%s (received %s, complete %s) after its release of the Lease was received (%s)",
+				p.name, e.Verb, e.Resource, e.Name, stamp(e.RequestReceived), stamp(e.StageTime), stamp(release.RequestReceived))
+		}
+	}
+	return broken
+}
+
+func stamp(t time.Time) string { return t.Format(time.StampMicro) }
+
+// durationStats is min, median and max of ds, sorted in place.
+func durationStats(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	slices.Sort(ds)
+	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	return fmt.Sprintf("min %s, median %s, max %s (n=%d)", r(ds[0]), r(ds[len(ds)/2]), r(ds[len(ds)-1]), len(ds))
+}
+
+// TestClusterHandoversBySIGTERMAndSIGKILLKeepOneWriterAtATime hands the
+// Lease over 20 times between two replica processes, by SIGTERM and SIGKILL
+// of the leader in turn, each after a change to every object; the process
+// that ended is replaced by a new standby each time, as a pod is. Every
+// change converges; the standby takes over within RetryPeriod's jittered
+// poll after a SIGTERM (the Lease released), and within LeaseDuration and
+// that poll after a SIGKILL; the SIGTERMed process exits 0 and leaves the
+// Lease to no one or to the standby, released after its last write; a
+// standby's SIGTERM leaves the leader's Lease alone; and the audit log
+// shows one writer at a time across every term.
+func TestClusterHandoversBySIGTERMAndSIGKILLKeepOneWriterAtATime(t *testing.T) {
+	const (
+		objects   = 100
+		handovers = 20
+	)
+	// The default Lease timings, 15s/10s/2s: the 10 SIGKILLs, each waiting
+	// out LeaseDuration, fit in about four minutes.
+	le := testSettings().LeaderElection
+	// client-go's LeaderElector polls the Lease every RetryPeriod jittered
+	// by up to JitterFactor (1.2) more, and a standby measures a Lease's
+	// expiry from when it saw its last renewal, one such poll late at most.
+	poll := le.RetryPeriod + time.Duration(1.2*float64(le.RetryPeriod))
+	termBound := poll + time.Second
+	killBound := le.LeaseDuration + 2*poll + time.Second
+	name := testSettings().Name
+
+	w := newWorkload(t)
+	w.create(objects)
+	l := newProcLauncher(w, le, 0)
+	var all []*replicaProc
+	next := 0
+	start := func() *replicaProc {
+		p := l.start(fmt.Sprintf("replica-%d", next))
+		next++
+		all = append(all, p)
+		return p
+	}
+	leader := start()
+	eventually(t, time.Minute, leader.name+" holds the Lease", func(context.Context) (bool, error) {
+		return w.leaseHolder(name) == leader.name, nil
+	})
+	standby := start()
+	standby.synced(t, time.Minute)
+	w.converged(2 * time.Minute)
+
+	holders := []*replicaProc{leader}
+	var termed []*replicaProc // the holders SIGTERMed
+	var termTakeovers, killTakeovers, termExits, termReturns []time.Duration
+	var overBrief []string // takeovers past the bounds without the jitter
+	for i := range handovers {
+		sig := syscall.SIGTERM
+		if i%2 == 1 {
+			sig = syscall.SIGKILL
+		}
+		w.resize(objects, int64(i%3+2))
+		sent := leader.signal(t, sig)
+		if sig == syscall.SIGTERM {
+			// It releases the Lease before it exits: the Lease has no
+			// holder then, or the standby has taken it already.
+			termed = append(termed, leader)
+			code := leader.exited(t, 30*time.Second)
+			termExits = append(termExits, time.Since(sent))
+			if d, ok := leader.returned(); ok {
+				termReturns = append(termReturns, d)
+			}
+			if code != 0 {
+				t.Errorf("handover %d: %s exited %d after SIGTERM, want 0", i+1, leader.name, code)
+			}
+			if h := w.leaseHolder(name); h != "" && h != standby.name {
+				t.Errorf("handover %d: after %s exited the Lease's holder = %q, want none or %s", i+1, leader.name, h, standby.name)
+			}
+		}
+		eventually(t, 2*killBound, fmt.Sprintf("handover %d (%s): %s holds the Lease", i+1, sig, standby.name), func(context.Context) (bool, error) {
+			return w.leaseHolder(name) == standby.name, nil
+		})
+		acq := w.c.AwaitAudit(t, func(e cluster.AuditEvent) bool {
+			return e.Namespace == w.ns && e.Resource == "leases" && e.User == standby.user && e.Code < 300
+		})
+		took := acq.RequestReceived.Sub(sent)
+		if sig == syscall.SIGTERM {
+			termTakeovers = append(termTakeovers, took)
+			if took > termBound {
+				t.Errorf("handover %d: %s took the Lease %s after SIGTERM, want within %s", i+1, standby.name, took, termBound)
+			}
+			if brief := le.RetryPeriod + time.Second; took > brief {
+				overBrief = append(overBrief, fmt.Sprintf("SIGTERM %s > %s", took.Round(time.Millisecond), brief))
+			}
+		} else {
+			leader.exited(t, 10*time.Second)
+			killTakeovers = append(killTakeovers, took)
+			if took > killBound {
+				t.Errorf("handover %d: %s took the Lease %s after SIGKILL, want within %s", i+1, standby.name, took, killBound)
+			}
+			if brief := le.LeaseDuration + le.RetryPeriod + time.Second; took > brief {
+				overBrief = append(overBrief, fmt.Sprintf("SIGKILL %s > %s", took.Round(time.Millisecond), brief))
+			}
+		}
+		holders = append(holders, standby)
+		leader, standby = standby, start()
+		w.converged(2 * time.Minute)
+		standby.synced(t, time.Minute)
+	}
+
+	// The standby's shutdown leaves the leader's Lease alone.
+	standby.signal(t, syscall.SIGTERM)
+	if code := standby.exited(t, 30*time.Second); code != 0 {
+		t.Errorf("%s, the standby, exited %d after SIGTERM, want 0", standby.name, code)
+	}
+	if h := w.leaseHolder(name); h != leader.name {
+		t.Errorf("after %s, the standby, exited the Lease's holder = %q, want %s", standby.name, h, leader.name)
+	}
+
+	time.Sleep(2 * time.Second) // for any late write to reach the log
+	events := w.c.Audit(t)
+	broken := procTerms(t, events, w.ns, holders, []*replicaProc{standby})
+	for _, p := range termed {
+		broken += procReleasedLast(t, events, w.ns, p)
+	}
+	t.Logf("Lease %s/%s/%s; %d objects; %d handovers over %d processes; writes breaking one writer at a time: %d",
+		le.LeaseDuration, le.RenewDeadline, le.RetryPeriod, objects, handovers, len(all), broken)
+	t.Logf("takeover after SIGTERM: %s (bound %s)", durationStats(termTakeovers), termBound)
+	t.Logf("takeover after SIGKILL: %s (bound %s)", durationStats(killTakeovers), killBound)
+	t.Logf("exit after SIGTERM: %s; humus.Run returned, as the process saw it: %s", durationStats(termExits), durationStats(termReturns))
+	t.Logf("takeovers past RetryPeriod+1s (SIGTERM) or LeaseDuration+RetryPeriod+1s (SIGKILL), client-go's jitter left out: %d %v", len(overBrief), overBrief)
+
+	leader.signal(t, syscall.SIGTERM)
+	if code := leader.exited(t, 30*time.Second); code != 0 {
+		t.Errorf("%s exited %d after SIGTERM, want 0", leader.name, code)
+	}
+	if h := w.leaseHolder(name); h != "" {
+		t.Errorf("after %s, the last leader, exited the Lease's holder = %q, want none", leader.name, h)
+	}
+}
+
+// createCaches creates n Memcacheds of size 1, m-0 to m-(n-1), a few at
+// once.
+func createCaches(t *testing.T, w *workload, n int) {
+	t.Helper()
+	gvr := clusterCaches.GVR()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	names := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range names {
+				u := object(gvr.GroupVersion().String(), "Memcached", w.ns, fmt.Sprintf("m-%d", i), map[string]any{"size": int64(1)})
+				delete(u.Object["metadata"].(map[string]any), "uid")
+				_, errs[i] = w.admin.Resource(gvr).Namespace(w.ns).Create(t.Context(), u, metav1.CreateOptions{})
+			}
+		})
+	}
+	for i := range n {
+		names <- i
+	}
+	close(names)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClusterSIGTERMWithABacklogFinishesOnlyTheReconcilesInFlight sends
+// SIGTERM to a replica process whose Reconciler takes 2s an object, with
+// 500 objects queued and Workers reconciles in flight: it exits 0 well
+// within humus's grace period, having finished those reconciles and taken
+// no other key (the audit log's writes after the signal are of at most
+// Workers objects, each reconcile complete), left the backlog, and
+// released the Lease after its last write; and no goroutine of its is left once Run returned.
+func TestClusterSIGTERMWithABacklogFinishesOnlyTheReconcilesInFlight(t *testing.T) {
+	const (
+		objects = 500
+		delay   = 2 * time.Second
+	)
+	w := newWorkload(t)
+	createCaches(t, w, objects)
+	le := testSettings().LeaderElection // the default Lease timings: 15s, 10s, 2s
+	p := newProcLauncher(w, le, delay).start("replica-0")
+
+	// Under way: some reconciles done, and every worker busy.
+	c := w.c
+	for {
+		var statuses int
+		for _, e := range procWrites(c.Audit(t), w.ns, p.user) {
+			if e.Subresource == "status" {
+				statuses++
+			}
+		}
+		if statuses >= 2*procWorkers {
+			break
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited: %v", p.name, p.err)
+		case <-time.After(100 * time.Millisecond):
+		case <-t.Context().Done():
+			return
+		}
+	}
+	time.Sleep(delay / 2) // mid-reconcile
+	sent := p.signal(t, syscall.SIGTERM)
+	code := p.exited(t, 2*humus.DefaultGracePeriod)
+	exit := time.Since(sent)
+	if code != 0 {
+		t.Errorf("%s exited %d after SIGTERM, want 0", p.name, code)
+	}
+	if exit > humus.DefaultGracePeriod {
+		t.Errorf("%s exited %s after SIGTERM, want within humus's grace period, %s", p.name, exit, humus.DefaultGracePeriod)
+	}
+	if h := w.leaseHolder(testSettings().Name); h != "" {
+		t.Errorf("the Lease's holder after %s exited = %q, want none", p.name, h)
+	}
+	returned, _ := p.returned()
+	before, after, ok := p.goroutines()
+	if !ok {
+		t.Errorf("%s didn't say how many goroutines it had", p.name)
+	} else if after > before {
+		t.Errorf("%s had %d goroutines once Run returned, %d before it", p.name, after, before)
+	}
+
+	time.Sleep(time.Second) // for any late write to reach the log
+	events := c.Audit(t)
+	procReleasedLast(t, events, w.ns, p)
+	written := map[string][]string{} // object: its writes received after the signal
+	reconciled := map[string]bool{}
+	var leaseAfter int
+	for _, e := range procWrites(events, w.ns, p.user) {
+		if e.Subresource == "status" {
+			reconciled[e.Name] = true
+		}
+		if !e.RequestReceived.After(sent) {
+			continue
+		}
+		if e.Resource == "leases" {
+			leaseAfter++
+			continue
+		}
+		what := e.Verb + " " + e.Resource
+		if e.Subresource != "" {
+			what += "/" + e.Subresource
+		}
+		written[e.Name] = append(written[e.Name], what)
+	}
+	t.Logf("exit %s after SIGTERM (humus.Run returned %s after it, as the process saw it; grace %s); objects written after the signal: %d, %v; Lease writes after it: %d; objects reconciled in all: %d of %d; goroutines %d before Run, %d after",
+		exit.Round(time.Millisecond), returned.Round(time.Millisecond), humus.DefaultGracePeriod, len(written), written, leaseAfter, len(reconciled), objects, before, after)
+	if len(written) == 0 {
+		t.Errorf("no write after the signal: no reconcile was in flight, so the test shows nothing")
+	}
+	if len(written) > procWorkers {
+		t.Errorf("%d objects written after the signal, want at most Workers, %d: a key was taken after SIGTERM", len(written), procWorkers)
+	}
+	for name, writes := range written {
+		if !slices.Contains(writes, "patch memcacheds/status") {
+			t.Errorf("%s's reconcile in flight didn't finish: its writes after the signal are %v, with no status apply", name, writes)
+		}
+	}
+	if len(reconciled) >= objects/2 {
+		t.Errorf("%d of %d objects reconciled, want the backlog left", len(reconciled), objects)
+	}
+}
