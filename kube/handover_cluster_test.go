@@ -432,7 +432,7 @@ func durationStats(ds []time.Duration) string {
 	return fmt.Sprintf("min %s, median %s, max %s (n=%d)", r(ds[0]), r(ds[len(ds)/2]), r(ds[len(ds)-1]), len(ds))
 }
 
-// TestClusterHandoversBySIGTERMAndSIGKILLKeepOneWriterAtATime hands the
+// TestClusterFaultHandoversBySIGTERMAndSIGKILLKeepOneWriterAtATime hands the
 // Lease over 20 times between two replica processes, by SIGTERM and SIGKILL
 // of the leader in turn, each after a change to every object; the process
 // that ended is replaced by a new standby each time, as a pod is. Every
@@ -442,7 +442,7 @@ func durationStats(ds []time.Duration) string {
 // Lease to no one or to the standby, released after its last write; a
 // standby's SIGTERM leaves the leader's Lease alone; and the audit log
 // shows one writer at a time across every term.
-func TestClusterHandoversBySIGTERMAndSIGKILLKeepOneWriterAtATime(t *testing.T) {
+func TestClusterFaultHandoversBySIGTERMAndSIGKILLKeepOneWriterAtATime(t *testing.T) {
 	const (
 		objects   = 100
 		handovers = 20
@@ -593,14 +593,14 @@ func createCaches(t *testing.T, w *workload, n int) {
 	}
 }
 
-// TestClusterSIGTERMWithABacklogFinishesOnlyTheReconcilesInFlight sends
+// TestClusterFaultSIGTERMWithABacklogFinishesOnlyTheReconcilesInFlight sends
 // SIGTERM to a replica process whose Reconciler takes 2s an object, with
 // 500 objects queued and Workers reconciles in flight: it exits 0 well
 // within humus's grace period, having finished those reconciles and taken
 // no other key (the audit log's writes after the signal are of at most
 // Workers objects, each reconcile complete), left the backlog, and
 // released the Lease after its last write; and no goroutine of its is left once Run returned.
-func TestClusterSIGTERMWithABacklogFinishesOnlyTheReconcilesInFlight(t *testing.T) {
+func TestClusterFaultSIGTERMWithABacklogFinishesOnlyTheReconcilesInFlight(t *testing.T) {
 	const (
 		objects = 500
 		delay   = 2 * time.Second
