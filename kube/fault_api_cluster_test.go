@@ -233,7 +233,7 @@ func TestClusterFaultAnObjectStoredThroughALooserCRDIsAnErrorNamingTheField(t *t
 	started := time.Now()
 	var last error
 	eventually(t, 2*time.Minute, "every other object converged", func(ctx context.Context) (bool, error) {
-		last = apiUnconverged(ctx, admin, adminKube, gvr, ns, "bad")
+		last = unconvergedIn(ctx, admin, adminKube, gvr, ns, func(name string) bool { return name == "bad" })
 		return last == nil, nil
 	})
 	t.Logf("%d objects converged in %s", faultObjects, time.Since(started).Round(time.Millisecond))
@@ -525,47 +525,6 @@ func apiGet(t *testing.T, d dynamic.Interface, gvr schema.GroupVersionResource, 
 		t.Fatal(err)
 	}
 	return u
-}
-
-// apiUnconverged is w.unconverged for any group's Memcacheds, leaving out
-// the one named except.
-func apiUnconverged(ctx context.Context, admin dynamic.Interface, kube kubernetes.Interface, gvr schema.GroupVersionResource, ns, except string) error {
-	list, err := admin.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	deps, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	replicas := map[types.UID]int32{}
-	for _, d := range deps.Items {
-		if ref := metav1.GetControllerOf(&d); ref != nil && d.Spec.Replicas != nil {
-			replicas[ref.UID] = *d.Spec.Replicas
-		}
-	}
-	var errs []error
-	for _, m := range list.Items {
-		if m.GetName() == except {
-			continue
-		}
-		size, _, _ := unstructured.NestedInt64(m.Object, "spec", "size")
-		ready, _, _ := unstructured.NestedInt64(m.Object, "status", "readyReplicas")
-		got, ok := replicas[m.GetUID()]
-		switch {
-		case !ok:
-			errs = append(errs, fmt.Errorf("%s: no Deployment it controls", m.GetName()))
-		case int64(got) != size:
-			errs = append(errs, fmt.Errorf("%s: its Deployment has %d replicas, want %d", m.GetName(), got, size))
-		case ready != size:
-			errs = append(errs, fmt.Errorf("%s: status.readyReplicas = %d, want %d", m.GetName(), ready, size))
-		}
-		if len(errs) >= 3 {
-			errs = append(errs, errors.New("..."))
-			break
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // apiRelease removes every finalizer from the Memcacheds of gvr in the

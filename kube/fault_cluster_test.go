@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -85,11 +86,17 @@ func (w *workload) unconverged(ctx context.Context) error {
 
 // unconvergedBut is unconverged, for the objects skip doesn't name.
 func (w *workload) unconvergedBut(ctx context.Context, skip func(name string) bool) error {
-	list, err := w.admin.Resource(clusterCaches.GVR()).Namespace(w.ns).List(ctx, metav1.ListOptions{})
+	return unconvergedIn(ctx, w.admin, w.kube, clusterCaches.GVR(), w.ns, skip)
+}
+
+// unconvergedIn is unconverged, for the Memcacheds of gvr in ns that skip
+// doesn't name.
+func unconvergedIn(ctx context.Context, admin dynamic.Interface, kube kubernetes.Interface, gvr schema.GroupVersionResource, ns string, skip func(name string) bool) error {
+	list, err := admin.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
-	deps, err := w.kube.AppsV1().Deployments(w.ns).List(ctx, metav1.ListOptions{})
+	deps, err := kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
