@@ -3,8 +3,9 @@
 
 GO ?= go
 BIN := $(CURDIR)/.bin
-# A cold build of the control plane takes about 18 minutes on 2 cores, and
-# runs inside the first test binary that needs it (or in `make controlplane`).
+# A cold build of the control plane takes 13 to 18 minutes on 2 cores; make
+# test runs it first (a test that needs it and finds it missing builds it
+# too).
 TEST_TIMEOUT ?= 60m
 
 .PHONY: test lint controlplane cluster bench fuzz
