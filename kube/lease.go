@@ -225,6 +225,7 @@ func (c *Controller) lead(ctx, stopping context.Context, q queue, store cache.In
 	// deadline whether or not every Reconciler has.
 	c.stopTaking(q)
 	endTerm()
+	stopCampaigning() // no renewal now: it would only delay the next holder
 	c.clients.abort()
 	c.tel.log.WarnContext(ctx, "lost the lease", "lease", lock.Describe(), "renewed", lock.renewedAt())
 	deadline := time.NewTimer(time.Until(lock.renewedAt().Add(lostDeadline(le))))
