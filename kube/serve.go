@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/metadata/metadatainformer"
@@ -33,7 +34,7 @@ func (c *Controller) Serve(ctx context.Context) error {
 		return fmt.Errorf("kube: controller %s: Serve was called twice", c.name)
 	}
 	defer close(c.done)
-	defer c.clients.closeIdle()
+	defer c.closeConnections()
 	defer c.synced.MarkUnhealthy(errNotServing)
 
 	ctx = klog.NewContext(ctx, c.tel.logr)
@@ -56,6 +57,22 @@ func (c *Controller) Serve(ctx context.Context) error {
 	}
 	return err
 }
+
+// closeConnections closes the transport's idle connections once Serve is
+// done with them, so no connection's goroutine outlives Serve by the idle
+// timeout. HTTP/2 forgets a finished stream in the connection's own
+// goroutine, a moment after its caller has the response: a connection whose
+// last stream is still being forgotten isn't idle yet, so it is closed on a
+// second pass, a moment later.
+func (c *Controller) closeConnections() {
+	c.clients.closeIdle()
+	time.Sleep(closeIdleAgain)
+	c.clients.closeIdle()
+}
+
+// closeIdleAgain is how long after its first pass closeConnections makes its
+// second.
+const closeIdleAgain = 50 * time.Millisecond
 
 func (c *Controller) serve(ctx, stopping context.Context, fail context.CancelCauseFunc) error {
 	// 1. Check the resource, and each it owns, is served.
