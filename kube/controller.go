@@ -65,6 +65,8 @@ type clients struct {
 	// closeIdle closes the transport's idle connections, whose goroutines
 	// would otherwise outlive Serve by the transport's idle timeout.
 	closeIdle func()
+	// open is how many of the transport's connections are open.
+	open func() int
 	// abort closes every connection of the transport, idle or not, at once,
 	// dropping whatever they haven't sent: a replica that lost the Lease
 	// sends nothing late.
@@ -92,6 +94,9 @@ func newClients(c *Client) (clients, error) {
 	if t, ok := cfg.Transport.(interface{ abortConnections() }); ok {
 		cl.abort = t.abortConnections
 	}
+	if t, ok := cfg.Transport.(interface{ openConnections() int }); ok {
+		cl.open = t.openConnections
+	}
 	return cl.orNoop(), nil
 }
 
@@ -102,6 +107,9 @@ func (cl clients) orNoop() clients {
 	}
 	if cl.abort == nil {
 		cl.abort = func() {}
+	}
+	if cl.open == nil {
+		cl.open = func() int { return 0 }
 	}
 	return cl
 }

@@ -62,10 +62,13 @@ func (c *Controller) Serve(ctx context.Context) error {
 // done with them, so no connection's goroutine outlives Serve by the idle
 // timeout. HTTP/2 forgets a finished stream in the connection's own
 // goroutine, a moment after its caller has the response: a connection whose
-// last stream is still being forgotten isn't idle yet, so it is closed on a
-// second pass, a moment later.
+// last stream is still being forgotten isn't idle yet, so while any is
+// open, it is closed on a second pass, a moment later.
 func (c *Controller) closeConnections() {
 	c.clients.closeIdle()
+	if c.clients.open() == 0 {
+		return
+	}
 	time.Sleep(closeIdleAgain)
 	c.clients.closeIdle()
 }

@@ -187,6 +187,9 @@ func (t *unauthorizedTransport) abortConnections() {
 	t.conns.abort()
 }
 
+// openConnections is how many connections are open, in use or idle.
+func (t *unauthorizedTransport) openConnections() int { return t.conns.count() }
+
 // WrappedRoundTripper is how client-go's net utilities see through the
 // chain.
 func (t *unauthorizedTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
