@@ -73,13 +73,15 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstruc
 // proof, so no write of its own is in flight after its renew deadline.
 func (c *Controller) apply(ctx context.Context, u *unstructured.Unstructured, body []byte, subresource ...string) (rv string, err error) {
 	p := c.proof.Load()
-	if p == nil || !time.Now().Before(p.until()) {
+	if p == nil {
 		return "", errNotLeading
 	}
 	ctx, cancel := context.WithDeadlineCause(ctx, p.until(), errNotLeading)
 	defer cancel()
-	if err := ctx.Err(); err != nil {
-		return "", err // the reconcile was cancelled: the Lease was lost, or Shutdown's context ended
+	if ctx.Err() != nil {
+		// errNotLeading past the deadline; else the reconcile was
+		// cancelled: the Lease was lost, or Shutdown's context ended.
+		return "", context.Cause(ctx)
 	}
 	force := true
 	res, err := c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.ApplyPatchType, body,
@@ -184,13 +186,6 @@ func (w *writtenVersions) wrote(key, rv string) {
 		w.m = map[string]written{}
 	}
 	w.m[key] = written{rv: rv, at: time.Now()}
-}
-
-// ahead reports whether key's last write is newer than cached, the
-// resourceVersion the cache holds.
-func (w *writtenVersions) ahead(key, cached string) bool {
-	_, ahead := w.aheadFor(key, cached)
-	return ahead
 }
 
 // aheadFor reports whether key's last write is newer than cached, and for

@@ -66,8 +66,14 @@ func installCRD[Spec, Status any](t *testing.T, c *cluster.Cluster, r Resource[S
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+	waitEstablished(t, ext, crd.Name)
+}
+
+// waitEstablished waits for the CRD named name to be established.
+func waitEstablished(t *testing.T, ext apiextensions.Interface, name string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -79,7 +85,7 @@ func installCRD[Spec, Status any](t *testing.T, c *cluster.Cluster, r Resource[S
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("the CRD %s wasn't established: %v", crd.Name, err)
+		t.Fatalf("the CRD %s wasn't established: %v", name, err)
 	}
 }
 

@@ -642,16 +642,5 @@ func apiInstallLooserCRD(t *testing.T, c *cluster.Cluster) {
 			t.Errorf("deleting the CRD %s at cleanup: %v", crd.Name, err)
 		}
 	})
-	eventually(t, 30*time.Second, "the looser CRD established", func(ctx context.Context) (bool, error) {
-		got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	waitEstablished(t, ext, crd.Name)
 }

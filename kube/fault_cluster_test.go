@@ -198,7 +198,22 @@ func (w *workload) replicaWith(name string, s Settings, wrap func(*deployer) Rec
 	}
 }
 
-// holder waits until the Lease names a holder, and returns it.
+// leaderAndStandby creates faultObjects Memcacheds, and starts replica-a,
+// which takes the Lease, then replica-b, its standby; it returns once the
+// objects have converged.
+func (w *workload) leaderAndStandby(s Settings) (leader, standby *faultReplica) {
+	w.t.Helper()
+	w.create(faultObjects)
+	leader = w.replica("replica-a", s)
+	eventually(w.t, 30*time.Second, "replica-a holds the Lease", func(context.Context) (bool, error) {
+		return w.leaseHolder(s.Name) == "replica-a", nil
+	})
+	standby = w.replica("replica-b", s)
+	w.converged(2 * time.Minute)
+	return leader, standby
+}
+
+// leaseHolder returns the Lease's holder, or "" for none.
 func (w *workload) leaseHolder(name string) string {
 	w.t.Helper()
 	l, err := w.kube.CoordinationV1().Leases(w.ns).Get(w.t.Context(), name, metav1.GetOptions{})
@@ -274,15 +289,9 @@ func TestClusterFaultALeaderCutOffStopsWritingBeforeAnotherTakesOver(t *testing.
 	for _, hold := range []time.Duration{16 * time.Second, 20 * time.Second} {
 		t.Run(hold.String(), func(t *testing.T) {
 			w := newWorkload(t)
-			w.create(faultObjects)
 			s := testSettings() // the default Lease timings: 15s, 10s, 2s
 			le := s.LeaderElection
-			a := w.replica("replica-a", s)
-			eventually(t, 30*time.Second, "replica-a holds the Lease", func(context.Context) (bool, error) {
-				return w.leaseHolder(s.Name) == "replica-a", nil
-			})
-			b := w.replica("replica-b", s)
-			w.converged(2 * time.Minute)
+			a, b := w.leaderAndStandby(s)
 
 			// Work in flight, then the leader is cut off.
 			w.resize(faultObjects, 2)
@@ -423,13 +432,7 @@ func TestClusterFaultAnAPIServerHungPastRenewDeadlineHandsOver(t *testing.T) {
 	} {
 		t.Run(fault.name, func(t *testing.T) {
 			w := newWorkload(t)
-			w.create(faultObjects)
-			a := w.replica("replica-a", s)
-			eventually(t, 30*time.Second, "replica-a holds the Lease", func(context.Context) (bool, error) {
-				return w.leaseHolder(s.Name) == "replica-a", nil
-			})
-			b := w.replica("replica-b", s)
-			w.converged(2 * time.Minute)
+			a, b := w.leaderAndStandby(s)
 
 			w.resize(faultObjects, 2)
 			began := time.Now()

@@ -15,8 +15,7 @@ import (
 func (c *Controller) objectKeys(q queue) cache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			c.later.cancel(k)
-			q.Add(k)
+			c.queueNow(q, k)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -32,8 +31,7 @@ func (c *Controller) objectKeys(q queue) cache.ResourceEventHandler {
 func (c *Controller) ownerKeys(q queue) cache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		if k, ok := c.ownerKey(obj); ok {
-			c.later.cancel(k)
-			q.Add(k)
+			c.queueNow(q, k)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -45,6 +43,12 @@ func (c *Controller) ownerKeys(q queue) cache.ResourceEventHandler {
 		},
 		DeleteFunc: enqueue,
 	}
+}
+
+// queueNow queues key at once, in place of any wait it had.
+func (c *Controller) queueNow(q queue, key string) {
+	c.later.cancel(key)
+	q.Add(key)
 }
 
 func (c *Controller) ownerKey(obj any) (string, bool) {

@@ -121,20 +121,15 @@ func (l *leaseLock) deniedErr() error {
 }
 
 // proof is what the controller's own writes check: the deadline until which
-// this replica can prove it holds the Lease. Its zero value proves nothing.
+// this replica can prove it holds the Lease.
 type proof struct {
 	lock          *leaseLock
 	renewDeadline time.Duration
 }
 
 // until is the proof's deadline: RenewDeadline after the last renewal
-// began, or the zero time without a Lease.
-func (p proof) until() time.Time {
-	if p.lock == nil {
-		return time.Time{}
-	}
-	return p.lock.renewedAt().Add(p.renewDeadline)
-}
+// began.
+func (p proof) until() time.Time { return p.lock.renewedAt().Add(p.renewDeadline) }
 
 // lostDeadline is how long after its last renewal began a replica that
 // lost the Lease has to stop: halfway from RenewDeadline to LeaseDuration,
