@@ -166,14 +166,22 @@ const rywBound = 30 * time.Second
 // is gone, or rywBound has passed. A key is not reconciled on a cache older
 // than its own write, since that reconcile would apply what the write
 // already did.
+//
+// The informer stores a version before its event handler queues the key,
+// so a worker can reconcile the version of the write before its event
+// arrives. That event would reconcile the same version again, for
+// nothing: a write is remembered until both its reconcile and its event
+// have come, and the event that comes second queues nothing.
 type writtenVersions struct {
 	mu sync.Mutex
 	m  map[string]written
 }
 
 type written struct {
-	rv string
-	at time.Time
+	rv         string
+	at         time.Time
+	reconciled bool // a reconcile ran on a cache holding rv
+	delivered  bool // rv's watch event queued the key
 }
 
 func (w *writtenVersions) wrote(key, rv string) {
@@ -190,7 +198,8 @@ func (w *writtenVersions) wrote(key, rv string) {
 
 // aheadFor reports whether key's last write is newer than cached, and for
 // how long it is remembered still. Once it isn't, or it is older than
-// rywBound, the write is forgotten.
+// rywBound, the write is forgotten, unless cached is the write itself and
+// its event is still to come.
 func (w *writtenVersions) aheadFor(key, cached string) (time.Duration, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -199,12 +208,43 @@ func (w *writtenVersions) aheadFor(key, cached string) (time.Duration, bool) {
 		return 0, false
 	}
 	if left := rywBound - time.Since(wr.at); left > 0 {
-		if cmp, err := resourceversion.CompareResourceVersion(cached, wr.rv); err == nil && cmp < 0 {
+		cmp, err := resourceversion.CompareResourceVersion(cached, wr.rv)
+		switch {
+		case err != nil:
+		case cmp < 0:
 			return left, true
+		case cmp == 0 && !wr.delivered:
+			wr.reconciled = true
+			w.m[key] = wr
+			return 0, false
 		}
 	}
 	delete(w.m, key)
 	return 0, false
+}
+
+// redundant reports whether the watch event bringing version rv of key
+// would only reconcile again what a reconcile already did: rv is the
+// controller's own write, and a reconcile has already run on it.
+func (w *writtenVersions) redundant(key, rv string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wr, ok := w.m[key]
+	if !ok {
+		return false
+	}
+	cmp, err := resourceversion.CompareResourceVersion(rv, wr.rv)
+	switch {
+	case err != nil || cmp > 0:
+		delete(w.m, key)
+	case cmp == 0 && wr.reconciled:
+		delete(w.m, key)
+		return true
+	case cmp == 0:
+		wr.delivered = true
+		w.m[key] = wr
+	}
+	return false
 }
 
 func (w *writtenVersions) forget(key string) {

@@ -34,8 +34,8 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Writes are made only with a proof of the Lease: give one that holds.
-	lock := &leaseLock{renewed: time.Now().Add(time.Hour)}
-	ctrl.proof.Store(&proof{lock: lock, renewDeadline: time.Hour})
+	el := &elector{renewed: time.Now().Add(time.Hour)}
+	ctrl.proof.Store(&proof{elector: el, renewDeadline: time.Hour})
 
 	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
 	objects := admin.Resource(gvr).Namespace(ns)

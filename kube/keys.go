@@ -11,7 +11,8 @@ import (
 // Result.After or a backoff that the key had.
 
 // objectKeys queues an object's key on every change to it, its deletion
-// and each resync.
+// and each resync, but for the change that is the controller's own write
+// when a reconcile has already run on it.
 func (c *Controller) objectKeys(q queue) cache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -19,8 +20,15 @@ func (c *Controller) objectKeys(q queue) cache.ResourceEventHandler {
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		AddFunc: enqueue,
+		UpdateFunc: func(_, obj any) {
+			if m, ok := obj.(metav1.Object); ok {
+				if k, err := cache.MetaNamespaceKeyFunc(m); err == nil && c.versions.redundant(k, m.GetResourceVersion()) {
+					return
+				}
+			}
+			enqueue(obj)
+		},
 		DeleteFunc: enqueue,
 	}
 }

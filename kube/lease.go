@@ -10,10 +10,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 )
 
 // ErrLostLeadership is what Serve returns when the replica loses the Lease
@@ -39,97 +39,304 @@ var ErrLostLeadership = errors.New("kube: lost the lease")
 //     after the last renewal began, Serve has returned ErrLostLeadership,
 //     whether or not every Reconciler has returned.
 //
-// client-go's LeaderElector campaigns and renews; the controller never
-// lets it release the Lease (ReleaseOnCancel: client-go releases before the
-// workers learn of a lost Lease, with the record it last saw, which can
-// blank a newer holder's). The controller releases the Lease itself, on
-// shutdown only, after its workers stopped, and only while this replica is
-// still the holder: a read, then an update conditioned on its
+// The elector campaigns and renews on the Lease with the same record,
+// rules and log messages as client-go's LeaderElector, but bounds the
+// takeover: a standby reads the Lease every RetryPeriod, without jitter,
+// and tries to take it at the moment it has expired by its own
+// observation, not at its next jittered poll. So a standby takes a
+// released Lease within RetryPeriod, and a dead holder's within
+// LeaseDuration and RetryPeriod of its last renewal. It releases the Lease
+// only on shutdown, after its workers stopped, and only while this replica
+// is still the holder: a read, then an update conditioned on its
 // resourceVersion.
 
-// leaseLock is the Lease leader election runs on, wrapped so the controller
-// sees each renewal and each refusal.
-type leaseLock struct {
-	*resourcelock.LeaseLock
+// elector campaigns for the Lease and, once this replica holds it, renews
+// it every RetryPeriod.
+type elector struct {
+	leases   coordinationv1client.LeaseInterface
+	name     string // the Lease's
+	identity string
+	timing   LeaderElection
+	log      klog.Logger
 
 	mu      sync.Mutex
 	renewed time.Time // when the last write naming this replica the holder began
 	denied  error     // the first Forbidden answer, which no retry mends
 	refused chan struct{}
+
+	// What this replica last saw of the Lease, and when it first saw that
+	// version: a holder's lease runs from then, by this replica's clock.
+	// Read and written by campaign's goroutine only.
+	seen   *coordinationv1.Lease // nil: none, or not looked at yet
+	looked bool                  // seen is an answer of the API server's
+	seenAt time.Time
 }
 
-func newLeaseLock(l *resourcelock.LeaseLock) *leaseLock {
-	return &leaseLock{LeaseLock: l, refused: make(chan struct{})}
+func (c *Controller) newElector(ctx context.Context) *elector {
+	le := c.settings.LeaderElection
+	return &elector{
+		leases:   c.clients.leases.Leases(le.Namespace),
+		name:     c.name,
+		identity: le.Identity,
+		timing:   le,
+		log:      klog.FromContext(ctx).WithValues("lock", le.Namespace+"/"+c.name),
+		refused:  make(chan struct{}),
+	}
 }
 
-func (l *leaseLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
-	rec, raw, err := l.LeaseLock.Get(ctx)
-	l.check(err)
-	return rec, raw, err
-}
+func (e *elector) describe() string { return e.timing.Namespace + "/" + e.name }
 
-func (l *leaseLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	start := time.Now()
-	err := l.LeaseLock.Create(ctx, r)
-	l.wrote(start, r, err)
-	return err
-}
-
-func (l *leaseLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	start := time.Now()
-	err := l.LeaseLock.Update(ctx, r)
-	l.wrote(start, r, err)
-	return err
-}
-
-func (l *leaseLock) wrote(start time.Time, r resourcelock.LeaderElectionRecord, err error) {
-	l.check(err)
-	if err != nil || r.HolderIdentity != l.Identity() {
+// campaign takes the Lease, closes leading, then renews it until ctx ends
+// or another replica holds it.
+func (e *elector) campaign(ctx context.Context, leading chan<- struct{}) {
+	e.log.Info("Attempting to acquire leader lease...")
+	if !e.acquire(ctx) {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if start.After(l.renewed) {
-		l.renewed = start
+	e.log.Info("Successfully acquired lease")
+	close(leading)
+	e.hold(ctx)
+}
+
+// acquire reads the Lease every RetryPeriod, and takes it the moment it is
+// free: missing, released, already this replica's, or not renewed for its
+// duration since this replica first saw its current version. A failed take
+// waits for the next read.
+func (e *elector) acquire(ctx context.Context) bool {
+	var next time.Time // the next read
+	for {
+		if now := time.Now(); !now.Before(next) {
+			next = now.Add(e.timing.RetryPeriod)
+			e.look(ctx)
+		}
+		wake := next
+		if free, at := e.free(); free {
+			if e.take(ctx) {
+				return true
+			}
+		} else if at.Before(wake) {
+			wake = at
+		}
+		t := time.NewTimer(time.Until(wake))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
 	}
 }
 
-func (l *leaseLock) check(err error) {
+// look reads the Lease. A version this replica hadn't seen starts its
+// lease, by this replica's clock, now: after the write that made it began.
+func (e *elector) look(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, e.timing.RenewDeadline)
+	defer cancel()
+	lease, err := e.leases.Get(ctx, e.name, metav1.GetOptions{})
+	e.check(err)
+	switch {
+	case apierrors.IsNotFound(err):
+		lease = nil
+	case err != nil:
+		e.log.V(4).Info("Failed to read the lease", "err", err)
+		return
+	}
+	e.saw(lease)
+}
+
+func (e *elector) saw(lease *coordinationv1.Lease) {
+	if !e.looked || lease == nil || e.seen == nil || lease.ResourceVersion != e.seen.ResourceVersion {
+		e.seenAt = time.Now()
+	}
+	e.seen, e.looked = lease, true
+}
+
+// free says whether the Lease can be taken now, and if not, when it can be
+// unless it changes first.
+func (e *elector) free() (bool, time.Time) {
+	if !e.looked {
+		return false, time.Time{}
+	}
+	if e.seen == nil {
+		return true, time.Time{}
+	}
+	s := e.seen.Spec
+	if s.HolderIdentity == nil || *s.HolderIdentity == "" || *s.HolderIdentity == e.identity {
+		return true, time.Time{}
+	}
+	d := e.timing.LeaseDuration
+	if s.LeaseDurationSeconds != nil && *s.LeaseDurationSeconds > 0 {
+		d = time.Duration(*s.LeaseDurationSeconds) * time.Second
+	}
+	expiry := e.seenAt.Add(d)
+	return !time.Now().Before(expiry), expiry
+}
+
+// take writes this replica into the Lease, conditioned on the version it
+// saw, so of several replicas taking one Lease at once, one succeeds.
+func (e *elector) take(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, e.timing.RenewDeadline)
+	defer cancel()
+	start := time.Now()
+	now := metav1.NewMicroTime(start)
+	var lease *coordinationv1.Lease
+	var err error
+	if e.seen == nil {
+		lease, err = e.leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: e.timing.Namespace, Name: e.name},
+			Spec:       e.spec(now, now, 0),
+		}, metav1.CreateOptions{})
+	} else {
+		next := e.seen.DeepCopy()
+		s := e.seen.Spec
+		transitions := ptr.Deref(s.LeaseTransitions, 0)
+		acquired := now
+		if ptr.Deref(s.HolderIdentity, "") == e.identity && s.AcquireTime != nil {
+			acquired = *s.AcquireTime
+		} else {
+			transitions++
+		}
+		next.Spec = e.spec(acquired, now, transitions)
+		lease, err = e.leases.Update(ctx, next, metav1.UpdateOptions{})
+	}
+	e.check(err)
+	if err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+			e.look(ctx) // another replica wrote it first
+		} else {
+			e.log.Error(err, "Failed to update lock")
+		}
+		return false
+	}
+	e.saw(lease)
+	e.wrote(start)
+	return true
+}
+
+// spec is the Lease's spec naming this replica the holder, as client-go's
+// LeaderElector writes it. Its duration is rounded up to whole seconds, so
+// no other replica counts it shorter than LeaseDuration.
+func (e *elector) spec(acquired, renewed metav1.MicroTime, transitions int32) coordinationv1.LeaseSpec {
+	return coordinationv1.LeaseSpec{
+		HolderIdentity:       new(e.identity),
+		LeaseDurationSeconds: new(int32((e.timing.LeaseDuration + time.Second - 1) / time.Second)),
+		AcquireTime:          &acquired,
+		RenewTime:            &renewed,
+		LeaseTransitions:     new(transitions),
+	}
+}
+
+// hold renews the Lease RetryPeriod after each renewal began, retrying
+// every RetryPeriod while one fails, until ctx ends or the Lease has
+// another holder. Each try gives up at the proof's deadline.
+func (e *elector) hold(ctx context.Context) {
+	next := e.renewedAt().Add(e.timing.RetryPeriod)
+	for {
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		taken, err := e.renew(ctx)
+		switch {
+		case taken:
+			e.log.Info("Failed to renew lease: another replica holds it", "holder", ptr.Deref(e.seen.Spec.HolderIdentity, ""))
+			return
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			e.log.Info("Failed to renew lease", "err", err)
+			next = start.Add(e.timing.RetryPeriod)
+		default:
+			e.log.V(5).Info("Successfully renewed lease")
+			next = e.renewedAt().Add(e.timing.RetryPeriod)
+		}
+	}
+}
+
+// renew writes a new renewal time into the Lease, conditioned on the
+// version this replica last wrote. A conflict is read: the Lease may be
+// this replica's still (a write whose answer was lost), or another's.
+func (e *elector) renew(ctx context.Context) (taken bool, err error) {
+	ctx, cancel := context.WithDeadline(ctx, e.renewedAt().Add(e.timing.RenewDeadline))
+	defer cancel()
+	for range 2 {
+		start := time.Now()
+		next := e.seen.DeepCopy()
+		now := metav1.NewMicroTime(start)
+		next.Spec = e.spec(ptr.Deref(e.seen.Spec.AcquireTime, now), now, ptr.Deref(e.seen.Spec.LeaseTransitions, 0))
+		lease, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
+		e.check(err)
+		if err == nil {
+			e.saw(lease)
+			e.wrote(start)
+			return false, nil
+		}
+		if !apierrors.IsConflict(err) {
+			return false, err
+		}
+		lease, err = e.leases.Get(ctx, e.name, metav1.GetOptions{})
+		e.check(err)
+		if err != nil {
+			return false, err
+		}
+		e.saw(lease)
+		if ptr.Deref(lease.Spec.HolderIdentity, "") != e.identity {
+			return true, nil
+		}
+	}
+	return false, errors.New("the Lease changed twice while renewing it")
+}
+
+func (e *elector) wrote(start time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if start.After(e.renewed) {
+		e.renewed = start
+	}
+}
+
+// check notes a Forbidden answer: no retry mends it.
+func (e *elector) check(err error) {
 	if !apierrors.IsForbidden(err) {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.denied == nil {
-		l.denied = fmt.Errorf("kube: the Lease %s: %w", l.Describe(), err)
-		close(l.refused)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.denied == nil {
+		e.denied = fmt.Errorf("kube: the Lease %s: %w", e.describe(), err)
+		close(e.refused)
 	}
 }
 
 // renewedAt is when the last renewal began.
-func (l *leaseLock) renewedAt() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.renewed
+func (e *elector) renewedAt() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.renewed
 }
 
 // deniedErr is the Forbidden answer that closed refused.
-func (l *leaseLock) deniedErr() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.denied
+func (e *elector) deniedErr() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.denied
 }
 
 // proof is what the controller's own writes check: the deadline until which
 // this replica can prove it holds the Lease.
 type proof struct {
-	lock          *leaseLock
+	elector       *elector
 	renewDeadline time.Duration
 }
 
 // until is the proof's deadline: RenewDeadline after the last renewal
 // began.
-func (p proof) until() time.Time { return p.lock.renewedAt().Add(p.renewDeadline) }
+func (p proof) until() time.Time { return p.elector.renewedAt().Add(p.renewDeadline) }
 
 // lostDeadline is how long after its last renewal began a replica that
 // lost the Lease has to stop: halfway from RenewDeadline to LeaseDuration,
@@ -145,31 +352,13 @@ func lostDeadline(le LeaderElection) time.Duration {
 // with the API server's answer.
 func (c *Controller) lead(ctx, stopping context.Context, q queue, store cache.Indexer) error {
 	le := c.settings.LeaderElection
-	lock := newLeaseLock(&resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: c.name},
-		Client:     c.clients.leases,
-		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
-	})
 	leading := make(chan struct{})
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:          lock,
-		LeaseDuration: le.LeaseDuration,
-		RenewDeadline: le.RenewDeadline,
-		RetryPeriod:   le.RetryPeriod,
-		Name:          c.name,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(context.Context) { close(leading) },
-			OnStoppedLeading: func() {},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("kube: controller %s: leader election: %w", c.name, err)
-	}
 	campaigning, stopCampaigning := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), c.tel.logr))
+	el := c.newElector(campaigning)
 	campaigned := make(chan struct{})
 	go func() {
 		defer close(campaigned)
-		elector.Run(campaigning)
+		el.campaign(campaigning, leading)
 	}()
 	defer func() {
 		stopCampaigning()
@@ -180,14 +369,14 @@ func (c *Controller) lead(ctx, stopping context.Context, q queue, store cache.In
 	case <-leading:
 	case <-stopping.Done():
 		return nil
-	case <-lock.refused:
-		return lock.deniedErr()
+	case <-el.refused:
+		return el.deniedErr()
 	}
 
 	// Lead: the reconciles of this term end with it.
 	term, endTerm := context.WithCancel(c.work)
 	defer endTerm()
-	c.proof.Store(&proof{lock: lock, renewDeadline: le.RenewDeadline})
+	c.proof.Store(&proof{elector: el, renewDeadline: le.RenewDeadline})
 	defer c.proof.Store(nil)
 	var workers sync.WaitGroup
 	work := klog.NewContext(term, c.tel.logr)
@@ -200,7 +389,7 @@ func (c *Controller) lead(ctx, stopping context.Context, q queue, store cache.In
 		workers.Wait()
 		close(finished)
 	}()
-	lost := c.watchProof(lock, campaigned, finished)
+	lost := c.watchProof(el, campaigned, finished)
 
 	select {
 	case <-stopping.Done():
@@ -209,7 +398,7 @@ func (c *Controller) lead(ctx, stopping context.Context, q queue, store cache.In
 		case <-finished:
 			stopCampaigning()
 			<-campaigned
-			c.release(lock)
+			c.release(el)
 			return nil
 		case <-lost:
 		}
@@ -222,15 +411,15 @@ func (c *Controller) lead(ctx, stopping context.Context, q queue, store cache.In
 	endTerm()
 	stopCampaigning() // no renewal now: it would only delay the next holder
 	c.clients.abort()
-	c.tel.log.WarnContext(ctx, "lost the lease", "lease", lock.Describe(), "renewed", lock.renewedAt())
-	deadline := time.NewTimer(time.Until(lock.renewedAt().Add(lostDeadline(le))))
+	c.tel.log.WarnContext(ctx, "lost the lease", "lease", el.describe(), "renewed", el.renewedAt())
+	deadline := time.NewTimer(time.Until(el.renewedAt().Add(lostDeadline(le))))
 	defer deadline.Stop()
 	select {
 	case <-finished:
 	case <-deadline.C:
-		c.tel.log.ErrorContext(ctx, "a reconcile ignored its cancelled context: Serve returns without it", "lease", lock.Describe())
+		c.tel.log.ErrorContext(ctx, "a reconcile ignored its cancelled context: Serve returns without it", "lease", el.describe())
 	}
-	if denied := lock.deniedErr(); denied != nil {
+	if denied := el.deniedErr(); denied != nil {
 		// The renewal was forbidden: say which request, as Serve does for a
 		// Lease it may not take.
 		return fmt.Errorf("%w: %w", ErrLostLeadership, denied)
@@ -241,16 +430,16 @@ func (c *Controller) lead(ctx, stopping context.Context, q queue, store cache.In
 // watchProof returns a channel closed once this replica can no longer prove
 // it holds the Lease: RenewDeadline has passed since its last renewal
 // began, or leader election stopped. It watches until finished is closed.
-func (c *Controller) watchProof(lock *leaseLock, campaigned, finished <-chan struct{}) <-chan struct{} {
+func (c *Controller) watchProof(el *elector, campaigned, finished <-chan struct{}) <-chan struct{} {
 	lost := make(chan struct{})
 	renewDeadline := c.settings.LeaderElection.RenewDeadline
 	go func() {
-		t := time.NewTimer(time.Until(lock.renewedAt().Add(renewDeadline)))
+		t := time.NewTimer(time.Until(el.renewedAt().Add(renewDeadline)))
 		defer t.Stop()
 		for {
 			select {
 			case <-t.C:
-				left := time.Until(lock.renewedAt().Add(renewDeadline))
+				left := time.Until(el.renewedAt().Add(renewDeadline))
 				if left > 0 {
 					t.Reset(left) // renewed meanwhile
 					continue
@@ -271,14 +460,14 @@ func (c *Controller) watchProof(lock *leaseLock, campaigned, finished <-chan str
 // this replica is still its holder, with an update conditioned on the
 // resourceVersion just read, so it can never blank a newer holder's
 // record. It gives up after RenewDeadline, or when Shutdown's context ends.
-func (c *Controller) release(lock *leaseLock) {
+func (c *Controller) release(el *elector) {
 	le := c.settings.LeaderElection
 	ctx, cancel := context.WithTimeout(klog.NewContext(c.work, c.tel.logr), le.RenewDeadline)
 	defer cancel()
 	leases := c.clients.leases.Leases(le.Namespace)
 	lease, err := leases.Get(ctx, c.name, metav1.GetOptions{})
 	if err != nil {
-		c.tel.log.WarnContext(ctx, "releasing the lease", "lease", lock.Describe(), "error", err.Error())
+		c.tel.log.WarnContext(ctx, "releasing the lease", "lease", el.describe(), "error", err.Error())
 		return
 	}
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != le.Identity {
@@ -292,6 +481,6 @@ func (c *Controller) release(lock *leaseLock) {
 		LeaseTransitions:     lease.Spec.LeaseTransitions,
 	}
 	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
-		c.tel.log.WarnContext(ctx, "releasing the lease", "lease", lock.Describe(), "error", err.Error())
+		c.tel.log.WarnContext(ctx, "releasing the lease", "lease", el.describe(), "error", err.Error())
 	}
 }

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/go-logr/logr"
 	coordinationapiv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -346,6 +348,205 @@ func TestShutdownReturnsByItsDeadlineWhileTheReleaseHangs(t *testing.T) {
 		}
 		if err := stop(); err != nil {
 			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+// testElector is a replica's elector on f's Lease, with the default
+// timings.
+func testElector(f *fakeCluster, identity string) *elector {
+	le := testSettings().LeaderElection
+	le.Identity = identity
+	return &elector{
+		leases:   f.kube.CoordinationV1().Leases(le.Namespace),
+		name:     testSettings().Name,
+		identity: identity,
+		timing:   le,
+		log:      logr.Discard(),
+		refused:  make(chan struct{}),
+	}
+}
+
+// campaigning runs e's campaign until the test ends or stop is called, and
+// returns when e began to lead (zero while it doesn't), and a channel
+// closed when the campaign returned.
+func campaigning(t *testing.T, e *elector) (leadingAt func() time.Time, stop func(), ended <-chan struct{}) {
+	ctx, cancel := context.WithCancel(t.Context())
+	leading, done := make(chan struct{}), make(chan struct{})
+	var at atomic.Pointer[time.Time]
+	go func() {
+		select {
+		case <-leading:
+			now := time.Now()
+			at.Store(&now)
+		case <-ctx.Done():
+		}
+	}()
+	go func() {
+		defer close(done)
+		e.campaign(ctx, leading)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return func() time.Time {
+		if p := at.Load(); p != nil {
+			return *p
+		}
+		return time.Time{}
+	}, cancel, done
+}
+
+// A standby measures a Lease's expiry from when it first saw the holder's
+// last renewal, and tries to take it then: never before LeaseDuration has
+// passed since that renewal began, and within LeaseDuration and
+// RetryPeriod of the holder's death, at whatever moment of the standby's
+// reads and the holder's renewals the holder dies.
+func TestAStandbyTakesAnAbandonedLeaseAsItExpires(t *testing.T) {
+	for phase := range 10 {
+		t.Run(fmt.Sprint("phase ", phase), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, listKinds)
+				checkLeaseVersions(f)
+				le := testSettings().LeaderElection
+				a, b := testElector(f, "a"), testElector(f, "b")
+				aLeads, killA, aEnded := campaigning(t, a)
+				synctest.Wait()
+				if aLeads().IsZero() {
+					t.Fatal("a, the first replica, doesn't lead")
+				}
+				time.Sleep(time.Duration(phase) * 190 * time.Millisecond)
+				bLeads, _, _ := campaigning(t, b)
+
+				time.Sleep(5*time.Second + time.Duration(phase)*330*time.Millisecond)
+				killA() // its process dies: no release
+				<-aEnded
+				killed, renewed := time.Now(), a.renewedAt()
+				time.Sleep(time.Until(killed.Add(le.LeaseDuration + le.RetryPeriod + time.Second)))
+				synctest.Wait()
+				took := bLeads()
+				switch {
+				case took.IsZero():
+					t.Fatalf("b didn't take the Lease within LeaseDuration+RetryPeriod+1s (%s) of a's death", le.LeaseDuration+le.RetryPeriod+time.Second)
+				case took.Before(renewed.Add(le.LeaseDuration)):
+					t.Errorf("b took the Lease %s after a's last renewal began, before LeaseDuration (%s)", took.Sub(renewed), le.LeaseDuration)
+				case took.After(killed.Add(le.LeaseDuration + le.RetryPeriod)):
+					t.Errorf("b took the Lease %s after a died, want within LeaseDuration+RetryPeriod (%s)", took.Sub(killed), le.LeaseDuration+le.RetryPeriod)
+				}
+				l := f.lease(t, le.Namespace, testSettings().Name)
+				if holder(l) != "b" || *l.Spec.LeaseTransitions != 1 {
+					t.Errorf("the Lease: holder %q, transitions %d; want b, 1", holder(l), *l.Spec.LeaseTransitions)
+				}
+			})
+		})
+	}
+}
+
+// A released Lease is taken at the standby's next read, within
+// RetryPeriod of the holder's shutdown, at whatever moment of the
+// standby's reads the holder shuts down.
+func TestAStandbyTakesAReleasedLeaseWithinRetryPeriod(t *testing.T) {
+	for phase := range 10 {
+		t.Run(fmt.Sprint("phase ", phase), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+				s := testSettings()
+				var calls counter
+				stopLeader := served(t, newTestController(t, f, s, readyReplicas(&calls)))
+				synctest.Wait()
+				s.LeaderElection.Identity = "replica-2"
+				stopStandby := served(t, newTestController(t, f, s, readyReplicas(&calls)))
+				time.Sleep(5*time.Second + time.Duration(phase)*190*time.Millisecond)
+				released := time.Now()
+				if err := stopLeader(); err != nil {
+					t.Fatalf("the leader's Serve = %v, want nil", err)
+				}
+				for holder(f.lease(t, s.LeaderElection.Namespace, s.Name)) != "replica-2" {
+					if time.Since(released) > s.LeaderElection.RetryPeriod {
+						t.Fatalf("the standby didn't take the released Lease within RetryPeriod (%s)", s.LeaderElection.RetryPeriod)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				if err := stopStandby(); err != nil {
+					t.Errorf("the standby's Serve = %v, want nil", err)
+				}
+			})
+		})
+	}
+}
+
+// Of replicas taking an expired Lease at the same moment, one leads: each
+// take is conditioned on the version it read.
+func TestOfStandbysTakingTheLeaseAtOnceOneLeads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds)
+		checkLeaseVersions(f)
+		le := testSettings().LeaderElection
+		// A Lease held by a replica that is gone, seen by all at once.
+		gone := &coordinationapiv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: le.Namespace, Name: testSettings().Name},
+			Spec: coordinationapiv1.LeaseSpec{
+				HolderIdentity:       new("gone"),
+				LeaseDurationSeconds: new(int32(15)),
+				LeaseTransitions:     new(int32(3)),
+			},
+		}
+		if _, err := f.kube.CoordinationV1().Leases(le.Namespace).Create(t.Context(), gone, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var leads []func() time.Time
+		for _, id := range []string{"a", "b", "c"} {
+			at, _, _ := campaigning(t, testElector(f, id))
+			leads = append(leads, at)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		leaders := 0
+		for _, at := range leads {
+			if !at().IsZero() {
+				leaders++
+			}
+		}
+		l := f.lease(t, le.Namespace, testSettings().Name)
+		if leaders != 1 || *l.Spec.LeaseTransitions != 4 {
+			t.Errorf("%d replicas lead and the Lease has %d transitions, want 1 and 4", leaders, *l.Spec.LeaseTransitions)
+		}
+	})
+}
+
+// A holder whose renewal finds another replica in the Lease stops
+// campaigning at once, and writes the Lease no more.
+func TestAHolderThatFindsAnotherInTheLeaseStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds)
+		checkLeaseVersions(f)
+		le := testSettings().LeaderElection
+		a := testElector(f, "a")
+		_, _, ended := campaigning(t, a)
+		time.Sleep(3 * time.Second)
+		leases := f.kube.CoordinationV1().Leases(le.Namespace)
+		l, err := leases.Get(t.Context(), testSettings().Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Spec.HolderIdentity = new("b")
+		if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		taken := time.Now()
+		select {
+		case <-ended:
+		case <-time.After(le.RetryPeriod):
+			t.Fatalf("a still campaigns RetryPeriod (%s) after b took the Lease", le.RetryPeriod)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if h := holder(f.lease(t, le.Namespace, testSettings().Name)); h != "b" {
+			t.Errorf("the Lease's holder = %q, want b", h)
+		}
+		if a.renewedAt().After(taken) {
+			t.Errorf("a renewed the Lease after b took it")
 		}
 	})
 }

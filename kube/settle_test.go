@@ -454,3 +454,60 @@ func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanRywBoundAfterTheWrite(t *t
 		}
 	})
 }
+
+// The informer stores a version before its event handler queues the key, so
+// a worker can reconcile the controller's own write before the write's
+// event arrives: that event then queues nothing, as the reconcile it would
+// start has run. In the usual order, the event first, it queues the key as
+// any change does, and so does any other version's event.
+func TestTheEventOfAnOwnWriteAlreadyReconciledQueuesNothing(t *testing.T) {
+	obj := func(rv string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetNamespace("default")
+		u.SetName("m")
+		u.SetResourceVersion(rv)
+		return u
+	}
+	for _, tc := range []struct {
+		name   string
+		steps  func(c *Controller, update func(rv string))
+		queued int
+	}{
+		{"reconciled, then its event", func(c *Controller, update func(string)) {
+			c.versions.wrote("default/m", "5")
+			c.versions.aheadFor("default/m", "5")
+			update("5")
+		}, 0},
+		{"its event, then reconciled", func(c *Controller, update func(string)) {
+			c.versions.wrote("default/m", "5")
+			update("5")
+			c.versions.aheadFor("default/m", "5")
+		}, 1},
+		{"an older version's event, then reconciled, then its event", func(c *Controller, update func(string)) {
+			c.versions.wrote("default/m", "5")
+			update("4")
+			c.versions.aheadFor("default/m", "5")
+			update("5")
+		}, 1},
+		{"reconciled, then a newer version's event", func(c *Controller, update func(string)) {
+			c.versions.wrote("default/m", "5")
+			c.versions.aheadFor("default/m", "5")
+			update("6")
+		}, 1},
+		{"the event of a write never reconciled", func(c *Controller, update func(string)) {
+			c.versions.wrote("default/m", "5")
+			update("5")
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newQueue("test", nil)
+			defer q.ShutDown()
+			c := &Controller{later: newLater(q)}
+			h := c.objectKeys(q)
+			tc.steps(c, func(rv string) { h.OnUpdate(obj("1"), obj(rv)) })
+			if got := q.Len(); got != tc.queued {
+				t.Errorf("keys queued = %d, want %d", got, tc.queued)
+			}
+		})
+	}
+}
