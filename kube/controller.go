@@ -206,32 +206,3 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 // replica, leader or not, and until Serve returns. It is for readiness:
 // serve it as health.Readiness(ctrl.Synced()).
 func (c *Controller) Synced() health.Monitor { return c.synced }
-
-// Shutdown finishes the controller's shutdown within ctx. Shutdown begins
-// when Serve's context is done, or when Shutdown is called: the controller
-// stops taking keys, lets the reconciles in flight finish, releases the
-// Lease and stops its informers, leaving its backlog for the next leader,
-// and Serve returns nil. When ctx ends first, Shutdown cancels the
-// reconciles in flight and the Lease's release, waits for the reconciles
-// to return, and returns an error wrapping ctx's: it never waits on the API
-// server, however slow the release or the informers are. A Reconciler that
-// ignores its cancelled context holds Shutdown, and humus.Main's grace
-// period bounds that.
-func (c *Controller) Shutdown(ctx context.Context) error {
-	c.beginShutdown()
-	if !c.started.Load() {
-		return nil
-	}
-	select {
-	case <-c.done:
-		return nil
-	case <-ctx.Done():
-	}
-	c.cancelWork()
-	if idle := c.idle.Load(); idle != nil {
-		<-*idle
-	}
-	return fmt.Errorf("kube: controller %s: shutting down: %w", c.name, ctx.Err())
-}
-
-func (c *Controller) beginShutdown() { c.stopOnce.Do(func() { close(c.stop) }) }

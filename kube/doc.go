@@ -133,6 +133,10 @@
 //     or not every Reconciler has returned, before any other replica can
 //     take the Lease. A write already on the wire when the network stalled
 //     can still land later: Kubernetes has no fencing token for a write.
+//   - A standby reads the Lease every RetryPeriod and tries to take it the
+//     moment it has expired by its own clock: it takes a released Lease
+//     within RetryPeriod, and a dead holder's within LeaseDuration and
+//     RetryPeriod of the holder's death (or of its own start, if later).
 //   - The Lease is released only on shutdown, after the workers stopped,
 //     and only while this replica is still its holder: a read, then an
 //     update conditioned on the resourceVersion read, so a release can
@@ -212,6 +216,53 @@
 //     reach s.Telemetry's LoggerProvider through the logger the controller
 //     puts in their context, and its work queue's metrics come through a
 //     provider of the controller's own.
+//
+// # How one key is reconciled
+//
+// Serve checks that the resource and each resource it Owns are served,
+// starts their informers, waits for the caches to sync (Synced is healthy
+// from then), and campaigns for the Lease. Every replica does that much;
+// the holder runs Settings.Workers workers. Each worker takes a key from
+// the work queue, which never hands one key to two workers at once, and
+// reconciles it in these steps, which the code's step comments name:
+//
+//  1. Look it up in the cache. An object that is gone needs nothing: its
+//     owned resources are garbage collected through their owner
+//     references. Read your own writes: a cache older than the key's last
+//     write of the controller's own holds the key back until the write's
+//     watch event brings it (at most 30s), since reconciling the older
+//     object would apply again what the write did; and the event of a
+//     write that a reconcile has already run on queues nothing.
+//  2. Decode it into a new Object, the end user's own copy, decoded as
+//     encoding/json would: nothing the Reconciler does changes the cache.
+//     An object that can't be decoded is retried with backoff, its error
+//     naming the object and the field, and gets no finalizer.
+//  3. Handle the finalizer, when Finalize is given: add it before the
+//     first reconcile; once the object is being deleted, call Finalize
+//     instead of the Reconciler, and remove the finalizer once it returns
+//     nil.
+//  4. Leave an object that is being deleted alone, when it has no
+//     finalizer of the controller's (no Finalize, or Finalize has run).
+//  5. Call the Reconciler, with a context that carries the reconcile's
+//     span and is cancelled only when Shutdown's context ends or the Lease
+//     is lost.
+//  6. Apply the status, when Result's status isn't nil and differs from
+//     the object's, whether or not the Reconciler returned an error: a
+//     server-side apply of the status subresource, forced, with
+//     Settings.Name as field manager, conditioned on the object's UID and
+//     resourceVersion.
+//  7. Settle the key: an error retries it after a backoff of its own, from
+//     RetryBaseDelay doubling to RetryMaxDelay; Result.After reconciles it
+//     again after that long, unless it changes first; a panic is recovered,
+//     recorded and never retried; otherwise the key waits for a change to
+//     the object or to a resource it owns, or the resync. A write refused
+//     because the cache's object was deleted or replaced (a 404, a 409, or
+//     another UID) is dropped: the watch event that says so queues the key
+//     again.
+//
+// Applying a status changes the object, so it is reconciled once more;
+// that reconcile returns the same status, which isn't applied, and the
+// object settles in two reconciles.
 //
 // # What client-go still reads from the process
 //

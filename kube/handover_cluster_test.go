@@ -439,10 +439,9 @@ func durationStats(ds []time.Duration) string {
 // change converges; the standby takes over within RetryPeriod and a second
 // after a SIGTERM (the Lease released), and within LeaseDuration,
 // RetryPeriod and a second after a SIGKILL; the SIGTERMed process exits 0
-// and leaves the
-// Lease to no one or to the standby, released after its last write; a
-// standby's SIGTERM leaves the leader's Lease alone; and the audit log
-// shows one writer at a time across every term.
+// and leaves the Lease to no one or to the standby, released after its
+// last write; a standby's SIGTERM leaves the leader's Lease alone; and the
+// audit log shows one writer at a time across every term.
 func TestClusterFaultHandoversBySIGTERMAndSIGKILLKeepOneWriterAtATime(t *testing.T) {
 	const (
 		objects   = 100

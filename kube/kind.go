@@ -18,6 +18,7 @@ type Kind[T any] struct {
 }
 
 // KindReconciler brings the cluster to what an object of a Kind declares.
+// Like a Reconciler, its Reconcile must be idempotent, and may be cut off.
 type KindReconciler[T any] interface {
 	// Reconcile is handed obj, its own copy of the object as the cache last
 	// saw it. A positive after reconciles obj again after that long, unless

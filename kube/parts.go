@@ -37,6 +37,13 @@ func (owns) part() {}
 // error from f retries, as a reconcile's does; a panic in f is recovered and
 // not retried, and the object keeps its finalizer until its next reconcile.
 //
+// f must be idempotent: it runs again after an error, after a new leader
+// took over mid-way, and if the finalizer's removal fails. A deletion waits
+// while no replica of the controller runs: the object stays, being
+// deleted, until a leader has run f and removed the finalizer, so an
+// uninstalled controller leaves its objects undeletable until the
+// finalizer is removed by hand.
+//
 // T is the Controller's object type: Object[Spec, Status] for a Resource,
 // and T for a Kind[T]. NewController and NewKindController check it, and
 // that name is a qualified name such as "cache.example.com/finalizer".

@@ -29,33 +29,8 @@ func (c *Controller) worker(ctx context.Context, q queue, store cache.Indexer) {
 	}
 }
 
-// stopTaking makes the workers stop taking keys, and shuts q down with
-// ShutDown, never ShutDownWithDrain: draining would hand the workers the
-// backlog. ShutDown also stops the queue's own goroutines at once.
-func (c *Controller) stopTaking(q queue) {
-	c.beginShutdown()
-	q.ShutDown()
-}
-
-func (c *Controller) stopped() bool {
-	select {
-	case <-c.stop:
-		return true
-	default:
-		return false
-	}
-}
-
-// outcome is how a reconcile ended, for step 7 and the telemetry.
-type outcome string
-
-const (
-	success  outcome = "success"
-	failure  outcome = "error"
-	panicked outcome = "panic"
-)
-
-// process reconciles one key, steps 1 to 7 of Reconciling.
+// process reconciles one key: steps 1 to 7 of How one key is reconciled,
+// in the package doc, which the step comments below name.
 func (c *Controller) process(ctx context.Context, q queue, store cache.Indexer, key string) {
 	defer q.Done(key)
 
@@ -80,25 +55,25 @@ func (c *Controller) process(ctx context.Context, q queue, store cache.Indexer, 
 		return
 	}
 
-	ctx, rec := c.tel.start(ctx, c.kind, u)
+	ctx, record := c.tel.start(ctx, c.kind, u)
 	after, pv, err := c.reconcileOrPanic(ctx, u)
 	switch {
 	case pv != nil:
 		// 7. A panic is recovered, recorded and forgotten: a retry would run
 		// the same code on the same object, and panic the same way.
-		rec.panicked(pv)
+		record.panicked(pv)
 		c.settle(key)
 	case errors.Is(err, errStale):
 		// The cache's object was deleted, or replaced by a new one of the
 		// same name: the watch event that says so queues the key again.
-		rec.stale(err)
+		record.stale(err)
 		c.settle(key)
 	case err != nil:
 		// 7. An error retries the object after a backoff of its own.
-		rec.failed(err)
+		record.failed(err)
 		c.later.add(key, c.retry.When(key))
 	default:
-		rec.succeeded()
+		record.succeeded()
 		c.settle(key)
 		if after > 0 {
 			c.later.add(key, after)
@@ -110,12 +85,6 @@ func (c *Controller) process(ctx context.Context, q queue, store cache.Indexer, 
 func (c *Controller) settle(key string) {
 	c.retry.Forget(key)
 	c.later.cancel(key)
-}
-
-// panicValue is a recovered panic, and where it happened.
-type panicValue struct {
-	value any
-	stack []byte
 }
 
 // reconcileOrPanic runs steps 2 to 6, recovering a panic in the end user's
@@ -150,17 +119,23 @@ func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured
 		return 0, err
 	}
 
-	// 3. Handle the finalizer.
+	// 3. Handle the finalizer: one arm for each of its states.
 	rv := u.GetResourceVersion()
 	switch {
 	case c.finalizer == "":
-	case deleting: // and it has the finalizer
+		// No Finalize: nothing to add, nothing to run.
+	case deleting && hasFinalizer:
+		// Finalize instead of reconciling, then remove the finalizer.
 		if err := obj.finalize(ctx); err != nil {
 			return 0, err
 		}
 		_, err := c.applyFinalizer(ctx, u, false)
 		return 0, err
-	case !hasFinalizer:
+	case hasFinalizer:
+		// Not being deleted, and the finalizer is there: reconcile.
+	default:
+		// Not being deleted, without the finalizer: add it before the
+		// first reconcile.
 		if rv, err = c.applyFinalizer(ctx, u, true); err != nil {
 			return 0, err
 		}

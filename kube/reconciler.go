@@ -12,6 +12,13 @@ import (
 )
 
 // Reconciler brings the cluster to what an object's spec declares.
+//
+// Reconcile must be idempotent: it is called again for the same object
+// after a change, a resync, an error, a new leader, or a change that only
+// its own status made, and must do nothing more the second time. It may be
+// cut off (its context is cancelled when the Lease is lost or Shutdown's
+// context ends), so it must leave the cluster in a state a later call can
+// finish from.
 type Reconciler[Spec, Status any] interface {
 	// Reconcile is handed obj, its own copy of the object as the cache last
 	// saw it, and returns what obj's status is now.
@@ -42,7 +49,8 @@ type Result[Status any] struct {
 // hand one from the cache to the end user's code. It is the only generic
 // part of a Controller.
 type objectType interface {
-	// decode decodes u into the end user's own copy: step 2 of Reconciling.
+	// decode decodes u into the end user's own copy: step 2 of How one
+	// key is reconciled (package doc).
 	decode(u *unstructured.Unstructured) (decoded, error)
 }
 

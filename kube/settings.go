@@ -73,8 +73,9 @@ func DefaultSettings() Settings {
 	}
 }
 
-// jitterFactor is client-go's leader election jitter: RenewDeadline must be
-// longer than this many RetryPeriods.
+// jitterFactor is client-go's leader election jitter. The controller's
+// elector doesn't jitter, but keeps client-go's check, which the proposal
+// gives: RenewDeadline must be longer than this many RetryPeriods.
 const jitterFactor = 1.2
 
 // CheckName checks a controller's name: a DNS-1123 subdomain, as a Lease's

@@ -153,3 +153,19 @@ func (r *reconcileRecord) end(o outcome) {
 	r.tel.instruments.reconcileDuration.Record(context.WithoutCancel(r.ctx), now.Sub(r.start).Seconds(),
 		metric.WithAttributes(r.tel.controller, attribute.String(attrOutcome, string(o))))
 }
+
+// outcome is how a reconcile ended, for step 7 of How one key is
+// reconciled (package doc) and the telemetry.
+type outcome string
+
+const (
+	success  outcome = "success"
+	failure  outcome = "error"
+	panicked outcome = "panic"
+)
+
+// panicValue is a recovered panic, and where it happened.
+type panicValue struct {
+	value any
+	stack []byte
+}

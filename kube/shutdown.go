@@ -1,0 +1,76 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+)
+
+// Shutdown, and the end of a term of leading, run on these signals. Each
+// is closed or cancelled once; the third column says who waits on it.
+//
+//	signal                      closed or cancelled by                   waited on by
+//	c.stop                      beginShutdown: Serve's context, Shutdown  Serve (cancels stopping), each worker before a key
+//	stopping (serve.go)         c.stop, Serve's context, or a resource    step 1's retries, the cache sync, lead
+//	                            no longer served (with its cause)
+//	informing (serve.go)        Serve, once lead has returned             the informers
+//	campaigning (lease.go)      lead's return, or the Lease lost          the elector
+//	leading (lease.go)          the elector, once it holds the Lease      lead, to start the workers
+//	campaigned (lease.go)       the elector's return                      lead, watchProof (no more renewals)
+//	c.work (controller.go)      Shutdown, when its context ends first     the reconciles, the Lease's release
+//	term (lease.go)             the Lease lost, or lead's return          the reconciles of one term
+//	finished, c.idle (lease.go) the term's workers, all returned          lead, Shutdown
+//	c.done (controller.go)      Serve's return                            Shutdown
+//
+// On Serve's context (or Shutdown): c.stop closes, the workers stop taking
+// keys and the queue shuts down, the reconciles in flight finish, the
+// elector stops, the Lease is released, the informers stop, and Serve
+// returns nil. When Shutdown's context ends first, c.work is cancelled too.
+// On a lost Lease: the workers stop taking keys, term is cancelled, the
+// elector stops, the connections are aborted, and Serve returns
+// ErrLostLeadership by the lost deadline.
+
+// Shutdown finishes the controller's shutdown within ctx. Shutdown begins
+// when Serve's context is done, or when Shutdown is called: the controller
+// stops taking keys, lets the reconciles in flight finish, releases the
+// Lease and stops its informers, leaving its backlog for the next leader,
+// and Serve returns nil. When ctx ends first, Shutdown cancels the
+// reconciles in flight and the Lease's release, waits for the reconciles
+// to return, and returns an error wrapping ctx's: it never waits on the API
+// server, however slow the release or the informers are. A Reconciler that
+// ignores its cancelled context holds Shutdown, and humus.Main's grace
+// period bounds that.
+func (c *Controller) Shutdown(ctx context.Context) error {
+	c.beginShutdown()
+	if !c.started.Load() {
+		return nil
+	}
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+	}
+	c.cancelWork()
+	if idle := c.idle.Load(); idle != nil {
+		<-*idle
+	}
+	return fmt.Errorf("kube: controller %s: shutting down: %w", c.name, ctx.Err())
+}
+
+func (c *Controller) beginShutdown() { c.stopOnce.Do(func() { close(c.stop) }) }
+
+// stopTaking makes the workers stop taking keys, and shuts q down with
+// ShutDown, never ShutDownWithDrain: draining would hand the workers the
+// backlog. ShutDown also stops the queue's own goroutines at once.
+func (c *Controller) stopTaking(q queue) {
+	c.beginShutdown()
+	q.ShutDown()
+}
+
+func (c *Controller) stopped() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
