@@ -596,3 +596,45 @@ var configMaps = corev1.SchemeGroupVersion.WithResource("configmaps")
 type metadataCreator interface {
 	CreateFake(obj *metav1.PartialObjectMetadata, opts metav1.CreateOptions, subresources ...string) (*metav1.PartialObjectMetadata, error)
 }
+
+// The cache keeps no managedFields: the Object handed to a Reconciler has
+// none, and neither has an owned resource's cached metadata.
+func TestTheCacheKeepsNoManagedFields(t *testing.T) {
+	managed := []metav1.ManagedFieldsEntry{{
+		Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:size":{}}}`)},
+	}}
+	synctest.Test(t, func(t *testing.T) {
+		m := cacheObject("default", "m", 1)
+		m.SetManagedFields(managed)
+		f := newFakeCluster(t, listKinds, m)
+		var seen []metav1.ManagedFieldsEntry
+		var calls counter
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			if calls.inc(m.Name) == 1 {
+				seen = m.ManagedFields
+			}
+			return Result[cacheStatus]{}, nil
+		})
+		stop := served(t, newTestController(t, f, testSettings(), rec))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if calls.get("m") == 0 {
+			t.Fatal("m wasn't reconciled")
+		}
+		if seen != nil {
+			t.Errorf("the Object's managedFields = %v, want none", seen)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+
+	owned := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "d", ManagedFields: managed}}
+	for _, obj := range []any{owned, owned} { // idempotent, as client-go requires
+		got, err := stripManagedFields(obj)
+		if err != nil || got.(*metav1.PartialObjectMetadata).ManagedFields != nil {
+			t.Errorf("an owned resource's cached metadata: managedFields %v, error %v; want none, nil", got.(*metav1.PartialObjectMetadata).ManagedFields, err)
+		}
+	}
+}
