@@ -49,10 +49,11 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
-// BenchmarkProcess is one key through the worker's loop, steps 1 to 7, with
-// telemetry recorded by the SDK: a Reconciler that finds nothing to change,
-// as a resync's reconcile of a settled object does. It is the controller's
-// own cost per reconcile, without any API call.
+// BenchmarkProcess is one key through the worker's loop, steps 1 to 7 of
+// How one key is reconciled (package doc), with telemetry recorded by the
+// SDK: a Reconciler that finds nothing to change, as a resync's reconcile
+// of a settled object does. It is the controller's own cost per reconcile,
+// without any API call.
 func BenchmarkProcess(b *testing.B) {
 	f := newFakeCluster(b, listKinds)
 	tel := humustest.NewTelemetry()
