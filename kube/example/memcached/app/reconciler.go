@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -88,7 +89,9 @@ func (r Reconciler) Reconcile(ctx context.Context, m kube.Object[MemcachedSpec, 
 // that m was finalized, which kubectl events shows.
 //
 // An error keeps the finalizer, and retries with backoff: the deletion
-// waits until Finalize returns nil.
+// waits until Finalize returns nil. A namespace being deleted takes no new
+// Event, so then Finalize records none, or a Memcached would keep its
+// namespace from ever going.
 func (r Reconciler) Finalize(ctx context.Context, m kube.Object[MemcachedSpec, MemcachedStatus]) error {
 	now := time.Now()
 	_, err := r.Kube.EventsV1().Events(m.Namespace).Create(ctx, &eventsv1.Event{
@@ -105,6 +108,11 @@ func (r Reconciler) Finalize(ctx context.Context, m kube.Object[MemcachedSpec, M
 		Reason:              "Finalized",
 		Note:                "The Memcached is finalized; the garbage collector deletes its Deployment.",
 	}, metav1.CreateOptions{FieldManager: Name})
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		// m goes with its namespace, which takes no new Event: the Event
+		// only tells of the finalizer, so it isn't worth keeping m for.
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("app: recording that Memcached %s/%s is finalized: %w", m.Namespace, m.Name, err)
 	}

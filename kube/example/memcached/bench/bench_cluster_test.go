@@ -1,0 +1,689 @@
+// Package bench measures the Memcached example's controller, the whole App
+// in this process, on the tests' real control plane: what `make bench`
+// runs and kube/BENCHMARKS.md reports. Each benchmark is one run of a
+// scenario (run them with -benchtime 1x and -count 3 for the median of
+// three); its figures are custom metrics, and nothing here asserts a
+// duration.
+package bench_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/example/internal/apptest"
+	"github.com/z5labs/humus/kube/example/memcached/app"
+	"github.com/z5labs/humus/kube/internal/cluster"
+)
+
+func TestMain(m *testing.M) { os.Exit(cluster.Run(m)) }
+
+// scale multiplies every scenario's N, for a quick try of the benchmarks
+// (-scale 0.05); BENCHMARKS.md's figures are at 1.
+var scale = flag.Float64("scale", 1, "multiplies each scenario's object count")
+
+func scaled(n int) int { return max(1, int(float64(n)**scale)) }
+
+// progress says on stderr what a long benchmark is doing.
+func progress(b *testing.B, format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s %s: %s\n", time.Now().Format("15:04:05"), b.Name(), fmt.Sprintf(format, args...))
+}
+
+type memcached = kube.Object[app.MemcachedSpec, app.MemcachedStatus]
+
+// bench is one benchmark's view of the control plane: admin clients with
+// no client-side rate limit, and the Memcached CRD installed.
+type bench struct {
+	c   *cluster.Cluster
+	dyn dynamic.Interface
+	kc  kubernetes.Interface
+}
+
+func newBench(b *testing.B) *bench {
+	b.Helper()
+	c := cluster.Get(b)
+	cfg := c.AdminConfig()
+	cfg.QPS, cfg.Burst = -1, 0
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	crd, err := app.Memcached.CRD()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.InstallCRD(b, crd)
+	return &bench{c: c, dyn: dyn, kc: kc}
+}
+
+// create creates Memcacheds m-<from> to m-<to-1> in ns, 16 at once.
+func (bn *bench) create(b *testing.B, ns string, from, to int) {
+	b.Helper()
+	memcacheds := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				if _, err := memcacheds.Create(context.Background(), newMemcached(i), metav1.CreateOptions{}); err != nil {
+					mu.Lock()
+					firstErr = cmpOr(firstErr, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := from; i < to; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		b.Fatalf("creating Memcacheds: %v", firstErr)
+	}
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func newMemcached(i int) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cache.example.com/v1alpha1",
+		"kind":       "Memcached",
+		"metadata":   map[string]any{"name": "m-" + strconv.Itoa(i)},
+		"spec":       map[string]any{"size": int64(i%3 + 1)},
+	}}
+}
+
+// settled tracks, from watches of ns's Memcacheds and Deployments, when
+// each Memcached settled: Available=True for its generation, and its
+// Deployment applied with a controller reference to it.
+type settled struct {
+	mu        sync.Mutex
+	available map[string]bool
+	owned     map[string]bool
+	at        map[string]time.Time // when each settled
+	want      int
+	all       chan struct{} // closed once want have settled
+	stop      context.CancelFunc
+	done      sync.WaitGroup
+}
+
+func (bn *bench) track(b *testing.B, ns string, want int) *settled {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &settled{available: map[string]bool{}, owned: map[string]bool{}, at: map[string]time.Time{},
+		want: want, all: make(chan struct{}), stop: cancel}
+	mw, err := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dw, err := bn.kc.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.done.Go(func() { s.watch(mw, s.memcached) })
+	s.done.Go(func() { s.watch(dw, s.deployment) })
+	return s
+}
+
+func (s *settled) watch(w watch.Interface, see func(obj any)) {
+	defer w.Stop()
+	for e := range w.ResultChan() {
+		if e.Type == watch.Added || e.Type == watch.Modified {
+			see(e.Object)
+		}
+	}
+}
+
+func (s *settled) memcached(obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	var m memcached
+	if err := decode(u, &m); err != nil {
+		return
+	}
+	ok = false
+	for _, c := range m.Status.Conditions {
+		if c.Type == "Available" && c.Status == metav1.ConditionTrue && c.ObservedGeneration == m.Generation {
+			ok = true
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.available[m.Name] = ok
+	s.check(m.Name)
+}
+
+func (s *settled) deployment(obj any) {
+	d, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	ref := metav1.GetControllerOf(d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ref != nil && ref.Kind == "Memcached" && ref.Name == d.GetName() {
+		s.owned[d.GetName()] = true
+		s.check(d.GetName())
+	}
+}
+
+// check notes when name settles; s.mu is held.
+func (s *settled) check(name string) {
+	if _, done := s.at[name]; done || !s.available[name] || !s.owned[name] {
+		return
+	}
+	s.at[name] = time.Now()
+	if len(s.at) == s.want {
+		close(s.all)
+	}
+}
+
+func (s *settled) times() map[string]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.at)
+}
+
+func (s *settled) close() {
+	s.stop()
+	s.done.Wait()
+}
+
+func decode(u *unstructured.Unstructured, into any) error {
+	data, err := json.Marshal(u.Object)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, into)
+}
+
+// controller is the Memcached App running in this process, as its pod
+// would, with a MeterProvider of its own to read its instruments.
+type controller struct {
+	p      *humustest.Process
+	probes string
+	reader *sdkmetric.ManualReader
+	user   string
+}
+
+func (bn *bench) start(b *testing.B, ns, pod string, workers int) *controller {
+	b.Helper()
+	host, probes := apptest.ClusterPodHost(b, bn.c, ns, pod, app.Name, apptest.RBACGrants(b, "../deploy/rbac.yaml", ns))
+	host.Env["WATCH_NAMESPACE"] = ns
+	host.Env["WORKERS"] = strconv.Itoa(workers)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	tel := humus.WithTelemetry(func(context.Context, humus.Host) (humus.Telemetry, error) {
+		return humus.Telemetry{MeterProvider: mp}, nil
+	})
+	p := humustest.Start(b, host.Host(), app.Init, tel)
+	return &controller{p: p, probes: probes, reader: reader, user: "system:serviceaccount:" + ns + ":" + app.Name}
+}
+
+// synced waits for the probes' /readyz, and returns when it first
+// answered ok.
+func (c *controller) synced(b *testing.B) time.Time {
+	b.Helper()
+	cluster.Eventually(b, 5*time.Minute, func(context.Context) error { return apptest.Ready(c.probes) })
+	return time.Now()
+}
+
+func (c *controller) stop(b *testing.B) {
+	b.Helper()
+	c.p.Signal()
+	if code := apptest.Wait(b, c.p); code != 0 {
+		b.Fatalf("the App exited %d, want 0", code)
+	}
+}
+
+// histogram is the data points of the instrument named name, merged, and
+// their counts by the value of the attribute by.
+func (c *controller) histogram(b *testing.B, name string, by attribute.Key) (count uint64, bounds []float64, buckets []uint64, counts map[string]uint64) {
+	b.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := c.reader.Collect(context.Background(), &rm); err != nil {
+		b.Fatal(err)
+	}
+	counts = map[string]uint64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			h, ok := m.Data.(metricdata.Histogram[float64])
+			if !ok {
+				continue
+			}
+			for _, dp := range h.DataPoints {
+				count += dp.Count
+				v, _ := dp.Attributes.Value(by)
+				counts[v.Emit()] += dp.Count
+				if bounds == nil {
+					bounds, buckets = dp.Bounds, make([]uint64, len(dp.BucketCounts))
+				}
+				for i, n := range dp.BucketCounts {
+					buckets[i] += n
+				}
+			}
+		}
+	}
+	return count, bounds, buckets, counts
+}
+
+func (c *controller) reconciles(b *testing.B) uint64 {
+	n, _, _, _ := c.histogram(b, "humus.kube.controller.reconcile.duration", "")
+	return n
+}
+
+// quantile is the upper bound of the histogram bucket holding quantile q:
+// what an explicit-bucket histogram can say of it.
+func quantile(q float64, bounds []float64, buckets []uint64) float64 {
+	var total uint64
+	for _, n := range buckets {
+		total += n
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := uint64(q*float64(total) + 0.5)
+	var seen uint64
+	for i, n := range buckets {
+		seen += n
+		if seen >= rank {
+			if i < len(bounds) {
+				return bounds[i]
+			}
+			break
+		}
+	}
+	return bounds[len(bounds)-1] // the overflow bucket: past the last bound
+}
+
+// writes counts the writes user made since from, by verb and resource,
+// from the API server's audit log, which records every write.
+func (bn *bench) writes(b *testing.B, user string, from time.Time) map[string]int {
+	b.Helper()
+	counts := map[string]int{}
+	for _, e := range bn.c.Audit(b) {
+		if e.User != user || e.RequestReceived.Before(from) {
+			continue
+		}
+		res := e.Resource
+		if e.Subresource != "" {
+			res += "/" + e.Subresource
+		}
+		counts[e.Verb+" "+res]++
+	}
+	return counts
+}
+
+// usage is the process's user and system CPU time.
+func usage() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// heapInUse is the Go heap in use after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// peakRSS is the process's peak resident set since resetPeakRSS, in bytes.
+func peakRSS() float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// resetPeakRSS resets the peak resident set Linux keeps for the process.
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// coldStart is scenario 1 with scenarios 3, 4 and 7 in the same run: n
+// Memcacheds exist before the App starts; it settles them all; the
+// figures are the settle and sync times, the requests, reconciles, heap
+// and CPU per object; then the App is restarted on the settled objects.
+func coldStart(b *testing.B, n, workers int, restart bool) {
+	bn := newBench(b)
+	ns := bn.c.Namespace(b)
+	progress(b, "creating %d Memcacheds", n)
+	bn.create(b, ns, 0, n)
+	s := bn.track(b, ns, n)
+	defer s.close()
+	progress(b, "starting the App, %d workers", workers)
+
+	resetPeakRSS()
+	heapBefore := heapInUse()
+	cpuBefore := usage()
+	start := time.Now()
+	ctrl := bn.start(b, ns, "memcached-controller-0", workers)
+	syncedAt := ctrl.synced(b)
+	select {
+	case <-s.all:
+	case <-time.After(20 * time.Minute):
+		b.Fatalf("%d of %d Memcacheds settled in 20 minutes", len(s.times()), n)
+	}
+	settle := time.Since(start)
+	progress(b, "synced in %s, settled in %s", syncedAt.Sub(start).Round(time.Millisecond), settle.Round(time.Millisecond))
+	// The reconciles, requests and CPU a cold start costs are counted once
+	// the App is idle: reconciles of settled objects come after they
+	// settled.
+	idle(b, ctrl, uint64(n))
+	cpu := usage() - cpuBefore
+	reconciles := ctrl.reconciles(b)
+	requests, _, _, byMethod := ctrl.histogram(b, "http.client.request.duration", "http.request.method")
+	s.close()
+	heap := float64(heapInUse()) - float64(heapBefore)
+	peak := peakRSS()
+
+	b.ReportMetric(settle.Seconds(), "settle-s")
+	b.ReportMetric(syncedAt.Sub(start).Seconds(), "synced-s")
+	b.ReportMetric(float64(n)/settle.Seconds(), "objects/s")
+	b.ReportMetric(float64(reconciles)/float64(n), "reconciles/object")
+	b.ReportMetric(heap/float64(n), "heap-B/object")
+	b.ReportMetric(float64(cpu.Milliseconds())/float64(n), "cpu-ms/object")
+	b.ReportMetric(peak/(1<<20), "peak-RSS-MiB")
+	// Every request but a watch, counted at the App's transport by
+	// otelhttp; the writes, by resource, from the API server's audit log.
+	b.ReportMetric(float64(requests)/float64(n), "requests/object")
+	for method, count := range byMethod {
+		b.ReportMetric(float64(count)/float64(n), method+":requests/object")
+	}
+	time.Sleep(2 * time.Second) // for the audit log to hold the last writes
+	// writes/object counts the writes of Memcacheds and Deployments: the
+	// Lease's renewals and the App's start-up checks are reported apart.
+	writes := 0
+	for vr, count := range bn.writes(b, ctrl.user, start) {
+		if strings.HasSuffix(vr, " deployments") || strings.Contains(vr, " memcacheds") {
+			writes += count
+		}
+		b.ReportMetric(float64(count)/float64(n), strings.ReplaceAll(vr, " ", ":")+"/object")
+	}
+	b.ReportMetric(float64(writes)/float64(n), "writes/object")
+
+	// Scenario 2, the ceiling: the same writes from a plain client-go
+	// program at the same concurrency, no informer and no queue.
+	progress(b, "the ceiling: %d objects' writes by hand", n)
+	ceiling := bn.ceiling(b, n, workers)
+	b.ReportMetric(ceiling, "ceiling-objects/s")
+	b.ReportMetric(float64(n)/settle.Seconds()/ceiling, "of-ceiling")
+
+	if !restart {
+		bn.drop(b, ns)
+		ctrl.stop(b)
+		return
+	}
+	ctrl.stop(b)
+	// Scenario 7: the App restarted on the settled objects.
+	progress(b, "restarting the App")
+	again := time.Now()
+	ctrl = bn.start(b, ns, "memcached-controller-1", workers)
+	syncedAt = ctrl.synced(b)
+	b.ReportMetric(syncedAt.Sub(again).Seconds(), "restart-synced-s")
+	idle(b, ctrl, uint64(n))
+	time.Sleep(2 * time.Second)
+	writes = 0
+	for vr, count := range bn.writes(b, ctrl.user, again) {
+		if !strings.HasSuffix(vr, " leases") {
+			writes += count
+		}
+	}
+	b.ReportMetric(float64(writes), "restart-writes")
+	bn.drop(b, ns)
+	ctrl.stop(b)
+}
+
+// idle waits until ctrl has reconciled at least n times and then none for
+// 3 s.
+func idle(b *testing.B, ctrl *controller, n uint64) {
+	b.Helper()
+	last, since := uint64(0), time.Now()
+	deadline := time.Now().Add(20 * time.Minute)
+	for time.Now().Before(deadline) {
+		got := ctrl.reconciles(b)
+		if got != last {
+			last, since = got, time.Now()
+		}
+		if got >= n && time.Since(since) > 3*time.Second {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	b.Fatalf("the restarted App reconciled %d times, not yet idle, after 20 minutes", last)
+}
+
+// ceiling is scenario 2: n new Memcacheds, and for each, by workers
+// goroutines, the three writes a settled Memcached costs: its finalizer
+// applied, its Deployment applied (by the example's own Reconciler, so the
+// same request), and its status applied. It returns objects a second.
+func (bn *bench) ceiling(b *testing.B, n, workers int) float64 {
+	b.Helper()
+	ns := bn.c.Namespace(b)
+	bn.create(b, ns, 0, n)
+	list, err := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns).List(b.Context(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := app.Reconciler{Kube: bn.kc, Instance: "ceiling"}
+	memcacheds := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns)
+	force := true
+	opts := metav1.PatchOptions{FieldManager: app.Name, Force: &force}
+	next := make(chan *unstructured.Unstructured)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for u := range next {
+				if err := bn.settleByHand(memcacheds, rec, u, opts); err != nil {
+					mu.Lock()
+					firstErr = cmpOr(firstErr, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range list.Items {
+		next <- &list.Items[i]
+	}
+	close(next)
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		b.Fatalf("the ceiling's writes: %v", firstErr)
+	}
+	// Untimed: the finalizers taken off, as the App would on deletion.
+	next = make(chan *unstructured.Unstructured)
+	for range 16 {
+		wg.Go(func() {
+			for u := range next {
+				body, _ := json.Marshal(map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(),
+					"metadata": map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()}})
+				if _, err := memcacheds.Patch(context.Background(), u.GetName(), types.ApplyPatchType, body, opts); err != nil {
+					b.Errorf("removing %s's finalizer: %v", u.GetName(), err)
+				}
+			}
+		})
+	}
+	for i := range list.Items {
+		next <- &list.Items[i]
+	}
+	close(next)
+	wg.Wait()
+	bn.drop(b, ns)
+	return float64(n) / elapsed.Seconds()
+}
+
+func (bn *bench) settleByHand(memcacheds dynamic.ResourceInterface, rec app.Reconciler, u *unstructured.Unstructured, opts metav1.PatchOptions) error {
+	ctx := context.Background()
+	meta := map[string]any{"name": u.GetName(), "namespace": u.GetNamespace(), "uid": string(u.GetUID())}
+	fin, _ := json.Marshal(map[string]any{
+		"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(),
+		"metadata": map[string]any{"name": u.GetName(), "namespace": u.GetNamespace(), "uid": string(u.GetUID()), "finalizers": []string{app.Finalizer}},
+	})
+	res, err := memcacheds.Patch(ctx, u.GetName(), types.ApplyPatchType, fin, opts)
+	if err != nil {
+		return err
+	}
+	var m memcached
+	if err := decode(res, &m); err != nil {
+		return err
+	}
+	result, err := rec.Reconcile(ctx, m)
+	if err != nil {
+		return err
+	}
+	meta["resourceVersion"] = res.GetResourceVersion()
+	status, _ := json.Marshal(map[string]any{
+		"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(), "metadata": meta, "status": result.Status,
+	})
+	_, err = memcacheds.Patch(ctx, u.GetName(), types.ApplyPatchType, status, opts, "status")
+	return err
+}
+
+// drop deletes ns and waits until it is gone, so no run's deletions load
+// the control plane during the next: its Memcacheds' finalizers need the
+// App running, or removed by hand.
+func (bn *bench) drop(b *testing.B, ns string) {
+	b.Helper()
+	progress(b, "deleting namespace %s", ns)
+	if err := bn.kc.CoreV1().Namespaces().Delete(b.Context(), ns, metav1.DeleteOptions{}); err != nil {
+		b.Fatalf("deleting namespace %s: %v", ns, err)
+	}
+	cluster.Eventually(b, 15*time.Minute, func(ctx context.Context) error {
+		_, err := bn.kc.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("namespace %s is still there: %v", ns, err)
+	})
+}
+
+// BenchmarkClusterColdStart is scenarios 1 to 4 and 7 at N = 1,000 and
+// 10,000, with 4 workers.
+func BenchmarkClusterColdStart(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("N=%d", scaled(n)), func(b *testing.B) {
+			for range b.N {
+				coldStart(b, scaled(n), 4, true)
+			}
+		})
+	}
+}
+
+// BenchmarkClusterWorkers is scenario 6: scenario 1 at N = 1,000 with 1, 4
+// and 16 workers.
+func BenchmarkClusterWorkers(b *testing.B) {
+	for _, w := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
+			for range b.N {
+				coldStart(b, scaled(1000), w, false)
+			}
+		})
+	}
+}
+
+// BenchmarkClusterChurn is scenario 5: the App running, Memcacheds created
+// at about half the ceiling's rate for 60 s; the latency from each create
+// to its object settled, and the queue's wait from the App's own
+// instrument.
+func BenchmarkClusterChurn(b *testing.B) {
+	for range b.N {
+		bn := newBench(b)
+		rate := bn.ceiling(b, scaled(500), 4) / 2
+		ns := bn.c.Namespace(b)
+		period := time.Duration(float64(60*time.Second) * *scale)
+		total := max(1, int(rate*period.Seconds()))
+		progress(b, "creating %d Memcacheds at %.0f a second", total, rate)
+		s := bn.track(b, ns, total)
+		ctrl := bn.start(b, ns, "memcached-controller-0", 4)
+		ctrl.synced(b)
+
+		created := make([]time.Time, total)
+		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+		var wg sync.WaitGroup
+		memcacheds := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns)
+		for i := range total {
+			<-tick.C
+			created[i] = time.Now()
+			wg.Go(func() {
+				if _, err := memcacheds.Create(context.Background(), newMemcached(i), metav1.CreateOptions{}); err != nil {
+					b.Errorf("creating m-%d: %v", i, err)
+				}
+			})
+		}
+		tick.Stop()
+		wg.Wait()
+		select {
+		case <-s.all:
+		case <-time.After(5 * time.Minute):
+			b.Fatalf("%d of %d Memcacheds settled", len(s.times()), total)
+		}
+		at := s.times()
+		s.close()
+		latencies := make([]float64, 0, total)
+		for i := range total {
+			latencies = append(latencies, at["m-"+strconv.Itoa(i)].Sub(created[i]).Seconds())
+		}
+		slices.Sort(latencies)
+		_, bounds, buckets, _ := ctrl.histogram(b, "humus.kube.controller.queue.duration", "")
+		b.ReportMetric(rate, "create-objects/s")
+		b.ReportMetric(latencies[len(latencies)/2], "latency-p50-s")
+		b.ReportMetric(latencies[len(latencies)*99/100], "latency-p99-s")
+		b.ReportMetric(quantile(0.99, bounds, buckets), "queue-p99-s")
+		bn.drop(b, ns)
+		ctrl.stop(b)
+	}
+}

@@ -1,0 +1,193 @@
+// Command benchtab turns the output of the cluster benchmarks (go test
+// -bench, several runs each) into BENCHMARKS.md's tables: one a
+// benchmark, a row a figure, with the median, min and max of the runs
+// beside the figure's target. It reads the output on stdin and writes
+// the file named by its argument, replacing what is between its markers.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	begin = "<!-- make bench: scenarios -->"
+	end   = "<!-- make bench: end -->"
+)
+
+// targets are the targets, by benchmark and unit.
+var targets = map[string]string{
+	"ColdStart/N=1000 of-ceiling":         "≥ 0.9",
+	"ColdStart/N=10000 of-ceiling":        "≥ 0.9",
+	"ColdStart/N=1000 writes/object":      "3",
+	"ColdStart/N=10000 writes/object":     "3",
+	"ColdStart/N=1000 reconciles/object":  "≤ 1.2",
+	"ColdStart/N=10000 reconciles/object": "≤ 1.2",
+	"ColdStart/N=10000 heap-B/object":     "< 6144",
+	"ColdStart/N=10000 cpu-ms/object":     "< 10",
+	"ColdStart/N=1000 restart-writes":     "0",
+	"ColdStart/N=10000 restart-writes":    "0",
+	"Churn latency-p99-s":                 "< 1",
+}
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: benchtab BENCHMARKS.md < go-test-bench-output")
+		os.Exit(2)
+	}
+	if err := run(os.Stdin, os.Args[1]); err != nil {
+		fmt.Fprintln(os.Stderr, "benchtab:", err)
+		os.Exit(1)
+	}
+}
+
+func run(in io.Reader, path string) error {
+	results, order, err := parse(in)
+	if err != nil {
+		return err
+	}
+	if len(order) == 0 {
+		return fmt.Errorf("no cluster benchmark results on stdin")
+	}
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	i, j := bytes.Index(doc, []byte(begin)), bytes.Index(doc, []byte(end))
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %q ... %q markers", path, begin, end)
+	}
+	var b strings.Builder
+	b.WriteString(begin + "\n\n")
+	fmt.Fprintf(&b, "Run %s on %d cores, %s of memory, %s %s/%s, the control plane of Kubernetes v1.37.2 built by the tests' harness.\n",
+		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), memory(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	for _, name := range order {
+		writeTable(&b, name, results[name])
+	}
+	b.WriteString("\n")
+	out := slices.Concat(doc[:i], []byte(b.String()), doc[j:])
+	return os.WriteFile(path, out, 0o644)
+}
+
+// parse reads benchmark lines such as
+//
+//	BenchmarkClusterColdStart/N=1000-2  1  123 ns/op  14.2 settle-s  1.1 reconciles/object
+//
+// into each benchmark's runs of each unit, in the order first seen.
+func parse(in io.Reader) (map[string]map[string][]float64, []string, error) {
+	results := map[string]map[string][]float64{}
+	var order []string
+	units := map[string][]string{}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 4 || !strings.HasPrefix(fields[0], "BenchmarkCluster") {
+			continue
+		}
+		name := strings.TrimPrefix(fields[0], "BenchmarkCluster")
+		if k := strings.LastIndex(name, "-"); k > 0 {
+			if _, err := strconv.Atoi(name[k+1:]); err == nil {
+				name = name[:k] // the GOMAXPROCS suffix
+			}
+		}
+		if results[name] == nil {
+			results[name] = map[string][]float64{}
+			order = append(order, name)
+		}
+		for k := 2; k+1 < len(fields); k += 2 {
+			v, err := strconv.ParseFloat(fields[k], 64)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%q: %w", sc.Text(), err)
+			}
+			unit := fields[k+1]
+			if unit == "ns/op" {
+				continue
+			}
+			if _, seen := results[name][unit]; !seen {
+				units[name] = append(units[name], unit)
+			}
+			results[name][unit] = append(results[name][unit], v)
+		}
+	}
+	return results, order, sc.Err()
+}
+
+func writeTable(b *strings.Builder, name string, runs map[string][]float64) {
+	units := make([]string, 0, len(runs))
+	for u := range runs {
+		units = append(units, u)
+	}
+	slices.SortFunc(units, func(x, y string) int { return strings.Compare(rank(x), rank(y)) })
+	n := 0
+	for _, vs := range runs {
+		n = max(n, len(vs))
+	}
+	runsOf := "runs"
+	if n == 1 {
+		runsOf = "run"
+	}
+	fmt.Fprintf(b, "\n### %s (%d %s)\n\n", name, n, runsOf)
+	b.WriteString("| figure | median | min | max | target |\n| --- | ---: | ---: | ---: | --- |\n")
+	for _, u := range units {
+		vs := slices.Sorted(slices.Values(runs[u]))
+		target := targets[name+" "+u]
+		if target == "" {
+			target = "—"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", u, format(vs[len(vs)/2]), format(vs[0]), format(vs[len(vs)-1]), target)
+	}
+}
+
+// rank orders the figures: times first, then rates, then per-object
+// counts, then the rest.
+func rank(unit string) string {
+	switch {
+	case strings.HasSuffix(unit, "-s"):
+		return "0" + unit
+	case strings.HasSuffix(unit, "/s") || unit == "of-ceiling":
+		return "1" + unit
+	case strings.Contains(unit, ":"):
+		return "3" + unit
+	case strings.HasSuffix(unit, "/object"):
+		return "2" + unit
+	}
+	return "4" + unit
+}
+
+func format(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+// memory is the machine's memory, from /proc/meminfo.
+func memory() string {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return "unknown"
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err == nil {
+				return fmt.Sprintf("%.0f GiB", kb/(1<<20))
+			}
+		}
+	}
+	return "unknown"
+}
