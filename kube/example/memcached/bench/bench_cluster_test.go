@@ -593,12 +593,28 @@ func (bn *bench) settleByHand(memcacheds dynamic.ResourceInterface, rec app.Reco
 	return err
 }
 
-// drop deletes ns and waits until it is gone, so no run's deletions load
-// the control plane during the next: its Memcacheds' finalizers need the
-// App running, or removed by hand.
+// drop deletes ns's Memcacheds, and waits until they are gone (the App,
+// still running, finalizes them), then ns, and waits until it is gone, so
+// no run's deletions load the control plane during the next. The
+// Memcacheds go first: deleting the namespace deletes the App's
+// ServiceAccount and RBAC too, after which it could finalize nothing.
 func (bn *bench) drop(b *testing.B, ns string) {
 	b.Helper()
 	progress(b, "deleting namespace %s", ns)
+	memcacheds := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns)
+	if err := memcacheds.DeleteCollection(b.Context(), metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		b.Fatalf("deleting the Memcacheds of %s: %v", ns, err)
+	}
+	cluster.Eventually(b, 15*time.Minute, func(ctx context.Context) error {
+		list, err := memcacheds.List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(list.Items) > 0 {
+			return fmt.Errorf("%s still has Memcacheds", ns)
+		}
+		return nil
+	})
 	if err := bn.kc.CoreV1().Namespaces().Delete(b.Context(), ns, metav1.DeleteOptions{}); err != nil {
 		b.Fatalf("deleting namespace %s: %v", ns, err)
 	}
