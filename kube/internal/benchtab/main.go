@@ -11,12 +11,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
+
+// progressLine is a benchmark's progress line, as progress writes it.
+var progressLine = regexp.MustCompile(`\d\d:\d\d:\d\d BenchmarkCluster\S*: .*$`)
 
 const (
 	begin = "<!-- make bench: scenarios -->"
@@ -88,8 +92,26 @@ func parse(in io.Reader) (map[string]map[string][]float64, []string, error) {
 	units := map[string][]string{}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	pending := "" // a benchmark's name, its figures on a later line
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
+		line := sc.Text()
+		// The benchmarks' progress goes to stderr, and when it shares
+		// stdout's file, it lands between a benchmark's name and its
+		// figures.
+		if m := progressLine.FindStringIndex(line); m != nil {
+			line = line[:m[0]]
+		}
+		if strings.HasPrefix(line, "BenchmarkCluster") && len(strings.Fields(line)) == 1 {
+			pending = line
+			continue
+		}
+		if pending != "" && (strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t")) {
+			line = pending + line
+		}
+		if strings.TrimSpace(line) != "" {
+			pending = ""
+		}
+		fields := strings.Fields(line)
 		if len(fields) < 4 || !strings.HasPrefix(fields[0], "BenchmarkCluster") {
 			continue
 		}
@@ -106,7 +128,7 @@ func parse(in io.Reader) (map[string]map[string][]float64, []string, error) {
 		for k := 2; k+1 < len(fields); k += 2 {
 			v, err := strconv.ParseFloat(fields[k], 64)
 			if err != nil {
-				return nil, nil, fmt.Errorf("%q: %w", sc.Text(), err)
+				return nil, nil, fmt.Errorf("%q: %w", line, err)
 			}
 			unit := fields[k+1]
 			if unit == "ns/op" {
