@@ -460,8 +460,7 @@ func coldStart(b *testing.B, n, workers int, restart bool) {
 	b.ReportMetric(float64(n)/settle.Seconds()/ceiling, "of-ceiling")
 
 	if !restart {
-		bn.drop(b, ns)
-		ctrl.stop(b)
+		bn.drop(b, ns, ctrl)
 		return
 	}
 	ctrl.stop(b)
@@ -480,8 +479,7 @@ func coldStart(b *testing.B, n, workers int, restart bool) {
 		}
 	}
 	b.ReportMetric(float64(writes), "restart-writes")
-	bn.drop(b, ns)
-	ctrl.stop(b)
+	bn.drop(b, ns, ctrl)
 }
 
 // idle waits until ctrl has reconciled at least n times and then none for
@@ -562,7 +560,7 @@ func (bn *bench) ceiling(b *testing.B, n, workers int) float64 {
 	}
 	close(next)
 	wg.Wait()
-	bn.drop(b, ns)
+	bn.drop(b, ns, nil)
 	return float64(n) / elapsed.Seconds()
 }
 
@@ -593,12 +591,13 @@ func (bn *bench) settleByHand(memcacheds dynamic.ResourceInterface, rec app.Reco
 	return err
 }
 
-// drop deletes ns's Memcacheds, and waits until they are gone (the App,
-// still running, finalizes them), then ns, and waits until it is gone, so
-// no run's deletions load the control plane during the next. The
-// Memcacheds go first: deleting the namespace deletes the App's
-// ServiceAccount and RBAC too, after which it could finalize nothing.
-func (bn *bench) drop(b *testing.B, ns string) {
+// drop deletes ns's Memcacheds, and waits until they are gone (ctrl, the
+// App still running, finalizes them), stops ctrl, then deletes ns and waits
+// until it is gone, so no run's deletions load the control plane during
+// the next. The App stops before its namespace goes: that takes its
+// ServiceAccount and RBAC, and a controller whose resource turns
+// Forbidden ends with an error. ctrl is nil when no App runs.
+func (bn *bench) drop(b *testing.B, ns string, ctrl *controller) {
 	b.Helper()
 	progress(b, "deleting namespace %s", ns)
 	memcacheds := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns)
@@ -615,6 +614,9 @@ func (bn *bench) drop(b *testing.B, ns string) {
 		}
 		return nil
 	})
+	if ctrl != nil {
+		ctrl.stop(b)
+	}
 	if err := bn.kc.CoreV1().Namespaces().Delete(b.Context(), ns, metav1.DeleteOptions{}); err != nil {
 		b.Fatalf("deleting namespace %s: %v", ns, err)
 	}
@@ -699,7 +701,6 @@ func BenchmarkClusterChurn(b *testing.B) {
 		b.ReportMetric(latencies[len(latencies)/2], "latency-p50-s")
 		b.ReportMetric(latencies[len(latencies)*99/100], "latency-p99-s")
 		b.ReportMetric(quantile(0.99, bounds, buckets), "queue-p99-s")
-		bn.drop(b, ns)
-		ctrl.stop(b)
+		bn.drop(b, ns, ctrl)
 	}
 }
