@@ -342,19 +342,35 @@ func TestRulesResolution(t *testing.T) {
 }
 
 // TestFieldOfIsAValue checks that each method returns a copy, so that two
-// rules built from one FieldOf don't share constraints.
+// rules built from one FieldOf don't share constraints. Its base holds
+// three constraints, in a slice append grew from two to room for at least
+// four: a method that appended in place would write low's Maximum, then
+// high's, into the spare slot they share, and low would get high's.
 func TestFieldOfIsAValue(t *testing.T) {
 	var c Constrained
-	base := kube.Field(&c.Count).Minimum(1)
+	base := kube.Field(&c.Count).Minimum(1).Description("A count.").Validation("self != 13", "")
 	low := base.Maximum(5)
 	high := base.Maximum(50)
-	_ = low
-	s, err := specSchema[Constrained](kube.Rules(&c, high))
-	if err != nil {
-		t.Fatal(err)
+	for _, tt := range []struct {
+		name    string
+		rule    kube.FieldOf[int32]
+		maximum float64
+	}{{"low", low, 5}, {"high", high, 50}} {
+		s, err := specSchema[Constrained](kube.Rules(&c, tt.rule))
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := s.Properties["count"]
+		if count.Maximum == nil || *count.Maximum != tt.maximum || count.Minimum == nil || *count.Minimum != 1 {
+			t.Errorf("%s count: minimum %v maximum %v, want 1 and %v", tt.name, orNil(count.Minimum), orNil(count.Maximum), tt.maximum)
+		}
 	}
-	count := s.Properties["count"]
-	if count.Maximum == nil || *count.Maximum != 50 || count.Minimum == nil || *count.Minimum != 1 {
-		t.Errorf("count: minimum %v maximum %v, want 1 and 50", count.Minimum, count.Maximum)
+}
+
+// orNil returns *p, or nil for a nil p, to print.
+func orNil(p *float64) any {
+	if p == nil {
+		return nil
 	}
+	return *p
 }

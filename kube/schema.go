@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
-	"unicode"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -57,6 +55,7 @@ func templateMetadata() *apiextensionsv1.JSONSchemaProps {
 	}
 }
 
+// intOrString is the schema of a value encoded as an integer or a string.
 func intOrString() *apiextensionsv1.JSONSchemaProps {
 	return &apiextensionsv1.JSONSchemaProps{
 		XIntOrString: true,
@@ -69,6 +68,7 @@ var (
 	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
 )
 
+// ptrTo returns a pointer to a copy of v.
 func ptrTo[T any](v T) *T { return &v }
 
 // typeName names t in errors: as Go writes it, and "<nil>" for no type.
@@ -86,6 +86,8 @@ type site struct {
 	owner string // such as app.MemcachedSpec.Size
 }
 
+// errorf returns an error that names s's owner and path, then says what
+// format and args say.
 func (s site) errorf(format string, args ...any) error {
 	return fmt.Errorf("kube: %s (%s): "+format, append([]any{s.owner, s.path}, args...)...)
 }
@@ -129,10 +131,6 @@ func (r *reflector) finish() []error {
 	return r.errs
 }
 
-type jsonOpts struct {
-	omitEmpty, omitZero, quoted bool
-}
-
 // field returns the schema of a field of type t, encoded with opts, with the
 // rules in apply (outermost last), and whether the field is required.
 func (r *reflector) field(s site, t reflect.Type, opts jsonOpts, apply []*resolvedField) (*apiextensionsv1.JSONSchemaProps, bool) {
@@ -153,20 +151,6 @@ func (r *reflector) field(s site, t reflect.Type, opts jsonOpts, apply []*resolv
 		}
 	}
 	return p, !opts.omitEmpty && !opts.omitZero && !defaulted
-}
-
-func isQuotable(t reflect.Type) bool {
-	if t.Kind() == reflect.Pointer && t.Name() == "" {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Bool,
-		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
-		reflect.Float32, reflect.Float64, reflect.String:
-		return true
-	}
-	return false
 }
 
 // schema returns a copy of t's schema, reflected at s the first time t is
@@ -201,6 +185,9 @@ func (r *reflector) schema(s site, t reflect.Type) *apiextensionsv1.JSONSchemaPr
 	return r.done[t].DeepCopy()
 }
 
+// reflect returns t's schema, as its kube.Schema gives it, or reflected
+// from t as encoding/json writes it. A type with no JSON encoding, or one
+// its fields don't describe, is reported, and given an empty schema.
 func (r *reflector) reflect(s site, t reflect.Type) *apiextensionsv1.JSONSchemaProps {
 	if tr, ok := r.rules[t]; ok && tr.schema != nil {
 		return tr.schema.DeepCopy()
@@ -266,12 +253,18 @@ func (r *reflector) reflect(s site, t reflect.Type) *apiextensionsv1.JSONSchemaP
 	return &apiextensionsv1.JSONSchemaProps{}
 }
 
+// encodesItself reports whether encoding/json writes a t by its own
+// MarshalJSON or MarshalText.
 func encodesItself(t reflect.Type) bool {
 	pt := reflect.PointerTo(t)
 	return t.Implements(marshalerType) || pt.Implements(marshalerType) ||
 		t.Implements(textMarshalerType) || pt.Implements(textMarshalerType)
 }
 
+// structSchema returns the schema of struct t: a property for each field
+// encoding/json writes, with its rules applied, required unless it is
+// omitempty, omitzero, defaulted or promoted through an embedded pointer;
+// and the Validations of the embedded structs whose fields it inlines.
 func (r *reflector) structSchema(s site, t reflect.Type) *apiextensionsv1.JSONSchemaProps {
 	p := &apiextensionsv1.JSONSchemaProps{Type: "object"}
 	enc := jsonFields(t)
@@ -323,6 +316,7 @@ func (r *reflector) fieldRules(t reflect.Type, index []int) []*resolvedField {
 	return out
 }
 
+// lastField returns the field at index of t, through embedded pointers.
 func lastField(t reflect.Type, index []int) reflect.StructField {
 	var sf reflect.StructField
 	for _, x := range index {
@@ -333,356 +327,4 @@ func lastField(t reflect.Type, index []int) reflect.StructField {
 		t = sf.Type
 	}
 	return sf
-}
-
-// jsonField is one field of a struct's JSON encoding.
-type jsonField struct {
-	name       string
-	index      []int
-	typ        reflect.Type // as declared
-	tagged     bool
-	opts       jsonOpts
-	viaPointer bool // promoted through an embedded pointer, so left out when it is nil
-}
-
-type structEncoding struct {
-	fields  []jsonField
-	inlined []reflect.Type // the embedded structs whose fields are inlined
-}
-
-// jsonFields returns the fields encoding/json writes for struct t, by its
-// rules: exported fields named by their json tags, json:"-" left out, the
-// fields of embedded structs without a json name inlined, and of two fields
-// with one name, the shallower, or the tagged one at the same depth; when
-// neither wins, both are left out.
-func jsonFields(t reflect.Type) structEncoding {
-	type queued struct {
-		typ        reflect.Type
-		index      []int
-		viaPointer bool
-	}
-	var enc structEncoding
-	current := []queued{}
-	next := []queued{{typ: t}}
-	var count, nextCount map[reflect.Type]int
-	visited := map[reflect.Type]bool{}
-	for len(next) > 0 {
-		current, next = next, current[:0]
-		count, nextCount = nextCount, map[reflect.Type]int{}
-		for _, q := range current {
-			if visited[q.typ] {
-				continue
-			}
-			visited[q.typ] = true
-			if q.typ != t {
-				enc.inlined = append(enc.inlined, q.typ)
-			}
-			for i := range q.typ.NumField() {
-				sf := q.typ.Field(i)
-				if sf.Anonymous {
-					et := sf.Type
-					if et.Kind() == reflect.Pointer {
-						et = et.Elem()
-					}
-					if !sf.IsExported() && et.Kind() != reflect.Struct {
-						continue
-					}
-				} else if !sf.IsExported() {
-					continue
-				}
-				tag := sf.Tag.Get("json")
-				if tag == "-" {
-					continue
-				}
-				name, optList, _ := strings.Cut(tag, ",")
-				if !isValidTag(name) {
-					name = ""
-				}
-				opts := jsonOpts{}
-				for o := range strings.SplitSeq(optList, ",") {
-					switch o {
-					case "omitempty":
-						opts.omitEmpty = true
-					case "omitzero":
-						opts.omitZero = true
-					case "string":
-						opts.quoted = true
-					}
-				}
-				index := append(slices.Clip(q.index), i)
-				ft := sf.Type
-				ptr := false
-				if ft.Name() == "" && ft.Kind() == reflect.Pointer {
-					ft = ft.Elem()
-					ptr = true
-				}
-				if name != "" || !sf.Anonymous || ft.Kind() != reflect.Struct {
-					f := jsonField{
-						name:       cmp.Or(name, sf.Name),
-						index:      index,
-						typ:        sf.Type,
-						tagged:     name != "",
-						opts:       opts,
-						viaPointer: q.viaPointer,
-					}
-					enc.fields = append(enc.fields, f)
-					if count[q.typ] > 1 {
-						// Two instances of the type at one depth: a
-						// duplicate annihilates both, as in encoding/json.
-						enc.fields = append(enc.fields, f)
-					}
-					continue
-				}
-				nextCount[ft]++
-				if nextCount[ft] == 1 {
-					next = append(next, queued{typ: ft, index: index, viaPointer: q.viaPointer || ptr})
-				}
-			}
-		}
-	}
-
-	fields := enc.fields
-	slices.SortFunc(fields, func(a, b jsonField) int {
-		if c := strings.Compare(a.name, b.name); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(len(a.index), len(b.index)); c != 0 {
-			return c
-		}
-		if a.tagged != b.tagged {
-			if a.tagged {
-				return -1
-			}
-			return +1
-		}
-		return slices.Compare(a.index, b.index)
-	})
-	out := fields[:0]
-	for advance, i := 0, 0; i < len(fields); i += advance {
-		name := fields[i].name
-		for advance = 1; i+advance < len(fields) && fields[i+advance].name == name; advance++ {
-		}
-		group := fields[i : i+advance]
-		if len(group) > 1 && len(group[0].index) == len(group[1].index) && group[0].tagged == group[1].tagged {
-			continue // neither dominates: encoding/json writes neither
-		}
-		out = append(out, group[0])
-	}
-	slices.SortFunc(out, func(a, b jsonField) int { return slices.Compare(a.index, b.index) })
-	enc.fields = out
-	return enc
-}
-
-// isValidTag is encoding/json's test of a json tag's name.
-func isValidTag(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		switch {
-		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
-		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
-			return false
-		}
-	}
-	return true
-}
-
-// constrain applies rf's constraints to p, the schema of its field at s,
-// and reports whether it gave the field a default. Each constraint that
-// doesn't fit p is reported once for rf.
-func (r *reflector) constrain(s site, p *apiextensionsv1.JSONSchemaProps, rf *resolvedField) bool {
-	s.owner = rf.subject()
-	report := !r.misfit[rf]
-	bad := func(format string, args ...any) {
-		if report {
-			r.errs = append(r.errs, s.errorf(format, args...))
-			r.misfit[rf] = true
-		}
-	}
-	defaulted := false
-	for _, c := range rf.constraints {
-		switch c.kind {
-		case cDescription:
-			p.Description = c.s
-		case cDefault:
-			b, err := json.Marshal(c.v)
-			if err != nil {
-				bad("Default: encoding %v: %w", c.v, err)
-				continue
-			}
-			p.Default = &apiextensionsv1.JSON{Raw: b}
-			defaulted = true
-		case cEnum:
-			if len(c.vs) == 0 {
-				bad("Enum is given no values")
-				continue
-			}
-			p.Enum = nil
-			for _, v := range c.vs {
-				b, err := json.Marshal(v)
-				if err != nil {
-					bad("Enum: encoding %v: %w", v, err)
-					continue
-				}
-				p.Enum = append(p.Enum, apiextensionsv1.JSON{Raw: b})
-			}
-		case cMinimum, cMaximum:
-			if p.Type != "integer" && p.Type != "number" {
-				bad("%s needs a number, and the field's schema is %s", c.kind, schemaKind(p))
-				continue
-			}
-			v, ok := number(c.v)
-			if !ok {
-				bad("%s is nil", c.kind)
-				continue
-			}
-			if c.kind == cMinimum {
-				p.Minimum = &v
-			} else {
-				p.Maximum = &v
-			}
-		case cMinLength, cMaxLength, cPattern:
-			if p.Type != "string" {
-				bad("%s needs a string, and the field's schema is %s", c.kind, schemaKind(p))
-				continue
-			}
-			switch {
-			case c.kind == cPattern && c.re == nil:
-				bad("Pattern is given a nil regexp")
-			case c.kind == cPattern:
-				p.Pattern = c.re.String()
-			case c.n < 0:
-				bad("%s is %d: it can't be negative", c.kind, c.n)
-			case c.kind == cMinLength:
-				p.MinLength = ptrTo(int64(c.n))
-			default:
-				p.MaxLength = ptrTo(int64(c.n))
-			}
-		case cMinItems, cMaxItems:
-			if p.Type != "array" {
-				bad("%s needs a slice or an array, and the field's schema is %s", c.kind, schemaKind(p))
-				continue
-			}
-			switch {
-			case c.n < 0:
-				bad("%s is %d: it can't be negative", c.kind, c.n)
-			case c.kind == cMinItems:
-				p.MinItems = ptrTo(int64(c.n))
-			default:
-				p.MaxItems = ptrTo(int64(c.n))
-			}
-		case cListSet:
-			if msg := listSetMisfit(p); msg != "" {
-				bad("ListSet %s", msg)
-				continue
-			}
-			p.XListType = ptrTo("set")
-			p.XListMapKeys = nil
-		case cListMap:
-			if msg := listMapMisfit(p, c.keys); msg != "" {
-				bad("ListMap%q %s", c.keys, msg)
-				continue
-			}
-			p.XListType = ptrTo("map")
-			p.XListMapKeys = slices.Clone(c.keys)
-		case cValidation:
-			if strings.TrimSpace(c.rule.Rule) == "" {
-				bad("Validation has no rule")
-				continue
-			}
-			p.XValidations = append(p.XValidations, c.rule)
-		}
-	}
-	if p.Minimum != nil && p.Maximum != nil && *p.Minimum > *p.Maximum {
-		bad("Minimum %v is more than Maximum %v", *p.Minimum, *p.Maximum)
-	}
-	if p.MinLength != nil && p.MaxLength != nil && *p.MinLength > *p.MaxLength {
-		bad("MinLength %d is more than MaxLength %d", *p.MinLength, *p.MaxLength)
-	}
-	if p.MinItems != nil && p.MaxItems != nil && *p.MinItems > *p.MaxItems {
-		bad("MinItems %d is more than MaxItems %d", *p.MinItems, *p.MaxItems)
-	}
-	return defaulted
-}
-
-// schemaKind names a schema's type in an error.
-func schemaKind(p *apiextensionsv1.JSONSchemaProps) string {
-	switch {
-	case p.XIntOrString:
-		return "x-kubernetes-int-or-string"
-	case p.Type != "":
-		return "type: " + p.Type
-	case p.XPreserveUnknownFields != nil && *p.XPreserveUnknownFields:
-		return "x-kubernetes-preserve-unknown-fields"
-	}
-	return "without a type"
-}
-
-// number converts a numeric value, or a pointer to one, to a float64.
-func number(v any) (float64, bool) {
-	rv := reflect.ValueOf(v)
-	for rv.IsValid() && rv.Kind() == reflect.Pointer {
-		if rv.IsNil() {
-			return 0, false
-		}
-		rv = rv.Elem()
-	}
-	switch rv.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return float64(rv.Int()), true
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return float64(rv.Uint()), true
-	case reflect.Float32, reflect.Float64:
-		return rv.Float(), true
-	}
-	return 0, false
-}
-
-func listSetMisfit(p *apiextensionsv1.JSONSchemaProps) string {
-	if p.Type != "array" || p.Items == nil || p.Items.Schema == nil {
-		return "needs a slice or an array, and the field's schema is " + schemaKind(p)
-	}
-	items := p.Items.Schema
-	switch {
-	case items.Type == "object":
-		return "needs scalar items, and the items are objects: use ListMap for a list of structs"
-	case items.Nullable:
-		return "needs items that aren't nullable, and the items are pointers"
-	}
-	return ""
-}
-
-func listMapMisfit(p *apiextensionsv1.JSONSchemaProps, keys []string) string {
-	if p.Type != "array" || p.Items == nil || p.Items.Schema == nil {
-		return "needs a slice or an array, and the field's schema is " + schemaKind(p)
-	}
-	items := p.Items.Schema
-	switch {
-	case len(keys) == 0:
-		return "is given no keys"
-	case items.Type != "object" || len(items.Properties) == 0:
-		return "needs items that are structs, and the items' schema is " + schemaKind(items)
-	case items.Nullable:
-		return "needs items that aren't nullable, and the items are pointers"
-	}
-	var problems []string
-	seen := map[string]bool{}
-	for _, k := range keys {
-		prop, ok := items.Properties[k]
-		switch {
-		case seen[k]:
-			problems = append(problems, fmt.Sprintf("%q is given twice", k))
-		case !ok:
-			problems = append(problems, fmt.Sprintf("%q is no item field's JSON name", k))
-		case prop.Type == "array" || prop.Type == "object":
-			problems = append(problems, fmt.Sprintf("key %q is %s, not a scalar", k, schemaKind(&prop)))
-		case prop.Nullable:
-			problems = append(problems, fmt.Sprintf("key %q is nullable", k))
-		case prop.Default == nil && !slices.Contains(items.Required, k):
-			problems = append(problems, fmt.Sprintf("key %q is neither required nor defaulted: drop its omitempty, or give it a Default", k))
-		}
-		seen[k] = true
-	}
-	return strings.Join(problems, "; ")
 }

@@ -296,7 +296,7 @@ func (c *controller) histogram(b *testing.B, name string, by attribute.Key) (cou
 			for _, dp := range h.DataPoints {
 				count += dp.Count
 				v, _ := dp.Attributes.Value(by)
-				counts[v.Emit()] += dp.Count
+				counts[v.AsString()] += dp.Count
 				if bounds == nil {
 					bounds, buckets = dp.Bounds, make([]uint64, len(dp.BucketCounts))
 				}
@@ -625,7 +625,7 @@ func (bn *bench) drop(b *testing.B, ns string, ctrl *controller) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("namespace %s is still there: %v", ns, err)
+		return fmt.Errorf("namespace %s is still there: %w", ns, err)
 	})
 }
 
