@@ -2,26 +2,20 @@ package kube
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/cluster"
 )
 
 func TestCheckServer(t *testing.T) {
@@ -170,66 +164,29 @@ func assertErrText(t testing.TB, err error, want string) {
 }
 
 // testPKI is a CA and a serving certificate it signed, for localhost,
-// kube.test, 127.0.0.1 and ::1. It is valid from 1990 to 2100, so a
-// synctest bubble's clock, which starts in 2000, accepts it too.
+// kube.test, 127.0.0.1 and ::1, whose chain holds the CA too. Like every
+// cluster.CA's, they are valid from 1990 to 2100, so a synctest bubble's
+// clock, which starts in 2000, accepts them too.
 type testPKI struct {
 	roots *x509.CertPool
-	caPEM []byte
 	leaf  tls.Certificate
 }
 
 func newTestPKI(t testing.TB) testPKI {
 	t.Helper()
-	notBefore := time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC)
-	notAfter := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
-
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := cluster.NewCA("kube test CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "kube test CA"},
-		NotBefore:             notBefore,
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	certPEM, keyPEM, err := ca.Serving("localhost", "kube.test", "127.0.0.1", "::1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := x509.ParseCertificate(caDER)
+	leaf, err := tls.X509KeyPair(append(certPEM, ca.PEM()...), keyPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "kube test server"},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost", "kube.test"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(ca)
-	return testPKI{
-		roots: roots,
-		caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		leaf:  tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key},
-	}
+	return testPKI{roots: ca.Pool(), leaf: leaf}
 }
 
 // seen is what a testServer's handler records of one request.

@@ -77,7 +77,7 @@ func TestClusterFaultARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401(
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, errc := serveInBackground(t, ctrl)
+	stop := served(t, ctrl)
 	w.create(20)
 	w.converged(time.Minute)
 
@@ -85,7 +85,7 @@ func TestClusterFaultARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401(
 	// token is in use within a minute, which the Lease's renewals show.
 	tok.set(second)
 	rotated := time.Now()
-	ev := awaitAudit(t, w.c, 75*time.Second, func(e cluster.AuditEvent) bool {
+	ev := w.c.AwaitAudit(t, 75*time.Second, func(e cluster.AuditEvent) bool {
 		return e.User == user("token-b") && e.Resource == "leases"
 	})
 	if took := ev.RequestReceived.Sub(rotated); took > time.Minute+5*time.Second {
@@ -105,7 +105,7 @@ func TestClusterFaultARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401(
 	if err := w.kube.CoreV1().ServiceAccounts(w.ns).Delete(t.Context(), "token-b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ev = awaitAudit(t, w.c, 30*time.Second, func(e cluster.AuditEvent) bool {
+	ev = w.c.AwaitAudit(t, 30*time.Second, func(e cluster.AuditEvent) bool {
 		return e.User == user("token-c") && e.Resource == "leases"
 	})
 	// kube-apiserver caches a token's authentication for 10s, so the first
@@ -127,8 +127,8 @@ func TestClusterFaultARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401(
 		}
 	}
 	select {
-	case err := <-errc:
-		t.Fatalf("Serve returned %v across the rotation and the revocation", err)
+	case <-ctrl.done:
+		t.Fatalf("Serve returned %v across the rotation and the revocation", stop())
 	default:
 	}
 	w.resize(20, 2)
@@ -140,31 +140,12 @@ func TestClusterFaultARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401(
 func unauthorized(tel *humustest.Telemetry) []time.Time {
 	var at []time.Time
 	for _, sp := range tel.Spans() {
-		for _, a := range sp.Attributes() {
-			if a.Key == "http.response.status_code" && a.Value.AsInt64() == 401 {
-				at = append(at, sp.EndTime())
-			}
+		if spanAttrs(sp)["http.response.status_code"] == "401" {
+			at = append(at, sp.EndTime())
 		}
 	}
 	slices.SortFunc(at, time.Time.Compare)
 	return at
-}
-
-// awaitAudit polls the audit log until an event matches, for at most
-// within.
-func awaitAudit(t *testing.T, c *cluster.Cluster, within time.Duration, match func(cluster.AuditEvent) bool) cluster.AuditEvent {
-	t.Helper()
-	var found cluster.AuditEvent
-	eventually(t, within, "a matching audit event", func(context.Context) (bool, error) {
-		for _, e := range c.Audit(t) {
-			if match(e) {
-				found = e
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return found
 }
 
 // TestClusterFaultAServerTheConnectionMustNotTrustIsRefused: a certificate not

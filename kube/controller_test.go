@@ -54,16 +54,48 @@ func cacheObject(ns, name string, size int64) *unstructured.Unstructured {
 	return object("cache.example.com/v1alpha1", "Memcached", ns, name, map[string]any{"size": size})
 }
 
-// served runs ctrl's Serve in the bubble, and returns a function that
-// cancels its context and returns what Serve returned.
-func served(t *testing.T, ctrl *Controller) (stop func() error) {
+// served runs ctrl's Serve in the background, in a synctest bubble or on
+// the real control plane, until stop is called or t ends. stop cancels
+// Serve's context and returns what Serve returned, at once when Serve
+// already has, as often as it is called; it gives up after 30s. To see
+// Serve return by itself, wait on ctrl.done, or call awaitServe.
+func served(t testing.TB, ctrl *Controller) (stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	errc := make(chan error, 1)
-	go func() { errc <- ctrl.Serve(ctx) }()
-	return func() error {
+	return servedIn(t, context.Background(), ctrl)
+}
+
+// servedIn is served with Serve's context made from ctx.
+func servedIn(t testing.TB, ctx context.Context, ctrl *Controller) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		err = ctrl.Serve(ctx)
+	}()
+	stop = func() error {
 		cancel()
-		return <-errc
+		select {
+		case <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			return errors.New("served: Serve didn't return within 30s of its context being cancelled")
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// awaitServe waits up to d for ctrl's Serve, run by served, to return by
+// itself, and reports whether it did, and what it returned; stop is
+// served's.
+func awaitServe(ctrl *Controller, stop func() error, d time.Duration) (returned bool, err error) {
+	select {
+	case <-ctrl.done:
+		return true, stop()
+	case <-time.After(d):
+		return false, nil
 	}
 }
 
@@ -488,23 +520,19 @@ func TestLosingTheLeaseCancelsTheReconcilesAndEndsServe(t *testing.T) {
 			return Result[cacheStatus]{}, nil
 		})
 		ctrl := newTestController(t, f, testSettings(), rec)
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		errc := make(chan error, 1)
-		go func() { errc <- ctrl.Serve(ctx) }()
+		stop := served(t, ctrl)
 		<-inFlight
 
 		// The API server stops answering for the Lease: renewal fails for
 		// RenewDeadline. (The fakes don't check resourceVersions, so a Lease
 		// another replica took would be overwritten by the optimistic renew.)
 		unreachable.Store(true)
-		select {
-		case err := <-errc:
-			if !errors.Is(err, ErrLostLeadership) {
-				t.Errorf("Serve = %v, want ErrLostLeadership", err)
-			}
-		case <-time.After(time.Minute):
+		returned, err := awaitServe(ctrl, stop, time.Minute)
+		if !returned {
 			t.Fatal("Serve didn't return within a minute of losing the Lease")
+		}
+		if !errors.Is(err, ErrLostLeadership) {
+			t.Errorf("Serve = %v, want ErrLostLeadership", err)
 		}
 		if !errors.Is(sawErr, context.Canceled) {
 			t.Errorf("the reconcile in flight ended with %v, want context.Canceled", sawErr)
@@ -593,8 +621,166 @@ func TestKindControllerReconcilesClientGosStruct(t *testing.T) {
 
 var configMaps = corev1.SchemeGroupVersion.WithResource("configmaps")
 
-type metadataCreator interface {
-	CreateFake(obj *metav1.PartialObjectMetadata, opts metav1.CreateOptions, subresources ...string) (*metav1.PartialObjectMetadata, error)
+// metadataCreator and metadataUpdater are the fake metadata client's
+// writes, which its ResourceInterface lacks.
+type (
+	metadataCreator interface {
+		CreateFake(obj *metav1.PartialObjectMetadata, opts metav1.CreateOptions, subresources ...string) (*metav1.PartialObjectMetadata, error)
+	}
+	metadataUpdater interface {
+		UpdateFake(obj *metav1.PartialObjectMetadata, opts metav1.UpdateOptions, subresources ...string) (*metav1.PartialObjectMetadata, error)
+	}
+)
+
+func TestAKindsFinalizerIsRemovedAndItsDeletionCompletes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, object("v1", "Namespace", "", "team-a", nil))
+		var calls, finalized counter
+		rec := KindReconcilerFunc[corev1.Namespace](func(ctx context.Context, ns corev1.Namespace) (time.Duration, error) {
+			calls.inc(ns.Name)
+			return 0, nil
+		})
+		fin := Finalize("example.com/default-deny", func(ctx context.Context, ns corev1.Namespace) error {
+			finalized.inc(ns.Name)
+			return nil
+		})
+		stop := served(t, observedKindController(t, f, humustest.NewTelemetry(), testSettings(), rec, fin))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		ns := f.get(t, namespacesGVR, "", "team-a")
+		if got := ns.GetFinalizers(); len(got) != 1 || got[0] != "example.com/default-deny" {
+			t.Fatalf("finalizers = %v, want [example.com/default-deny]", got)
+		}
+		reconciled := calls.get("team-a")
+
+		now := metav1.Now()
+		ns.SetDeletionTimestamp(&now)
+		f.update(t, namespacesGVR, ns)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got := finalized.get("team-a"); got != 1 {
+			t.Errorf("f ran %d times, want 1", got)
+		}
+		applies := f.appliesTo("")
+		if len(applies) != 2 {
+			t.Fatalf("finalizer applies = %+v, want two: the finalizer added, then removed", applies)
+		}
+		removal := applies[1]
+		if removal.fieldOwner != "memcached-controller" {
+			t.Errorf("the removal's field manager = %q, want memcached-controller", removal.fieldOwner)
+		}
+		meta, _ := removal.body["metadata"].(map[string]any)
+		if fins, _ := meta["finalizers"].([]any); len(fins) != 0 {
+			t.Errorf("the removal applied finalizers %v, want none", fins)
+		}
+		if _, err := f.dyn.Tracker().Get(namespacesGVR, "", "team-a"); !apierrors.IsNotFound(err) {
+			t.Errorf("the Namespace after its finalizer's removal: %v, want NotFound: its deletion completed", err)
+		}
+		if got := calls.get("team-a"); got != reconciled {
+			t.Errorf("reconciles once being deleted = %d, want none", got-reconciled)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+func TestResyncReconcilesEveryObjectAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "a", 1), cacheObject("default", "b", 2))
+		var calls counter
+		s := testSettings()
+		s.Resync = time.Minute
+		stop := served(t, newTestController(t, f, s, readyReplicas(&calls)))
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		for _, name := range []string{"a", "b"} {
+			if got := calls.get(name); got != 2 {
+				t.Fatalf("%s's reconciles before the first resync = %d, want 2", name, got)
+			}
+		}
+		// A resync each minute, at 1m and 2m: every object once more each
+		// time, though none changed.
+		for resync := 1; resync <= 2; resync++ {
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			for _, name := range []string{"a", "b"} {
+				if got, want := calls.get(name), 2+resync; got != want {
+					t.Errorf("%s's reconciles after resync %d = %d, want %d", name, resync, got, want)
+				}
+			}
+		}
+		if got := len(f.appliesTo("status")); got != 2 {
+			t.Errorf("status applies = %d, want 2, one for each object: a resync's reconcile finds its status applied", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+// Owns reconciles the object an owned resource's controller reference
+// names, by its group and kind: an owned resource that changes is ignored
+// when its owner reference is of another kind, of another group, or isn't
+// the controller reference. Each change to it (its creation, an update and
+// its deletion) is checked.
+func TestOwnsIgnoresAnOwnedObjectWhoseControllerIsAnother(t *testing.T) {
+	ref := func(apiVersion, kind string, controller bool) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: "m", UID: "uid-m", Controller: &controller}
+	}
+	for _, tc := range []struct {
+		name string
+		ref  metav1.OwnerReference
+		want int // reconciles of m, one for each change
+	}{
+		{"the controller reference to it", ref("cache.example.com/v1alpha1", "Memcached", true), 3},
+		{"another version of its group", ref("cache.example.com/v1", "Memcached", true), 3},
+		{"another kind", ref("cache.example.com/v1alpha1", "Valkey", true), 0},
+		{"another group", ref("other.example.com/v1alpha1", "Memcached", true), 0},
+		{"not the controller reference", ref("cache.example.com/v1alpha1", "Memcached", false), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+				var calls counter
+				stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls), Owns(deployments)))
+				time.Sleep(10 * time.Second)
+				synctest.Wait()
+				before := calls.get("m")
+
+				owned := f.meta.Resource(deployments).Namespace("default")
+				dep := &metav1.PartialObjectMetadata{
+					TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+					ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "default", OwnerReferences: []metav1.OwnerReference{tc.ref}},
+				}
+				changes := []func() error{
+					func() error {
+						_, err := owned.(metadataCreator).CreateFake(dep, metav1.CreateOptions{})
+						return err
+					},
+					func() error {
+						dep.Labels = map[string]string{"scaled": "by-hand"}
+						_, err := owned.(metadataUpdater).UpdateFake(dep, metav1.UpdateOptions{})
+						return err
+					},
+					func() error { return owned.Delete(t.Context(), "m", metav1.DeleteOptions{}) },
+				}
+				for _, change := range changes {
+					if err := change(); err != nil {
+						t.Fatal(err)
+					}
+					time.Sleep(time.Second)
+					synctest.Wait()
+				}
+				if got := calls.get("m") - before; got != tc.want {
+					t.Errorf("reconciles of m for its Deployment's creation, update and deletion = %d, want %d", got, tc.want)
+				}
+				if err := stop(); err != nil {
+					t.Errorf("Serve = %v, want nil", err)
+				}
+			})
+		})
+	}
 }
 
 // The cache keeps no managedFields: the Object handed to a Reconciler has

@@ -32,8 +32,7 @@ type installed struct {
 }
 
 // install reflects r's CRD, creates it with fieldValidation=Strict, waits
-// until it is Established and its objects are served, and deletes it at
-// cleanup.
+// until it is served, and deletes it at cleanup.
 func install[Spec, Status any](t *testing.T, r kube.Resource[Spec, Status]) installed {
 	t.Helper()
 	c := cluster.Get(t)
@@ -50,7 +49,7 @@ func install[Spec, Status any](t *testing.T, r kube.Resource[Spec, Status]) inst
 	if err != nil {
 		t.Fatal(err)
 	}
-	created, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{FieldValidation: "Strict"})
+	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{FieldValidation: "Strict"})
 	if err != nil {
 		t.Fatalf("creating the CRD %s: %v", crd.Name, err)
 	}
@@ -63,7 +62,7 @@ func install[Spec, Status any](t *testing.T, r kube.Resource[Spec, Status]) inst
 		}
 	})
 
-	in := installed{crd: created, apiVersion: r.Group + "/" + r.Version, kind: r.Kind}
+	in := installed{apiVersion: r.Group + "/" + r.Version, kind: r.Kind}
 	objects := dyn.Resource(r.GVR())
 	in.objects = objects
 	if r.Scope == kube.Namespaced {
@@ -71,32 +70,8 @@ func install[Spec, Status any](t *testing.T, r kube.Resource[Spec, Status]) inst
 		in.objects = objects.Namespace(in.namespace)
 	}
 
-	deadline := time.Now().Add(time.Minute)
-	for {
-		got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("getting the CRD %s: %v", crd.Name, err)
-		}
-		if established(got) {
-			if _, err := in.objects.List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
-				in.crd = got
-				return in
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the CRD %s isn't Established and served after a minute: %+v", crd.Name, got.Status.Conditions)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-			return true
-		}
-	}
-	return false
+	in.crd = c.AwaitCRD(t, crd.Name)
+	return in
 }
 
 // object is an object of in, named name, with spec.

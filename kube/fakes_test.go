@@ -125,16 +125,28 @@ func (f *fakeCluster) apply(a k8stesting.Action) (bool, runtime.Object, error) {
 	return true, u, f.dyn.Tracker().Update(gvr, u, ns)
 }
 
-// update stores u as the API server would after a write: with a new
-// resourceVersion.
-func (f *fakeCluster) update(t testing.TB, gvr schema.GroupVersionResource, u *unstructured.Unstructured) {
+// createObject adds u, and update stores it, as the API server would
+// after a write: with a new resourceVersion.
+func (f *fakeCluster) createObject(t testing.TB, gvr schema.GroupVersionResource, u *unstructured.Unstructured) {
 	t.Helper()
-	f.mu.Lock()
-	u.SetResourceVersion(f.nextRV())
-	f.mu.Unlock()
-	if err := f.dyn.Tracker().Update(gvr, u, u.GetNamespace()); err != nil {
+	if err := f.dyn.Tracker().Create(gvr, f.stamped(u), u.GetNamespace()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func (f *fakeCluster) update(t testing.TB, gvr schema.GroupVersionResource, u *unstructured.Unstructured) {
+	t.Helper()
+	if err := f.dyn.Tracker().Update(gvr, f.stamped(u), u.GetNamespace()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stamped gives u a new resourceVersion, and returns it.
+func (f *fakeCluster) stamped(u *unstructured.Unstructured) *unstructured.Unstructured {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u.SetResourceVersion(f.nextRV())
+	return u
 }
 
 func (f *fakeCluster) get(t testing.TB, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {

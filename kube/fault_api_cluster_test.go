@@ -20,8 +20,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"go.opentelemetry.io/otel/attribute"
-
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/internal/cluster"
 )
@@ -77,17 +75,17 @@ func TestClusterFaultAnObjectDeletedWhileNoReplicaRunsIsFinalizedOnceOneStarts(t
 	started := time.Now()
 	b := w.replica("replica-b", s)
 	const bound = time.Minute
-	eventually(t, bound, "m-0 finalized, and gone", func(ctx context.Context) (bool, error) {
+	cluster.Eventually(t, bound, func(ctx context.Context) error {
 		_, err := w.admin.Resource(gvr).Namespace(w.ns).Get(ctx, "m-0", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+		return cluster.Gone("m-0, to be finalized,", err)
 	})
 	finalized := time.Since(started)
 	// kube-controller-manager's garbage collector watches a new CRD's
 	// resource only from its next discovery (every 30s): the first test
 	// to install the CRD waits for that too.
-	eventually(t, bound, "m-0's Deployment garbage-collected", func(ctx context.Context) (bool, error) {
+	cluster.Eventually(t, bound, func(ctx context.Context) error {
 		_, err := w.kube.AppsV1().Deployments(w.ns).Get(ctx, "m-0", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+		return cluster.Gone("m-0's Deployment, to be garbage-collected,", err)
 	})
 	collected := time.Since(started)
 	w.converged(30 * time.Second) // the others are untouched
@@ -133,7 +131,7 @@ func TestClusterFaultACRDDeletedWhileTheControllerRunsEndsServe(t *testing.T) {
 	a := startAPIReplica(t, w.c, w.ns, "replica-a", clusterCaches, controllerRBAC(gvr.Group, gvr.Resource, w.ns))
 	w.converged(time.Minute)
 	if !a.running() {
-		t.Fatalf("replica-a's Serve = %v before the CRD's deletion, want it running", a.err)
+		t.Fatalf("replica-a's Serve = %v before the CRD's deletion, want it running", a.stop())
 	}
 	if err := a.ctrl.Synced().Healthy(t.Context()); err != nil {
 		t.Fatalf("replica-a's Synced before the CRD's deletion = %v, want healthy", err)
@@ -148,9 +146,9 @@ func TestClusterFaultACRDDeletedWhileTheControllerRunsEndsServe(t *testing.T) {
 	if err := ext.ApiextensionsV1().CustomResourceDefinitions().Delete(t.Context(), apiCRDName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the CRD gone", func(ctx context.Context) (bool, error) {
+	cluster.Eventually(t, time.Minute, func(ctx context.Context) error {
 		_, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, apiCRDName, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+		return cluster.Gone("the CRD", err)
 	})
 	gone := time.Now()
 
@@ -231,10 +229,8 @@ func TestClusterFaultAnObjectStoredThroughALooserCRDIsAnErrorNamingTheField(t *t
 
 	r := startAPIReplica(t, c, ns, "replica-a", looserCaches, controllerRBAC(gvr.Group, gvr.Resource, ns))
 	started := time.Now()
-	var last error
-	eventually(t, 2*time.Minute, "every other object converged", func(ctx context.Context) (bool, error) {
-		last = unconvergedIn(ctx, admin, adminKube, gvr, ns, func(name string) bool { return name == "bad" })
-		return last == nil, nil
+	cluster.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
+		return unconvergedIn(ctx, admin, adminKube, gvr, ns, func(name string) bool { return name == "bad" })
 	})
 	t.Logf("%d objects converged in %s", faultObjects, time.Since(started).Round(time.Millisecond))
 	// The object that can't be decoded is retried with backoff meanwhile:
@@ -270,7 +266,7 @@ func TestClusterFaultAnObjectStoredThroughALooserCRDIsAnErrorNamingTheField(t *t
 		t.Errorf("no reconcile failed record for bad naming it and spec.size; bad's records: %q", apiFailedReconciles(r.tel, "bad"))
 	}
 	if !r.running() {
-		t.Errorf("Serve = %v, want it still running: no error ends the Service", r.err)
+		t.Errorf("Serve = %v, want it still running: no error ends the Service", r.stop())
 	}
 	if err := r.ctrl.Synced().Healthy(t.Context()); err != nil {
 		t.Errorf("Synced = %v, want healthy", err)
@@ -340,19 +336,20 @@ func TestClusterFaultEachRuleOfTheRBACRemovedSaysWhichRequestWasForbidden(t *tes
 			// with backoff; the controller serves on, and says so. Only its
 			// records show what it saw: the one case where a log record is
 			// the observable.
-			eventually(t, bound, "every object's reconcile failed with the 403", func(context.Context) (bool, error) {
+			cluster.Eventually(t, bound, func(context.Context) error {
 				for i := range n {
-					if !slices.ContainsFunc(apiFailedReconciles(r.tel, fmt.Sprintf("m-%d", i)), func(e string) bool {
+					name := fmt.Sprintf("m-%d", i)
+					if !slices.ContainsFunc(apiFailedReconciles(r.tel, name), func(e string) bool {
 						return strings.Contains(e, "forbidden") && strings.Contains(e, want)
 					}) {
-						return false, nil
+						return fmt.Errorf("%s's reconciles haven't all failed with the 403: %q", name, apiFailedReconciles(r.tel, name))
 					}
 				}
-				return true, nil
+				return nil
 			})
 			t.Logf("every reconcile failed with the 403 within %s", time.Since(started).Round(time.Millisecond))
 			if !r.running() {
-				t.Errorf("Serve = %v, want it still running: no error of a reconcile ends the Service", r.err)
+				t.Errorf("Serve = %v, want it still running: no error of a reconcile ends the Service", r.stop())
 			}
 
 			// The API server: the refused write left nothing, and the
@@ -399,16 +396,14 @@ func TestClusterFaultEachRuleOfTheRBACRemovedSaysWhichRequestWasForbidden(t *tes
 
 // apiReplica is a replica of the suite's controller (w.replica's: the
 // deployer, Owns(deployments), the finalizer), of a resource, with grants
-// and a telemetry the test reads. Unlike serveInBackground's channel, what
-// Serve returned can be read any number of times, and stop returns it at
-// once when Serve already has.
+// and a telemetry the test reads.
 type apiReplica struct {
-	ctrl   *Controller
-	tel    *humustest.Telemetry
-	user   string        // as the audit log names it
-	cancel func()        // cancels Serve's context
-	done   chan struct{} // closed once Serve returned
-	err    error         // what Serve returned, once done is closed
+	ctrl *Controller
+	tel  *humustest.Telemetry
+	user string // as the audit log names it
+	// stop cancels Serve's context and returns what Serve returned: at
+	// once, once it has.
+	stop func() error
 }
 
 func startAPIReplica(t *testing.T, c *cluster.Cluster, ns, name string, r Resource[cacheSpec, cacheStatus], grants []cluster.Grant) *apiReplica {
@@ -426,44 +421,23 @@ func startAPIReplica(t *testing.T, c *cluster.Cluster, ns, name string, r Resour
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	rep := &apiReplica{ctrl: ctrl, tel: tel, user: "system:serviceaccount:" + ns + ":" + name, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(rep.done)
-		rep.err = ctrl.Serve(ctx)
-	}()
-	t.Cleanup(func() { _ = rep.stop() })
-	return rep
+	return &apiReplica{ctrl: ctrl, tel: tel, user: "system:serviceaccount:" + ns + ":" + name, stop: served(t, ctrl)}
 }
 
 // served waits up to d for Serve to return, and returns true and what it
 // returned, or false when it still runs.
 func (r *apiReplica) served(d time.Duration) (bool, error) {
-	select {
-	case <-r.done:
-		return true, r.err
-	case <-time.After(d):
-		return false, nil
-	}
+	return awaitServe(r.ctrl, r.stop, d)
 }
 
 // running reports whether Serve still runs.
 func (r *apiReplica) running() bool {
 	select {
-	case <-r.done:
+	case <-r.ctrl.done:
 		return false
 	default:
 		return true
 	}
-}
-
-// stop cancels Serve's context and returns what Serve returned.
-func (r *apiReplica) stop() error {
-	r.cancel()
-	if ok, err := r.served(30 * time.Second); ok {
-		return err
-	}
-	return errors.New("Serve didn't return within 30s of its context being cancelled")
 }
 
 // apiGrantsWithout is grants with verb taken out of the rule naming
@@ -496,22 +470,9 @@ func apiGrantsWithout(t *testing.T, grants []cluster.Grant, resource, verb strin
 // for the object named name.
 func apiFailedReconciles(tel *humustest.Telemetry, name string) []string {
 	var out []string
-	for _, r := range tel.Records() {
-		if r.Body().AsString() != "reconcile failed" {
-			continue
-		}
-		var object, msg string
-		r.WalkAttributes(func(kv attribute.KeyValue) bool {
-			switch string(kv.Key) {
-			case attrObjectName:
-				object = kv.Value.AsString()
-			case "error":
-				msg = kv.Value.AsString()
-			}
-			return true
-		})
-		if object == name {
-			out = append(out, msg)
+	for _, r := range recordsWithBody(tel, "reconcile failed") {
+		if attrs := recordAttrs(r); attrs[attrObjectName] == name {
+			out = append(out, attrs["error"])
 		}
 	}
 	return out
@@ -574,9 +535,9 @@ func apiReleaseOthers(t *testing.T, d dynamic.Interface, gvr schema.GroupVersion
 	}
 }
 
-// apiRestoreSharedCRD leaves clusterCaches' CRD installed and established,
-// as the package's other tests need it: once a deletion under way has
-// ended, it is created again. It runs at cleanup, so not on t's context.
+// apiRestoreSharedCRD leaves clusterCaches' CRD installed and served, as
+// the package's other tests need it: once a deletion under way has ended,
+// it is created again. It runs at cleanup, so not on t's context.
 func apiRestoreSharedCRD(t *testing.T, c *cluster.Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -595,7 +556,7 @@ func apiRestoreSharedCRD(t *testing.T, c *cluster.Cluster) {
 			if _, err := crds.Create(ctx, want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 				return false, err
 			}
-			return false, nil
+			return true, nil
 		case err != nil:
 			return false, err
 		case got.DeletionTimestamp != nil:
@@ -603,16 +564,13 @@ func apiRestoreSharedCRD(t *testing.T, c *cluster.Cluster) {
 			// once no controller runs.
 			return false, apiRelease(ctx, admin, clusterCaches.GVR(), func(string) bool { return true })
 		}
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
+		return true, nil
 	})
 	if err != nil {
 		t.Errorf("restoring the CRD %s for the package's other tests: %v", apiCRDName, err)
+		return
 	}
+	c.AwaitCRD(t, apiCRDName)
 }
 
 // apiInstallLooserCRD installs looserCaches' CRD with spec.size an
@@ -642,5 +600,5 @@ func apiInstallLooserCRD(t *testing.T, c *cluster.Cluster) {
 			t.Errorf("deleting the CRD %s at cleanup: %v", crd.Name, err)
 		}
 	})
-	waitEstablished(t, ext, crd.Name)
+	c.AwaitCRD(t, crd.Name)
 }

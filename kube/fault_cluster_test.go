@@ -133,11 +133,7 @@ func unconvergedIn(ctx context.Context, admin dynamic.Interface, kube kubernetes
 // converged waits for the workload to converge.
 func (w *workload) converged(within time.Duration) {
 	w.t.Helper()
-	var last error
-	eventually(w.t, within, "converged", func(ctx context.Context) (bool, error) {
-		last = w.unconverged(ctx)
-		return last == nil, nil
-	})
+	cluster.Eventually(w.t, within, w.unconverged)
 }
 
 // faultReplica is one replica of the controller: its own ServiceAccount,
@@ -148,8 +144,7 @@ type faultReplica struct {
 	link  *cluster.Link
 	tel   *humustest.Telemetry
 	ctrl  *Controller
-	errc  <-chan error
-	stop  func() error
+	stop  func() error // cancels Serve's context, and returns what Serve returned
 	calls *counter
 }
 
@@ -191,10 +186,9 @@ func (w *workload) replicaWith(name string, s Settings, wrap func(*deployer) Rec
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	stop, errc := serveInBackground(w.t, ctrl)
 	return &faultReplica{
 		name: name, user: "system:serviceaccount:" + w.ns + ":" + name,
-		link: link, tel: tel, ctrl: ctrl, errc: errc, stop: stop, calls: &dep.calls,
+		link: link, tel: tel, ctrl: ctrl, stop: served(w.t, ctrl), calls: &dep.calls,
 	}
 }
 
@@ -205,12 +199,22 @@ func (w *workload) leaderAndStandby(s Settings) (leader, standby *faultReplica) 
 	w.t.Helper()
 	w.create(faultObjects)
 	leader = w.replica("replica-a", s)
-	eventually(w.t, 30*time.Second, "replica-a holds the Lease", func(context.Context) (bool, error) {
-		return w.leaseHolder(s.Name) == "replica-a", nil
-	})
+	w.holds(s.Name, "replica-a", 30*time.Second)
 	standby = w.replica("replica-b", s)
 	w.converged(2 * time.Minute)
 	return leader, standby
+}
+
+// holds waits up to within for the Lease named name to be held by
+// identity.
+func (w *workload) holds(name, identity string, within time.Duration) {
+	w.t.Helper()
+	cluster.Eventually(w.t, within, func(context.Context) error {
+		if h := w.leaseHolder(name); h != identity {
+			return fmt.Errorf("the Lease's holder = %q, want %s", h, identity)
+		}
+		return nil
+	})
 }
 
 // leaseHolder returns the Lease's holder, or "" for none.
@@ -297,14 +301,15 @@ func TestClusterFaultALeaderCutOffStopsWritingBeforeAnotherTakesOver(t *testing.
 			w.resize(faultObjects, 2)
 			a.link.Hold()
 			held := time.Now()
-			type served struct {
+			type returned struct {
 				err error
 				at  time.Duration
 			}
-			aServed := make(chan served, 1)
+			aServed := make(chan returned, 1)
 			go func() {
-				err := <-a.errc
-				aServed <- served{err: err, at: time.Since(held)}
+				<-a.ctrl.done
+				at := time.Since(held)
+				aServed <- returned{err: a.stop(), at: at}
 			}()
 			time.Sleep(hold)
 			a.link.Release()
@@ -325,9 +330,7 @@ func TestClusterFaultALeaderCutOffStopsWritingBeforeAnotherTakesOver(t *testing.
 			// after the standby's first writes.
 			w.resize(faultObjects, 3)
 			w.converged(2 * time.Minute)
-			eventually(t, 30*time.Second, "replica-b holds the Lease", func(context.Context) (bool, error) {
-				return w.leaseHolder(s.Name) == "replica-b", nil
-			})
+			w.holds(s.Name, "replica-b", 30*time.Second)
 			time.Sleep(2 * time.Second) // for any late write to reach the log
 			overlapping, afterExpiry := w.oneWriterAtATime(w.c.Audit(t), a, b, le.LeaseDuration)
 			t.Logf("hold %s: replica-a's Serve returned %s after the hold began; writes overlapping replica-b's: %d; after replica-a's Lease could expire: %d",
@@ -354,8 +357,8 @@ func longLease(s Settings) Settings {
 func stillServing(t *testing.T, r *faultReplica) {
 	t.Helper()
 	select {
-	case err := <-r.errc:
-		t.Fatalf("%s's Serve returned %v, want it still serving", r.name, err)
+	case <-r.ctrl.done:
+		t.Fatalf("%s's Serve returned %v, want it still serving", r.name, r.stop())
 	default:
 	}
 }
@@ -437,10 +440,8 @@ func TestClusterFaultAnAPIServerHungPastRenewDeadlineHandsOver(t *testing.T) {
 			w.resize(faultObjects, 2)
 			began := time.Now()
 			fault.start(w, a)
-			var aErr error
-			select {
-			case aErr = <-a.errc:
-			case <-time.After(outage):
+			aReturned, aErr := awaitServe(a.ctrl, a.stop, outage)
+			if !aReturned {
 				t.Fatalf("replica-a's Serve hadn't returned %s into the outage", outage)
 			}
 			returned := time.Since(began)
@@ -451,9 +452,7 @@ func TestClusterFaultAnAPIServerHungPastRenewDeadlineHandsOver(t *testing.T) {
 			}
 			w.resize(faultObjects, 3)
 			w.converged(2 * time.Minute)
-			eventually(t, 30*time.Second, "replica-b holds the Lease", func(context.Context) (bool, error) {
-				return w.leaseHolder(s.Name) == "replica-b", nil
-			})
+			w.holds(s.Name, "replica-b", 30*time.Second)
 			time.Sleep(2 * time.Second)
 			overlapping, afterExpiry := w.oneWriterAtATime(w.c.Audit(t), a, b, le.LeaseDuration)
 			t.Logf("%s for %s: replica-a's Serve returned %s in; writes overlapping replica-b's: %d; after replica-a's Lease could expire: %d",
@@ -561,16 +560,10 @@ func TestClusterFaultAPoisonObjectDelaysNoOther(t *testing.T) {
 			createCache(t, w.admin, clusterCaches.GVR(), w.ns, "poison-panic", 1)
 		}
 		a := w.replicaWith("replica-a", s, poison)
-		eventually(t, 30*time.Second, "replica-a synced", func(ctx context.Context) (bool, error) {
-			return a.ctrl.Synced().Healthy(ctx) == nil, nil
-		})
+		cluster.Eventually(t, 30*time.Second, a.ctrl.Synced().Healthy)
 		start := time.Now()
 		w.create(faultObjects)
-		var last error
-		eventually(t, 2*time.Minute, "the others converged", func(ctx context.Context) (bool, error) {
-			last = w.othersUnconverged(ctx)
-			return last == nil, nil
-		})
+		cluster.Eventually(t, 2*time.Minute, w.othersUnconverged)
 		took := time.Since(start)
 		if withPoison {
 			// Let the backoff reach RetryMaxDelay: 0.1+0.2+...+3.2 is 6.3s,
@@ -591,8 +584,11 @@ func TestClusterFaultAPoisonObjectDelaysNoOther(t *testing.T) {
 			if _, err := w.admin.Resource(clusterCaches.GVR()).Namespace(w.ns).Patch(t.Context(), "poison-panic", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 30*time.Second, "the panicking object reconciled once for its change", func(context.Context) (bool, error) {
-				return panicked.get("poison-panic") == 3, nil
+			cluster.Eventually(t, 30*time.Second, func(context.Context) error {
+				if n := panicked.get("poison-panic"); n != 3 {
+					return fmt.Errorf("the panicking object was reconciled %d times, want 3: once more for its change", n)
+				}
+				return nil
 			})
 			time.Sleep(5 * time.Second)
 			if n := panicked.get("poison-panic"); n != 3 {

@@ -296,13 +296,16 @@ func (p *replicaProc) exited(t *testing.T, within time.Duration) int {
 // synced waits until the process's caches have synced, so it campaigns.
 func (p *replicaProc) synced(t *testing.T, within time.Duration) {
 	t.Helper()
-	eventually(t, within, p.name+" synced", func(context.Context) (bool, error) {
+	cluster.Eventually(t, within, func(context.Context) error {
 		select {
 		case <-p.done:
-			return false, fmt.Errorf("%s exited before it synced: %s", p.name, p.cmd.ProcessState)
+			t.Fatalf("%s exited before it synced: %s", p.name, p.cmd.ProcessState)
 		default:
 		}
-		return strings.Contains(p.out.String(), procSynced), nil
+		if !strings.Contains(p.out.String(), procSynced) {
+			return fmt.Errorf("%s hasn't synced", p.name)
+		}
+		return nil
 	})
 }
 
@@ -469,9 +472,7 @@ func TestClusterFaultHandoversBySIGTERMAndSIGKILLKeepOneWriterAtATime(t *testing
 		return p
 	}
 	leader := start()
-	eventually(t, time.Minute, leader.name+" holds the Lease", func(context.Context) (bool, error) {
-		return w.leaseHolder(name) == leader.name, nil
-	})
+	w.holds(name, leader.name, time.Minute)
 	standby := start()
 	standby.synced(t, time.Minute)
 	w.converged(2 * time.Minute)
@@ -502,10 +503,8 @@ func TestClusterFaultHandoversBySIGTERMAndSIGKILLKeepOneWriterAtATime(t *testing
 				t.Errorf("handover %d: after %s exited the Lease's holder = %q, want none or %s", i+1, leader.name, h, standby.name)
 			}
 		}
-		eventually(t, 2*killBound, fmt.Sprintf("handover %d (%s): %s holds the Lease", i+1, sig, standby.name), func(context.Context) (bool, error) {
-			return w.leaseHolder(name) == standby.name, nil
-		})
-		acq := w.c.AwaitAudit(t, func(e cluster.AuditEvent) bool {
+		w.holds(name, standby.name, 2*killBound)
+		acq := w.c.AwaitAudit(t, 30*time.Second, func(e cluster.AuditEvent) bool {
 			return e.Namespace == w.ns && e.Resource == "leases" && e.User == standby.user && e.Code < 300
 		})
 		took := acq.RequestReceived.Sub(sent)

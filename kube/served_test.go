@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -18,36 +17,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 )
-
-// servedAsync runs ctrl's Serve in the bubble, and returns the channel
-// Serve's error arrives on and a function that cancels Serve's context.
-func servedAsync(t *testing.T, ctrl *Controller) (errc <-chan error, cancel context.CancelFunc) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	c := make(chan error, 1)
-	go func() { c <- ctrl.Serve(ctx) }()
-	return c, cancel
-}
-
-// awaitServe waits up to d of fake time for Serve's error, and reports
-// whether Serve returned, and what.
-func awaitServe(errc <-chan error, d time.Duration) (returned bool, err error) {
-	select {
-	case err := <-errc:
-		return true, err
-	case <-time.After(d):
-		return false, nil
-	}
-}
-
-// stopServe cancels a Serve that didn't return by itself, and waits for it.
-func stopServe(t *testing.T, errc <-chan error, cancel context.CancelFunc) {
-	t.Helper()
-	cancel()
-	if err := <-errc; err != nil {
-		t.Errorf("Serve, cancelled = %v, want nil", err)
-	}
-}
 
 // failingLists answers the first n lists of the controller's resource with
 // err, or every list when n is negative, and counts them all.
@@ -99,9 +68,9 @@ func TestServeRetriesATransientErrorAtStart(t *testing.T) {
 				f.dyn.PrependReactor("list", "memcacheds", lists.react)
 				var calls counter
 				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
-				errc, cancel := servedAsync(t, ctrl)
+				stop := served(t, ctrl)
 
-				if returned, err := awaitServe(errc, 30*time.Second); returned {
+				if returned, err := awaitServe(ctrl, stop, 30*time.Second); returned {
 					t.Fatalf("Serve = %v at start, want the transient error retried", err)
 				}
 				synctest.Wait()
@@ -114,7 +83,9 @@ func TestServeRetriesATransientErrorAtStart(t *testing.T) {
 				if got := calls.get("m"); got == 0 {
 					t.Error("the object wasn't reconciled")
 				}
-				stopServe(t, errc, cancel)
+				if err := stop(); err != nil {
+					t.Errorf("Serve, cancelled = %v, want nil", err)
+				}
 			})
 		})
 	}
@@ -136,13 +107,11 @@ func TestATransientErrorOutlastingStartRetryEndsServe(t *testing.T) {
 				var calls counter
 				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
 				start := time.Now()
-				errc, cancel := servedAsync(t, ctrl)
-				defer cancel()
+				stop := served(t, ctrl)
 
-				returned, err := awaitServe(errc, 2*time.Minute)
+				returned, err := awaitServe(ctrl, stop, 2*time.Minute)
 				if !returned {
-					cancel()
-					t.Fatalf("Serve didn't return within 2 minutes of a transient error; Serve, cancelled = %v", <-errc)
+					t.Fatalf("Serve didn't return within 2 minutes of a transient error; Serve, cancelled = %v", stop())
 				}
 				took := time.Since(start)
 				// The last retry is the last whose backoff ends within
@@ -216,13 +185,11 @@ func TestServeEndsWhenAnOwnedResourceIsNotServedOrForbidden(t *testing.T) {
 				var calls counter
 				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls), Owns(deployments))
 				start := time.Now()
-				errc, cancel := servedAsync(t, ctrl)
-				defer cancel()
+				stop := served(t, ctrl)
 
-				returned, err := awaitServe(errc, 2*time.Minute)
+				returned, err := awaitServe(ctrl, stop, 2*time.Minute)
 				if !returned {
-					cancel()
-					t.Fatalf("Serve didn't return within 2 minutes; Serve, cancelled = %v", <-errc)
+					t.Fatalf("Serve didn't return within 2 minutes; Serve, cancelled = %v", stop())
 				}
 				if took := time.Since(start); took != 0 {
 					t.Errorf("Serve returned after %v, want at once", took)
@@ -320,8 +287,7 @@ func TestServeEndsWhenTheResourceStopsBeingServed(t *testing.T) {
 		o := newOutage(f)
 		var calls counter
 		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
-		errc, cancel := servedAsync(t, ctrl)
-		defer cancel()
+		stop := served(t, ctrl)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
@@ -330,13 +296,12 @@ func TestServeEndsWhenTheResourceStopsBeingServed(t *testing.T) {
 
 		start := time.Now()
 		o.begin()
-		if returned, err := awaitServe(errc, unservedGrace-time.Second); returned {
+		if returned, err := awaitServe(ctrl, stop, unservedGrace-time.Second); returned {
 			t.Fatalf("Serve = %v after %v, want it to wait out unservedGrace (%v)", err, time.Since(start), unservedGrace)
 		}
-		returned, err := awaitServe(errc, 5*time.Second)
+		returned, err := awaitServe(ctrl, stop, 5*time.Second)
 		if !returned {
-			cancel()
-			t.Fatalf("Serve didn't return within unservedGrace+4s of the resource no longer being served; Serve, cancelled = %v", <-errc)
+			t.Fatalf("Serve didn't return within unservedGrace+4s of the resource no longer being served; Serve, cancelled = %v", stop())
 		}
 		if !apierrors.IsNotFound(err) || !strings.HasPrefix(err.Error(), listingCaches) {
 			t.Errorf("Serve = %v, want %q followed by the NotFound", err, listingCaches)
@@ -354,7 +319,7 @@ func TestAResourceUnservedForLessThanTheGraceKeepsServing(t *testing.T) {
 		o := newOutage(f)
 		var calls counter
 		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
-		errc, cancel := servedAsync(t, ctrl)
+		stop := served(t, ctrl)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 
@@ -363,7 +328,7 @@ func TestAResourceUnservedForLessThanTheGraceKeepsServing(t *testing.T) {
 		if refused := o.end(); refused < 3 {
 			t.Errorf("lists and watches during the outage = %d, want it seen, and the resource listed again each second", refused)
 		}
-		if returned, err := awaitServe(errc, time.Minute); returned {
+		if returned, err := awaitServe(ctrl, stop, time.Minute); returned {
 			t.Fatalf("Serve = %v after a NotFound of 3s, want it to go on", err)
 		}
 		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
@@ -376,7 +341,9 @@ func TestAResourceUnservedForLessThanTheGraceKeepsServing(t *testing.T) {
 		if got := calls.get("m"); got <= before {
 			t.Errorf("reconciles after a change once served again = %d, want more than %d", got, before)
 		}
-		stopServe(t, errc, cancel)
+		if err := stop(); err != nil {
+			t.Errorf("Serve, cancelled = %v, want nil", err)
+		}
 	})
 }
 
@@ -390,13 +357,11 @@ func TestServeEndsWhenTheLeaseIsForbidden(t *testing.T) {
 		})
 		var calls counter
 		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
-		errc, cancel := servedAsync(t, ctrl)
-		defer cancel()
+		stop := served(t, ctrl)
 
-		returned, err := awaitServe(errc, 2*time.Minute)
+		returned, err := awaitServe(ctrl, stop, 2*time.Minute)
 		if !returned {
-			cancel()
-			t.Fatalf("Serve didn't return within 2 minutes of a forbidden Lease; Serve, cancelled = %v", <-errc)
+			t.Fatalf("Serve didn't return within 2 minutes of a forbidden Lease; Serve, cancelled = %v", stop())
 		}
 		const want = "kube: the Lease kube-system/memcached-controller: "
 		if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), want) {
@@ -420,12 +385,10 @@ func TestServeEndsWhenTheResourceMayBeListedButNotWatched(t *testing.T) {
 		})
 		var calls counter
 		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
-		errc, cancel := servedAsync(t, ctrl)
-		defer cancel()
-		returned, err := awaitServe(errc, unservedGrace+5*time.Second)
+		stop := served(t, ctrl)
+		returned, err := awaitServe(ctrl, stop, unservedGrace+5*time.Second)
 		if !returned {
-			cancel()
-			t.Fatalf("Serve didn't return within unservedGrace+5s of every watch being forbidden; Serve, cancelled = %v", <-errc)
+			t.Fatalf("Serve didn't return within unservedGrace+5s of every watch being forbidden; Serve, cancelled = %v", stop())
 		}
 		const want = "kube: watching cache.example.com/v1alpha1, Resource=memcacheds: "
 		if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), want) {

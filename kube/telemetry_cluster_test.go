@@ -11,11 +11,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -34,8 +32,8 @@ var telemetryCaches = Resource[cacheSpec, cacheStatus]{
 	Scope:   Namespaced,
 }
 
-// establishCRD creates r's CRD, waits until it is Established, and deletes
-// it when the test ends.
+// establishCRD creates r's CRD, waits until it is served, and deletes it
+// when the test ends.
 func establishCRD[Spec, Status any](t *testing.T, c *cluster.Cluster, r Resource[Spec, Status]) {
 	t.Helper()
 	crd, err := r.CRD()
@@ -51,31 +49,7 @@ func establishCRD[Spec, Status any](t *testing.T, c *cluster.Cluster, r Resource
 			t.Errorf("deleting the CRD %s: %v", crd.Name, err)
 		}
 	})
-	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("the CRD %s isn't Established: %v", crd.Name, err)
-	}
-}
-
-// attrOf returns the string form of s's attribute key, or "".
-func attrOf(s sdktrace.ReadOnlySpan, key string) string {
-	for _, kv := range s.Attributes() {
-		if string(kv.Key) == key {
-			return kv.Value.String()
-		}
-	}
-	return ""
+	c.AwaitCRD(t, crd.Name)
 }
 
 func TestClusterAReconcilesSpansIncludeItsRequestsAndNoWatch(t *testing.T) {
@@ -119,10 +93,7 @@ func TestClusterAReconcilesSpansIncludeItsRequestsAndNoWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- ctrl.Serve(ctx) }()
+	stop := served(t, ctrl)
 
 	admin := dynamic.NewForConfigOrDie(c.AdminConfig()).Resource(telemetryCaches.GVR()).Namespace(ns)
 	m := object("telemetry.test.example.com/v1alpha1", "Memcached", ns, "cache", map[string]any{"size": int64(3)})
@@ -132,25 +103,20 @@ func TestClusterAReconcilesSpansIncludeItsRequestsAndNoWatch(t *testing.T) {
 	}
 	// Settled: the status applied, and the reconcile its watch event
 	// brings, which applies nothing, ended.
-	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	cluster.Eventually(t, time.Minute, func(ctx context.Context) error {
 		got, err := admin.Get(ctx, "cache", metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return err
 		}
 		n, _, _ := unstructured.NestedInt64(got.Object, "status", "readyReplicas")
-		return n == 3 && len(reconcileSpansOf(tel, "Memcached", "cache")) >= 2, nil
-	})
-	if err != nil {
-		t.Fatalf("the object didn't settle: %v; reconciles: %d; spans: %v", err, calls.get("cache"), spanNames(tel))
-	}
-	cancel()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Errorf("Serve = %v, want nil", err)
+		if spans := len(reconcileSpansOf(tel, "Memcached", "cache")); n != 3 || spans < 2 {
+			return fmt.Errorf("the object didn't settle: status.readyReplicas = %d, want 3; %d reconcile spans, want 2; reconciles: %d; spans: %v",
+				n, spans, calls.get("cache"), spanNames(tel))
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Serve didn't return within 30s of its context being done")
+		return nil
+	})
+	if err := stop(); err != nil {
+		t.Errorf("Serve = %v, want nil", err)
 	}
 
 	spans := tel.Spans()
@@ -190,13 +156,13 @@ func TestClusterAReconcilesSpansIncludeItsRequestsAndNoWatch(t *testing.T) {
 		t.Fatalf("the reconcile's children = %q, want %q", names, want)
 	}
 	apply := children[1]
-	if got := attrOf(apply, "http.request.method"); got != "PATCH" {
+	if got := spanAttrs(apply)["http.request.method"]; got != "PATCH" {
 		t.Errorf("the status apply's http.request.method = %q, want PATCH", got)
 	}
-	if got := attrOf(apply, "http.response.status_code"); got != "200" {
+	if got := spanAttrs(apply)["http.response.status_code"]; got != "200" {
 		t.Errorf("the status apply's http.response.status_code = %q, want 200", got)
 	}
-	if got := attrOf(apply, "url.full"); !strings.Contains(got, "/namespaces/"+ns+"/memcacheds/cache/status") || !strings.Contains(got, "fieldManager=telemetry-controller") {
+	if got := spanAttrs(apply)["url.full"]; !strings.Contains(got, "/namespaces/"+ns+"/memcacheds/cache/status") || !strings.Contains(got, "fieldManager=telemetry-controller") {
 		t.Errorf("the status apply's url.full = %q, want the object's status, by the controller's field manager", got)
 	}
 
@@ -209,7 +175,7 @@ func TestClusterAReconcilesSpansIncludeItsRequestsAndNoWatch(t *testing.T) {
 		case sp.Name() == "GET /apis/telemetry.test.example.com/v1alpha1/namespaces/{namespace}/memcacheds":
 			lists++
 		}
-		url := attrOf(sp, "url.full")
+		url := spanAttrs(sp)["url.full"]
 		if strings.Contains(url, "watch=true") || strings.Contains(url, "watch=1") || strings.Contains(sp.Name(), "/watch/") {
 			t.Errorf("a span %s of a watch, %s: a watch lasts as long as its informer", sp.Name(), url)
 		}

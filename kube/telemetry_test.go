@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/z5labs/humus"
@@ -47,30 +46,6 @@ func observedKindController(t *testing.T, f *fakeCluster, tel *humustest.Telemet
 		t.Fatal(err)
 	}
 	return f.use(ctrl)
-}
-
-// servedIn is served with ctx as Serve's context.
-func servedIn(t *testing.T, ctx context.Context, ctrl *Controller) (stop func() error) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- ctrl.Serve(ctx) }()
-	return func() error {
-		cancel()
-		return <-errc
-	}
-}
-
-// createObject adds u to the fake cluster, as the API server would create
-// it: with a new resourceVersion.
-func (f *fakeCluster) createObject(t testing.TB, gvr schema.GroupVersionResource, u *unstructured.Unstructured) {
-	t.Helper()
-	f.mu.Lock()
-	u.SetResourceVersion(f.nextRV())
-	f.mu.Unlock()
-	if err := f.dyn.Tracker().Create(gvr, u, u.GetNamespace()); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // spansNamed returns the ended spans named name, in the order they ended.

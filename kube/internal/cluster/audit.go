@@ -111,25 +111,20 @@ func (c *Cluster) Audit(t testing.TB) []AuditEvent {
 }
 
 // AwaitAudit polls the audit log until an event satisfies match, and
-// returns the first that does; it fails t if none does within 30s.
-func (c *Cluster) AwaitAudit(t testing.TB, match func(AuditEvent) bool) AuditEvent {
+// returns the first that does; it fails t if none does within within.
+func (c *Cluster) AwaitAudit(t testing.TB, within time.Duration, match func(AuditEvent) bool) AuditEvent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
-	defer cancel()
-	for {
-		events, err := c.audit.read(filepath.Join(c.dir, auditLogFile))
-		if err != nil {
-			t.Fatal(err)
+	var found AuditEvent
+	Eventually(t, within, func(context.Context) error {
+		events := c.Audit(t)
+		i := slices.IndexFunc(events, match)
+		if i < 0 {
+			return fmt.Errorf("cluster: no matching audit event among %d", len(events))
 		}
-		if i := slices.IndexFunc(events, match); i >= 0 {
-			return events[i]
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("cluster: no matching audit event among %d after %s", len(events), callTimeout)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		found = events[i]
+		return nil
+	})
+	return found
 }
 
 // Writes is the events by user, in order, or all of them when user is

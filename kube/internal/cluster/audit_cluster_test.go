@@ -46,7 +46,7 @@ func TestClusterAudit(t *testing.T) {
 		t.Fatalf("deleting without the right: %v, want 403", err)
 	}
 
-	created := c.AwaitAudit(t, func(e AuditEvent) bool {
+	created := c.AwaitAudit(t, 30*time.Second, func(e AuditEvent) bool {
 		return e.User == user && e.Verb == "create" && e.Resource == "configmaps"
 	})
 	want := AuditEvent{
@@ -73,7 +73,7 @@ func TestClusterAudit(t *testing.T) {
 		}
 	}
 
-	deleted := c.AwaitAudit(t, func(e AuditEvent) bool { return e.User == user && e.Verb == "delete" })
+	deleted := c.AwaitAudit(t, 30*time.Second, func(e AuditEvent) bool { return e.User == user && e.Verb == "delete" })
 	if deleted.Code != 403 || deleted.Resource != "configmaps" || deleted.Name != "audited" {
 		t.Errorf("the forbidden delete's event is %+v, want code 403 on configmaps %s/audited", deleted, ns)
 	}
@@ -110,12 +110,12 @@ func TestClusterAuditAcrossRestart(t *testing.T) {
 		}
 	}
 	createConfigMap(t, client, ns, "before", nil)
-	c.AwaitAudit(t, isCreate("before"))
+	c.AwaitAudit(t, 30*time.Second, isCreate("before"))
 
 	c.KillAPIServer(t)
 	c.StartAPIServer(t)
 	createConfigMap(t, client, ns, "after", nil)
-	c.AwaitAudit(t, isCreate("after"))
+	c.AwaitAudit(t, 30*time.Second, isCreate("after"))
 
 	events := c.Audit(t)
 	i, j := slices.IndexFunc(events, isCreate("before")), slices.IndexFunc(events, isCreate("after"))

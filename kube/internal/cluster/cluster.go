@@ -43,7 +43,7 @@ const (
 // concurrent use; stopping and starting components are serialised.
 type Cluster struct {
 	dir        string
-	ca         *authority
+	ca         *CA
 	caPool     *x509.CertPool
 	adminToken string
 	server     string
@@ -187,11 +187,11 @@ func Start(ctx context.Context, dir string) (*Cluster, error) {
 // newCluster writes the control plane's files into dir and sets up its
 // components' command lines, on free loopback ports.
 func newCluster(dir, bin string) (*Cluster, error) {
-	ca, err := newAuthority()
+	ca, err := NewCA("humus test control plane CA")
 	if err != nil {
 		return nil, err
 	}
-	servingCert, servingKey, err := ca.serving()
+	servingCert, servingKey, err := ca.Serving("localhost", "127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
@@ -208,11 +208,10 @@ func newCluster(dir, bin string) (*Cluster, error) {
 	c := &Cluster{
 		dir:        dir,
 		ca:         ca,
-		caPool:     x509.NewCertPool(),
+		caPool:     ca.Pool(),
 		adminToken: newToken(),
 		server:     "127.0.0.1:" + strconv.Itoa(apiPort),
 	}
-	c.caPool.AddCert(ca.cert)
 	c.http = &http.Client{
 		Timeout:   5 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: tlsConfig(c.caPool), DisableKeepAlives: true},

@@ -117,7 +117,7 @@ func testRestart(t *testing.T, c *Cluster, stop, start func(testing.TB)) {
 		t.Errorf("after the restart the ConfigMap is uid %s, data %v; want uid %s, data k=before", got.UID, got.Data, before.UID)
 	}
 	after := createConfigMap(t, client, ns, "after", nil)
-	eventually(t, time.Minute, func() error {
+	Eventually(t, time.Minute, func(context.Context) error {
 		obj, ok, err := informer.GetStore().GetByKey(ns + "/after")
 		if err != nil {
 			return err
@@ -197,7 +197,7 @@ func TestClusterNoProcessSurvives(t *testing.T) {
 
 	// A killed process's threads may still be exiting, holding its
 	// sockets, when its leader already shows as a zombie: wait for both.
-	eventually(t, 10*time.Second, func() error {
+	Eventually(t, 10*time.Second, func(context.Context) error {
 		for _, pid := range pids {
 			if alive(pid) {
 				return fmt.Errorf("pid %d outlived the test binary that started it", pid)
@@ -237,21 +237,4 @@ func createConfigMap(t testing.TB, client kubernetes.Interface, ns, name string,
 		t.Fatalf("creating ConfigMap %s/%s: %v", ns, name, err)
 	}
 	return cm
-}
-
-// eventually polls check until it returns nil, failing t with its last
-// error after timeout.
-func eventually(t testing.TB, timeout time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

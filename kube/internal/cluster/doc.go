@@ -55,14 +55,17 @@
 //     deletecollection), by anyone, at Metadata level once its response
 //     is complete, in an audit log that outlives its restarts; Audit reads
 //     it, and AwaitAudit waits for an event.
-//   - kube-apiserver records every write (create, update, patch, delete,
-//     deletecollection), by anyone, at Metadata level once its response
-//     is complete, in an audit log that outlives its restarts; Audit reads
-//     it, and AwaitAudit waits for an event.
 //   - Fault tests, which mustn't run in parallel, can kill
 //     (KillAPIServer, KillEtcd), pause (PauseAPIServer, PauseEtcd) and
 //     compact (CompactEtcd) the control plane; whatever a test leaves
 //     killed, stopped or paused runs again at its cleanup.
+//   - InstallCRD installs a CRD and AwaitCRD waits for one: each returns
+//     once the CRD is Established and every version it serves answers a
+//     list, so an informer or a create finds its resource served.
+//   - Eventually is the tests' one wait: it polls a check until it
+//     returns nil, and fails the test with the check's last error.
+//   - A CA (NewCA) makes the certificates a test's own server needs,
+//     valid from 1990 to 2100, so a synctest bubble accepts them too.
 //   - A Link stands between one client and the servers it dials, as a
 //     humus.Host's or a rest.Config's Dial, to hold, release or refuse
 //     its traffic; a connection the client closes while held never

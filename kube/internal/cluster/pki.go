@@ -10,47 +10,71 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
 	"time"
 )
 
-// An authority is the control plane's certificate authority: it signed
-// kube-apiserver's serving certificate, kube-apiserver trusts it for client
-// certificates, and it signs the ones a test asks for.
-type authority struct {
+// A CA is a self-signed certificate authority with a fresh P-256 key. The
+// control plane's CA signed kube-apiserver's serving certificate, and
+// kube-apiserver trusts it for client certificates (ClientCert); a test
+// that needs a CA of its own, such as one a connection mustn't trust, or a
+// server's without a control plane, makes one with NewCA. Its certificates
+// are valid from 1990 to 2100, so a synctest bubble's clock, which starts
+// in 2000, accepts them as the real clock does.
+type CA struct {
 	cert *x509.Certificate
 	key  crypto.Signer
 	pem  []byte
 }
 
-// newAuthority makes a self-signed CA with a fresh P-256 key.
-func newAuthority() (*authority, error) {
+// NewCA makes a CA named commonName.
+func NewCA(commonName string) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: making the CA's key: %w", err)
+		return nil, fmt.Errorf("cluster: making the key of CA %q: %w", commonName, err)
 	}
-	tmpl := template(pkix.Name{CommonName: "humus test control plane CA"})
+	tmpl := template(pkix.Name{CommonName: commonName})
 	tmpl.IsCA = true
 	tmpl.BasicConstraintsValid = true
 	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: making the CA: %w", err)
+		return nil, fmt.Errorf("cluster: making CA %q: %w", commonName, err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: making the CA: %w", err)
+		return nil, fmt.Errorf("cluster: making CA %q: %w", commonName, err)
 	}
-	return &authority{cert: cert, key: key, pem: pemBlock("CERTIFICATE", der)}, nil
+	return &CA{cert: cert, key: key, pem: pemBlock("CERTIFICATE", der)}, nil
 }
 
-// serving issues a server certificate for 127.0.0.1 and localhost, as PEM.
-func (a *authority) serving() (certPEM, keyPEM []byte, err error) {
-	tmpl := template(pkix.Name{CommonName: "localhost"})
-	tmpl.DNSNames = []string{"localhost"}
-	tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+// PEM is the CA's certificate, PEM-encoded.
+func (a *CA) PEM() []byte { return append([]byte(nil), a.pem...) }
+
+// Pool is a pool holding the CA alone.
+func (a *CA) Pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(a.cert)
+	return pool
+}
+
+// Serving issues a server certificate for hosts, each a DNS name or an IP
+// address, named after the first, as PEM.
+func (a *CA) Serving(hosts ...string) (certPEM, keyPEM []byte, err error) {
+	if len(hosts) == 0 {
+		return nil, nil, errors.New("cluster: a serving certificate for no host")
+	}
+	tmpl := template(pkix.Name{CommonName: hosts[0]})
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	return a.issue(tmpl)
 }
@@ -58,14 +82,14 @@ func (a *authority) serving() (certPEM, keyPEM []byte, err error) {
 // client issues a client certificate for user in groups, as PEM:
 // kube-apiserver reads the user from the common name and the groups from
 // the organizations.
-func (a *authority) client(user string, groups []string) (certPEM, keyPEM []byte, err error) {
+func (a *CA) client(user string, groups []string) (certPEM, keyPEM []byte, err error) {
 	tmpl := template(pkix.Name{CommonName: user, Organization: groups})
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	return a.issue(tmpl)
 }
 
 // issue signs tmpl for a fresh P-256 key.
-func (a *authority) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
+func (a *CA) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cluster: making a key for %q: %w", tmpl.Subject.CommonName, err)
@@ -82,16 +106,15 @@ func (a *authority) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err e
 	return pemBlock("CERTIFICATE", der), keyPEM, nil
 }
 
-// template is a certificate for subject valid from an hour ago for ten
-// years, with a random serial number.
+// template is a certificate for subject valid from 1990 to 2100, with a
+// random serial number.
 func template(subject pkix.Name) *x509.Certificate {
 	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	now := time.Now()
 	return &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      subject,
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.AddDate(10, 0, 0),
+		NotBefore:    time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC),
+		NotAfter:     time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC),
 	}
 }
 

@@ -6,27 +6,34 @@ import (
 	"encoding/pem"
 	"slices"
 	"testing"
+	"time"
 )
 
-func TestAuthority(t *testing.T) {
-	ca, err := newAuthority()
+func TestCA(t *testing.T) {
+	ca, err := NewCA("test CA")
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ca.pem) {
+	if !pool.AppendCertsFromPEM(ca.PEM()) {
 		t.Fatal("the CA's PEM holds no certificate")
 	}
 
-	certPEM, keyPEM, err := ca.serving()
+	certPEM, keyPEM, err := ca.Serving("localhost", "127.0.0.1", "::1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	serving := parse(t, certPEM, keyPEM)
-	for _, name := range []string{"127.0.0.1", "localhost"} {
-		if _, err := serving.Verify(x509.VerifyOptions{DNSName: name, Roots: pool}); err != nil {
-			t.Errorf("the serving certificate for %s: %v", name, err)
+	// A synctest bubble's clock starts in 2000.
+	for _, at := range []time.Time{time.Now(), time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		for _, name := range []string{"127.0.0.1", "::1", "localhost"} {
+			if _, err := serving.Verify(x509.VerifyOptions{DNSName: name, Roots: ca.Pool(), CurrentTime: at}); err != nil {
+				t.Errorf("the serving certificate for %s at %s: %v", name, at.Format(time.DateOnly), err)
+			}
 		}
+	}
+	if _, _, err := ca.Serving(); err == nil {
+		t.Error("a serving certificate for no host: no error")
 	}
 
 	certPEM, keyPEM, err = ca.client("alice", []string{"team-a", "team-b"})

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,7 +27,7 @@ func TestProcessStopKillsAfterGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := p.pid()
-	eventually(t, 5*time.Second, func() error {
+	Eventually(t, 5*time.Second, func(context.Context) error {
 		_, err := os.Stat(childPID)
 		return err
 	})
@@ -48,7 +49,7 @@ func TestProcessStopKillsAfterGrace(t *testing.T) {
 	}
 	// SIGKILL is delivered asynchronously; the shell's child, reparented, may
 	// take a moment to end.
-	eventually(t, 5*time.Second, func() error {
+	Eventually(t, 5*time.Second, func(context.Context) error {
 		if alive(sleepPID) {
 			return fmt.Errorf("the shell's child, pid %d, outlived stop", sleepPID)
 		}
@@ -136,7 +137,7 @@ func TestProcessPauseResume(t *testing.T) {
 	if err := p.pause(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() error {
+	Eventually(t, 5*time.Second, func(context.Context) error {
 		if s := state(t, pid); s != "T" {
 			return fmt.Errorf("state %s after pause, want T", s)
 		}
@@ -148,7 +149,7 @@ func TestProcessPauseResume(t *testing.T) {
 	if err := p.resume(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() error {
+	Eventually(t, 5*time.Second, func(context.Context) error {
 		if s := state(t, pid); s == "T" {
 			return fmt.Errorf("state %s after resume", s)
 		}

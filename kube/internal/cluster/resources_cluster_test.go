@@ -2,16 +2,13 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -67,45 +64,6 @@ func widgetCRD() *apiextensionsv1.CustomResourceDefinition {
 	}
 }
 
-var widgetsOnce struct {
-	sync.Mutex
-	done bool
-}
-
-// ensureWidgets creates widgetCRD, once per test binary, and waits until
-// it is Established.
-func ensureWidgets(t testing.TB, c *Cluster) *apiextensionsv1.CustomResourceDefinition {
-	t.Helper()
-	widgetsOnce.Lock()
-	defer widgetsOnce.Unlock()
-	client, err := clientset.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	crds := client.ApiextensionsV1().CustomResourceDefinitions()
-	want := widgetCRD()
-	if !widgetsOnce.done {
-		if _, err := crds.Create(t.Context(), want, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating CRD %s: %v", want.Name, err)
-		}
-		widgetsOnce.done = true
-	}
-	var crd *apiextensionsv1.CustomResourceDefinition
-	eventually(t, 30*time.Second, func() error {
-		crd, err = crds.Get(t.Context(), want.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, cond := range crd.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("CRD %s isn't Established: %+v", want.Name, crd.Status.Conditions)
-	})
-	return crd
-}
-
 // widget is a Widget named name in ns with the spec fields given.
 func widget(ns, name string, spec map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
@@ -127,7 +85,7 @@ func dynamicClient(t testing.TB, c *Cluster) dynamic.Interface {
 
 func TestClusterCustomResource(t *testing.T) {
 	c := Get(t)
-	crd := ensureWidgets(t, c)
+	crd := c.InstallCRD(t, widgetCRD())
 	if got := crd.Status.AcceptedNames.Kind; got != "Widget" {
 		t.Errorf("accepted kind = %q, want Widget", got)
 	}
@@ -188,7 +146,7 @@ func TestClusterCustomResource(t *testing.T) {
 
 func TestClusterGarbageCollection(t *testing.T) {
 	c := Get(t)
-	ensureWidgets(t, c)
+	c.InstallCRD(t, widgetCRD())
 	ns := c.Namespace(t)
 	widgetsClient := dynamicClient(t, c).Resource(widgets).Namespace(ns)
 	client := adminClient(t, c)
@@ -208,16 +166,9 @@ func TestClusterGarbageCollection(t *testing.T) {
 	}
 	// The garbage collector learns of a new custom resource at its next
 	// discovery sync, every 30s, and backs off while it can't map it.
-	eventually(t, 3*time.Minute, func() error {
+	Eventually(t, 3*time.Minute, func(context.Context) error {
 		_, err := client.CoreV1().ConfigMaps(ns).Get(t.Context(), "owned", metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil
-		case err != nil:
-			return err
-		default:
-			return errors.New("the ConfigMap owned by the deleted Widget is still there")
-		}
+		return Gone("the ConfigMap owned by the deleted Widget", err)
 	})
 	if _, err := client.CoreV1().ConfigMaps(ns).Get(t.Context(), "unowned", metav1.GetOptions{}); err != nil {
 		t.Errorf("the ConfigMap with no owner: %v, want it kept", err)
@@ -226,7 +177,7 @@ func TestClusterGarbageCollection(t *testing.T) {
 
 func TestClusterNamespaceDeletion(t *testing.T) {
 	c := Get(t)
-	ensureWidgets(t, c)
+	c.InstallCRD(t, widgetCRD())
 	ns := c.Namespace(t)
 	client := adminClient(t, c)
 	createConfigMap(t, client, ns, "config", nil)
@@ -242,7 +193,7 @@ func TestClusterNamespaceDeletion(t *testing.T) {
 	if err := client.CoreV1().Namespaces().Delete(t.Context(), ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, func() error {
+	Eventually(t, 2*time.Minute, func(context.Context) error {
 		got, err := client.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):

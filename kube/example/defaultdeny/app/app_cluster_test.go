@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestClusterDefaultDeny(t *testing.T) {
 	host, probes := apptest.ClusterPodHost(t, c, home, pod, app.Name, apptest.RBACGrants(t, "../deploy/rbac.yaml", home))
 
 	p := humustest.Start(t, host.Host(), app.Init)
-	apptest.Eventually(t, time.Minute, func() error { return apptest.Ready(probes) })
+	cluster.Eventually(t, time.Minute, func(context.Context) error { return apptest.Ready(probes) })
 
 	// A namespace made while the controller runs.
 	shop := c.Namespace(t)
@@ -43,7 +44,7 @@ func TestClusterDefaultDeny(t *testing.T) {
 
 	ok := t.Run("gives every namespace its NetworkPolicy and ConfigMap", func(t *testing.T) {
 		for _, ns := range []string{home, shop, "default"} {
-			apptest.Eventually(t, 30*time.Second, func() error { return applied(t, admin, ns) })
+			cluster.Eventually(t, 30*time.Second, func(context.Context) error { return applied(t, admin, ns) })
 		}
 		cm, err := admin.CoreV1().ConfigMaps(shop).Get(t.Context(), app.Name, metav1.GetOptions{})
 		if err != nil {
@@ -53,7 +54,7 @@ func TestClusterDefaultDeny(t *testing.T) {
 		if owner == nil || owner.Kind != "Namespace" || owner.Name != shop || owner.UID != shopNS.UID {
 			t.Errorf("the ConfigMap's controller owner reference = %+v, want Namespace %s", owner, shop)
 		}
-		if !managedBy(cm.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply) {
+		if !apptest.ManagedBy(cm.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
 			t.Errorf("the ConfigMap's managed fields = %+v, want %s's Apply", cm.ManagedFields, app.Name)
 		}
 	})
@@ -73,7 +74,7 @@ func TestClusterDefaultDeny(t *testing.T) {
 			t.Fatal(err)
 		}
 		deleted := time.Now()
-		apptest.Eventually(t, 10*time.Second, func() error {
+		cluster.Eventually(t, 10*time.Second, func(context.Context) error {
 			got, err := admin.CoreV1().ConfigMaps(shop).Get(t.Context(), app.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -94,7 +95,7 @@ func TestClusterDefaultDeny(t *testing.T) {
 		if _, err := admin.CoreV1().ConfigMaps(shop).Patch(t.Context(), app.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		apptest.Eventually(t, 10*time.Second, func() error { return applied(t, admin, shop) })
+		cluster.Eventually(t, 10*time.Second, func(context.Context) error { return applied(t, admin, shop) })
 	})
 	if !ok {
 		return
@@ -139,13 +140,4 @@ func applied(t *testing.T, admin kubernetes.Interface, ns string) error {
 		return fmt.Errorf("namespace %s: the ConfigMap's README = %q, want the notice", ns, cm.Data["README"])
 	}
 	return nil
-}
-
-func managedBy(fields []metav1.ManagedFieldsEntry, manager string, op metav1.ManagedFieldsOperationType) bool {
-	for _, f := range fields {
-		if f.Manager == manager && f.Operation == op {
-			return true
-		}
-	}
-	return false
 }

@@ -1,21 +1,15 @@
 // Package apptest is the examples' shared test support: a Host set up as
 // the kubelet sets up a pod, with or without a control plane behind it,
-// the RBAC of a deploy/rbac.yaml, and the waits of a whole-App test. Like
-// podenv, an operator author who copies an example's tests copies this
-// package with them.
+// the RBAC of a deploy/rbac.yaml, the wait for an App's exit, and who
+// manages an object's fields. The control plane's own waits, Eventually
+// and InstallCRD, are the cluster package's. Like podenv, an operator
+// author who copies an example's tests copies this package with them.
 package apptest
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +18,7 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/z5labs/humus/humustest"
@@ -49,7 +44,11 @@ func PodHost(t testing.TB, namespace, pod string) *humustest.Host {
 	h.Env["KUBERNETES_SERVICE_PORT"] = "443"
 	h.Env["POD_NAMESPACE"] = namespace
 	h.Env["POD_NAME"] = pod
-	h.Files[CAFile] = &fstest.MapFile{Data: CAPEM(t)}
+	ca, err := cluster.NewCA("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Files[CAFile] = &fstest.MapFile{Data: ca.PEM()}
 	h.Files[TokenFile] = &fstest.MapFile{Data: []byte("eyJhbGciOi.payload.sig\n")}
 	return h
 }
@@ -137,45 +136,15 @@ func Wait(t testing.TB, p *humustest.Process) int {
 	}
 }
 
-// Eventually polls check until it returns nil, and fails t with its last
-// error if it doesn't within timeout.
-func Eventually(t testing.TB, timeout time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
+// ManagedBy reports whether manager owns fields of an object, from its
+// managedFields, by op on subresource ("" for the object itself).
+func ManagedBy(fields []metav1.ManagedFieldsEntry, manager string, op metav1.ManagedFieldsOperationType, subresource string) bool {
+	for _, f := range fields {
+		if f.Manager == manager && f.Operation == op && f.Subresource == subresource {
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// CAPEM is a self-signed CA certificate, PEM-encoded, valid for an hour
-// either side of now.
-func CAPEM(t testing.TB) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return false
 }
 
 // freeAddr is a loopback address with a port no one listens on, found

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/z5labs/humus/kube/example/internal/apptest"
+	"github.com/z5labs/humus/kube/internal/cluster"
 )
 
 func TestReadFromAKubeconfig(t *testing.T) {
@@ -17,8 +17,12 @@ func TestReadFromAKubeconfig(t *testing.T) {
 	delete(h.Env, "KUBERNETES_SERVICE_HOST")
 	delete(h.Env, "KUBERNETES_SERVICE_PORT")
 	h.Env["KUBECONFIG"] = "/home/me/.kube/config"
+	ca, err := cluster.NewCA("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.Files["home/me/.kube/config"] = &fstest.MapFile{Data: kubeconfig(t, "https://127.0.0.1:6443", func(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
-		c.CertificateAuthorityData = apptest.CAPEM(t)
+		c.CertificateAuthorityData = ca.PEM()
 		u.Token = "admin-token"
 	})}
 

@@ -3,16 +3,12 @@ package app_test
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -46,7 +42,7 @@ func TestClusterMemcached(t *testing.T) {
 	p := humustest.Start(t, host.Host(), app.Init)
 
 	t.Log("the probes' /readyz answers ok once the caches have synced")
-	apptest.Eventually(t, time.Minute, func() error { return apptest.Ready(probes) })
+	cluster.Eventually(t, time.Minute, func(context.Context) error { return apptest.Ready(probes) })
 
 	memcacheds := dyn.Resource(app.Memcached.GVR()).Namespace(ns)
 	created, err := memcacheds.Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
@@ -62,7 +58,7 @@ func TestClusterMemcached(t *testing.T) {
 
 	ok := t.Run("reconciles into a Deployment it controls, and applies its status", func(t *testing.T) {
 		var m memcachedObject
-		apptest.Eventually(t, 30*time.Second, func() error {
+		cluster.Eventually(t, 30*time.Second, func(context.Context) error {
 			var err error
 			m, err = getMemcached(t, memcacheds, "sessions")
 			if err != nil {
@@ -82,10 +78,10 @@ func TestClusterMemcached(t *testing.T) {
 		if got := m.Finalizers; len(got) != 1 || got[0] != app.Finalizer {
 			t.Errorf("finalizers = %v, want [%s]", got, app.Finalizer)
 		}
-		if !managedBy(m.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
+		if !apptest.ManagedBy(m.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
 			t.Errorf("managed fields = %s, want %s's Apply, of the finalizer", managers(m.ManagedFields), app.Name)
 		}
-		if !managedBy(m.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "status") {
+		if !apptest.ManagedBy(m.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "status") {
 			t.Errorf("managed fields = %s, want %s's Apply on status", managers(m.ManagedFields), app.Name)
 		}
 
@@ -97,7 +93,7 @@ func TestClusterMemcached(t *testing.T) {
 		if owner == nil || owner.UID != uid || owner.Kind != "Memcached" || owner.APIVersion != "cache.example.com/v1alpha1" {
 			t.Errorf("controller owner reference = %+v, want the Memcached %s", owner, uid)
 		}
-		if !managedBy(d.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
+		if !apptest.ManagedBy(d.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
 			t.Errorf("the Deployment's managed fields = %s, want %s's Apply", managers(d.ManagedFields), app.Name)
 		}
 		if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Template.Spec.Containers[0].Image != m.Spec.Image {
@@ -120,7 +116,7 @@ func TestClusterMemcached(t *testing.T) {
 			t.Fatalf("scaling the Deployment to 3: %v", err)
 		}
 		scaled := time.Now()
-		apptest.Eventually(t, 5*time.Second, func() error {
+		cluster.Eventually(t, 5*time.Second, func(context.Context) error {
 			d, err := deployments.Get(t.Context(), "sessions", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -140,9 +136,9 @@ func TestClusterMemcached(t *testing.T) {
 		if err := memcacheds.Delete(t.Context(), "sessions", metav1.DeleteOptions{}); err != nil {
 			t.Fatalf("deleting the Memcached: %v", err)
 		}
-		apptest.Eventually(t, 30*time.Second, func() error {
+		cluster.Eventually(t, 30*time.Second, func(context.Context) error {
 			_, err := memcacheds.Get(t.Context(), "sessions", metav1.GetOptions{})
-			return gone("the Memcached", err)
+			return cluster.Gone("the Memcached", err)
 		})
 
 		events, err := admin.EventsV1().Events(ns).List(t.Context(), metav1.ListOptions{})
@@ -164,9 +160,9 @@ func TestClusterMemcached(t *testing.T) {
 
 		// The garbage collector finds a new CRD's resources at its next
 		// discovery, every 30s.
-		apptest.Eventually(t, 2*time.Minute, func() error {
+		cluster.Eventually(t, 2*time.Minute, func(context.Context) error {
 			_, err := admin.AppsV1().Deployments(ns).Get(t.Context(), "sessions", metav1.GetOptions{})
-			return gone("the Deployment", err)
+			return cluster.Gone("the Deployment", err)
 		})
 	})
 	if !ok {
@@ -226,7 +222,7 @@ func TestClusterMemcachedInOneNamespace(t *testing.T) {
 	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the Memcached: %v", err)
 	}
-	apptest.Eventually(t, 30*time.Second, func() error {
+	cluster.Eventually(t, 30*time.Second, func(context.Context) error {
 		m, err := getMemcached(t, memcacheds, "sessions")
 		if err != nil {
 			return err
@@ -241,9 +237,9 @@ func TestClusterMemcachedInOneNamespace(t *testing.T) {
 	if err := memcacheds.Delete(t.Context(), "sessions", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	apptest.Eventually(t, 30*time.Second, func() error {
+	cluster.Eventually(t, 30*time.Second, func(context.Context) error {
 		_, err := memcacheds.Get(t.Context(), "sessions", metav1.GetOptions{})
-		return gone("the Memcached", err)
+		return cluster.Gone("the Memcached", err)
 	})
 
 	p.Signal()
@@ -304,35 +300,16 @@ func TestClusterMissingCRDExits1(t *testing.T) {
 	}
 }
 
-// installCRD creates the CRD that Memcached.CRD returns, as whatever
-// deploys the controller would, and waits until it is established. It is
-// left in place for the test binary's other tests.
+// installCRD installs the CRD that Memcached.CRD returns, as whatever
+// deploys the controller would, and waits until it is served. It is left
+// in place for the test binary's other tests.
 func installCRD(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
 	crd, err := app.Memcached.CRD()
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := apiextensions.NewForConfig(c.AdminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	crds := client.ApiextensionsV1().CustomResourceDefinitions()
-	if _, err := crds.Create(t.Context(), crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating the CRD: %v", err)
-	}
-	apptest.Eventually(t, time.Minute, func() error {
-		got, err := crds.Get(t.Context(), crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("the CRD %s isn't established: %+v", crd.Name, got.Status.Conditions)
-	})
+	c.InstallCRD(t, crd)
 }
 
 func adminClients(t *testing.T, c *cluster.Cluster) (kubernetes.Interface, dynamic.Interface) {
@@ -355,17 +332,6 @@ func getMemcached(t *testing.T, memcacheds dynamic.ResourceInterface, name strin
 		return m, err
 	}
 	return m, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &m)
-}
-
-// gone is nil when err, a Get's, says the object is not found.
-func gone(what string, err error) error {
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return err
-	}
-	return errors.New(what + " is still there")
 }
 
 func managers(fields []metav1.ManagedFieldsEntry) string {

@@ -12,6 +12,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/example/internal/apptest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
 )
 
@@ -53,7 +54,7 @@ func TestReconcileAppliesADeploymentTheMemcachedControls(t *testing.T) {
 		owner.Name != "sessions" || owner.UID != m.UID || owner.BlockOwnerDeletion == nil || !*owner.BlockOwnerDeletion {
 		t.Errorf("controller owner reference = %+v, want the Memcached's, blocking its deletion", owner)
 	}
-	if !managedBy(d.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
+	if !apptest.ManagedBy(d.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
 		t.Errorf("managed fields = %+v, want %s's Apply", d.ManagedFields, app.Name)
 	}
 
@@ -121,15 +122,4 @@ func condition(t *testing.T, res kube.Result[app.MemcachedStatus], typ string) m
 		t.Fatalf("conditions = %+v, want one of type %s", res.Status.Conditions, typ)
 	}
 	return *c
-}
-
-// managedBy reports whether manager owns fields of an object by op, on
-// subresource ("" for the object itself).
-func managedBy(fields []metav1.ManagedFieldsEntry, manager string, op metav1.ManagedFieldsOperationType, subresource string) bool {
-	for _, f := range fields {
-		if f.Manager == manager && f.Operation == op && f.Subresource == subresource {
-			return true
-		}
-	}
-	return false
 }
