@@ -489,6 +489,11 @@ func idle(b *testing.B, ctrl *controller, n uint64) {
 	last, since := uint64(0), time.Now()
 	deadline := time.Now().Add(20 * time.Minute)
 	for time.Now().Before(deadline) {
+		select {
+		case <-ctrl.p.Done():
+			b.Fatalf("the App exited %d before it was idle", ctrl.p.Wait())
+		default:
+		}
 		got := ctrl.reconciles(b)
 		if got != last {
 			last, since = got, time.Now()
