@@ -788,7 +788,7 @@ func TestOwnsIgnoresAnOwnedObjectWhoseControllerIsAnother(t *testing.T) {
 func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 	managed := []metav1.ManagedFieldsEntry{{
 		Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:size":{}}}`)},
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:size":{}}}`),
 	}}
 	synctest.Test(t, func(t *testing.T) {
 		m := cacheObject("default", "m", 1)
