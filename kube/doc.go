@@ -219,12 +219,21 @@
 //
 // # How one key is reconciled
 //
-// Serve checks that the resource and each resource it Owns are served,
-// starts their informers, waits for the caches to sync (Synced is healthy
-// from then), and campaigns for the Lease. Every replica does that much;
-// the holder runs Settings.Workers workers. Each worker takes a key from
-// the work queue, which never hands one key to two workers at once, and
-// reconciles it in these steps, which the code's step comments name:
+// Serve runs these steps, which serve.go's and lease.go's step comments
+// name:
+//
+//  1. Check that the resource and each resource it Owns are served: list
+//     each once.
+//  2. Start the informers: the resource's, and a metadata informer for
+//     each it Owns, limited to Settings.Namespace.
+//  3. Wait for the caches to sync; Synced is healthy from then.
+//  4. Campaign for the Lease. Every replica runs steps 1 to 4 and keeps
+//     its caches warm; the holder runs Settings.Workers workers.
+//  5. Reconcile: each worker takes a key from the work queue, which never
+//     hands one key to two workers at once, and reconciles it.
+//
+// A key is reconciled in these steps, which reconcile.go's step comments
+// name:
 //
 //  1. Look it up in the cache. An object that is gone needs nothing: its
 //     owned resources are garbage collected through their owner

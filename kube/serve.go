@@ -78,6 +78,8 @@ func (c *Controller) closeConnections() {
 // second.
 const closeIdleAgain = 50 * time.Millisecond
 
+// serve runs Serve's steps, numbered as in the package doc's How one key is
+// reconciled.
 func (c *Controller) serve(ctx, stopping context.Context, fail context.CancelCauseFunc) error {
 	// 1. Check the resource, and each it owns, is served.
 	if err := c.checkServed(stopping); err != nil {
