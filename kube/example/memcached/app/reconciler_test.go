@@ -5,9 +5,12 @@ import (
 	"errors"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -109,6 +112,34 @@ func TestFinalizeRecordsAnEvent(t *testing.T) {
 	if e.Reason != "Finalized" || e.Regarding.UID != m.UID || e.ReportingController != app.Name ||
 		e.ReportingInstance != "memcached-controller-7d9f-x2k4q" || e.EventTime.IsZero() {
 		t.Errorf("event = %+v, want Finalized, about the Memcached, from this replica, with its time", e)
+	}
+}
+
+// A namespace being deleted takes no new Event: Finalize then records
+// none and returns nil, or the Memcached would keep its namespace forever.
+// Any other refusal is an error, which keeps the finalizer and retries.
+func TestFinalizeInANamespaceBeingDeletedRecordsNoEvent(t *testing.T) {
+	terminating := apierrors.NewForbidden(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, "sessions.1",
+		errors.New("unable to create new content in namespace shop because it is being terminated"))
+	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace shop is being terminated"}}
+	for _, tc := range []struct {
+		name    string
+		refusal error
+		wantErr bool
+	}{
+		{"namespace terminating", terminating, false},
+		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, "sessions.1", errors.New("RBAC")), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kc := kubefake.NewClientset()
+			kc.PrependReactor("create", "events", func(clienttesting.Action) (bool, runtime.Object, error) {
+				return true, nil, tc.refusal
+			})
+			err := app.Reconciler{Kube: kc, Instance: "memcached-controller-7d9f-x2k4q"}.Finalize(context.Background(), memcached())
+			if (err != nil) != tc.wantErr {
+				t.Errorf("Finalize = %v, want an error: %v", err, tc.wantErr)
+			}
+		})
 	}
 }
 
