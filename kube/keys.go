@@ -45,8 +45,14 @@ func (c *Controller) ownerKeys(q queue) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue,
 		UpdateFunc: func(old, obj any) {
-			// A change of owner reconciles the old owner too.
-			enqueue(old)
+			// A change of owner reconciles the old owner too. The same owner
+			// is queued once: queued twice, a worker could take it between
+			// the two, and reconcile it twice for one change.
+			if k, ok := c.ownerKey(old); ok {
+				if now, ok := c.ownerKey(obj); !ok || now != k {
+					c.queueNow(q, k)
+				}
+			}
 			enqueue(obj)
 		},
 		DeleteFunc: enqueue,

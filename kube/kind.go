@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -33,3 +34,29 @@ type KindReconcilerFunc[T any] func(ctx context.Context, obj T) (time.Duration, 
 func (f KindReconcilerFunc[T]) Reconcile(ctx context.Context, obj T) (time.Duration, error) {
 	return f(ctx, obj)
 }
+
+// kindType is the Go type of a Kind's objects.
+type kindType[T any] struct {
+	rec KindReconciler[T]
+	fin func(context.Context, T) error
+}
+
+func (k kindType[T]) decode(u *unstructured.Unstructured) (decoded, error) {
+	d := &kindObject[T]{typ: k}
+	if err := decode(u, &d.obj); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+type kindObject[T any] struct {
+	typ kindType[T]
+	obj T
+}
+
+func (k *kindObject[T]) reconcile(ctx context.Context) ([]byte, time.Duration, error) {
+	after, err := k.typ.rec.Reconcile(ctx, k.obj)
+	return nil, after, err
+}
+
+func (k *kindObject[T]) finalize(ctx context.Context) error { return k.typ.fin(ctx, k.obj) }

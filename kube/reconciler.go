@@ -107,32 +107,6 @@ func (r *resourceObject[Spec, Status]) finalize(ctx context.Context) error {
 	return r.typ.fin(ctx, r.obj)
 }
 
-// kindType is the Go type of a Kind's objects.
-type kindType[T any] struct {
-	rec KindReconciler[T]
-	fin func(context.Context, T) error
-}
-
-func (k kindType[T]) decode(u *unstructured.Unstructured) (decoded, error) {
-	d := &kindObject[T]{typ: k}
-	if err := decode(u, &d.obj); err != nil {
-		return nil, err
-	}
-	return d, nil
-}
-
-type kindObject[T any] struct {
-	typ kindType[T]
-	obj T
-}
-
-func (k *kindObject[T]) reconcile(ctx context.Context) ([]byte, time.Duration, error) {
-	after, err := k.typ.rec.Reconcile(ctx, k.obj)
-	return nil, after, err
-}
-
-func (k *kindObject[T]) finalize(ctx context.Context) error { return k.typ.fin(ctx, k.obj) }
-
 // decode decodes u into a new value at v, through its JSON, as the API
 // server encoded it. The decode is the end user's copy: nothing they do to
 // it changes the cache. Fields the Go type doesn't have are ignored, since a

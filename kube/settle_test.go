@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -507,6 +508,45 @@ func TestTheEventOfAnOwnWriteAlreadyReconciledQueuesNothing(t *testing.T) {
 			tc.steps(c, func(rv string) { h.OnUpdate(obj("1"), obj(rv)) })
 			if got := q.Len(); got != tc.queued {
 				t.Errorf("keys queued = %d, want %d", got, tc.queued)
+			}
+		})
+	}
+}
+
+// countingQueue counts the keys added to it.
+type countingQueue struct {
+	queue
+	added []string
+}
+
+func (q *countingQueue) Add(key string) {
+	q.added = append(q.added, key)
+	q.queue.Add(key)
+}
+
+// An owned object's update queues its owner once, so no worker can take
+// the key between two adds and reconcile it twice for one change; a change
+// of owner queues the old owner and the new.
+func TestAnOwnedObjectsUpdateQueuesItsOwnerOnce(t *testing.T) {
+	owned := func(owner string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached", Name: owner, Controller: new(true)}}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		old, now string
+		want     []string
+	}{
+		{"the same owner", "m", "m", []string{"default/m"}},
+		{"another owner", "m", "n", []string{"default/m", "default/n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &countingQueue{queue: newQueue("test", nil)}
+			defer q.ShutDown()
+			c := &Controller{later: newLater(q), kind: "Memcached", group: "cache.example.com"}
+			c.ownerKeys(q).OnUpdate(owned(tc.old), owned(tc.now))
+			if !slices.Equal(q.added, tc.want) {
+				t.Errorf("keys added = %v, want %v", q.added, tc.want)
 			}
 		})
 	}
