@@ -52,7 +52,7 @@ fuzz:
 # Go micro-benchmarks first, then the scenarios on the local control plane
 # (kube/example/memcached/bench), three runs each, whose medians, mins and
 # maxes benchtab writes into kube/BENCHMARKS.md. The scenarios take about
-# two hours on 2 cores, each saying what it does on stderr as it goes;
+# 45 minutes on 2 cores, each saying what it does as it goes;
 # BENCH_SCALE=0.05 tries them in minutes, and BENCH_RUN=ColdStart/N=1000
 # runs one.
 BENCH_SCALE ?= 1
