@@ -53,8 +53,8 @@ fuzz:
 # (kube/example/memcached/bench), three runs each, whose medians, mins and
 # maxes benchtab writes into kube/BENCHMARKS.md. The scenarios take about
 # 45 minutes on 2 cores, each saying what it does as it goes;
-# BENCH_SCALE=0.05 tries them in minutes, and BENCH_RUN=ColdStart/N=1000
-# runs one.
+# BENCH_SCALE=0.05 tries them in minutes, and BENCH_RUN='ColdStart/N=1000$$'
+# runs one (without the $$, N=10000 matches too).
 BENCH_SCALE ?= 1
 BENCH_COUNT ?= 3
 BENCH_RUN ?=

@@ -7,6 +7,7 @@
 package bench_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -89,36 +90,38 @@ func newBench(b *testing.B) *bench {
 func (bn *bench) create(b *testing.B, ns string, from, to int) {
 	b.Helper()
 	memcacheds := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns)
+	if err := each(to-from, 16, func(i int) error {
+		_, err := memcacheds.Create(context.Background(), newMemcached(from+i), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		b.Fatalf("creating Memcacheds: %v", err)
+	}
+}
+
+// each calls f for 0 to n-1, by workers goroutines at once, and returns
+// the first error any call returned.
+func each(n, workers int, f func(i int) error) error {
 	next := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var firstErr error
-	for range 16 {
+	var first error
+	for range workers {
 		wg.Go(func() {
 			for i := range next {
-				if _, err := memcacheds.Create(context.Background(), newMemcached(i), metav1.CreateOptions{}); err != nil {
+				if err := f(i); err != nil {
 					mu.Lock()
-					firstErr = cmpOr(firstErr, err)
+					first = cmp.Or(first, err)
 					mu.Unlock()
 				}
 			}
 		})
 	}
-	for i := from; i < to; i++ {
+	for i := range n {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
-	if firstErr != nil {
-		b.Fatalf("creating Memcacheds: %v", firstErr)
-	}
-}
-
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
+	return first
 }
 
 func newMemcached(i int) *unstructured.Unstructured {
@@ -522,49 +525,24 @@ func (bn *bench) ceiling(b *testing.B, n, workers int) float64 {
 	memcacheds := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns)
 	force := true
 	opts := metav1.PatchOptions{FieldManager: app.Name, Force: &force}
-	next := make(chan *unstructured.Unstructured)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
 	start := time.Now()
-	for range workers {
-		wg.Go(func() {
-			for u := range next {
-				if err := bn.settleByHand(memcacheds, rec, u, opts); err != nil {
-					mu.Lock()
-					firstErr = cmpOr(firstErr, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := range list.Items {
-		next <- &list.Items[i]
-	}
-	close(next)
-	wg.Wait()
+	err = each(len(list.Items), workers, func(i int) error {
+		return bn.settleByHand(memcacheds, rec, &list.Items[i], opts)
+	})
 	elapsed := time.Since(start)
-	if firstErr != nil {
-		b.Fatalf("the ceiling's writes: %v", firstErr)
+	if err != nil {
+		b.Fatalf("the ceiling's writes: %v", err)
 	}
 	// Untimed: the finalizers taken off, as the App would on deletion.
-	next = make(chan *unstructured.Unstructured)
-	for range 16 {
-		wg.Go(func() {
-			for u := range next {
-				body, _ := json.Marshal(map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(),
-					"metadata": map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()}})
-				if _, err := memcacheds.Patch(context.Background(), u.GetName(), types.ApplyPatchType, body, opts); err != nil {
-					b.Errorf("removing %s's finalizer: %v", u.GetName(), err)
-				}
-			}
-		})
+	if err := each(len(list.Items), 16, func(i int) error {
+		u := &list.Items[i]
+		body, _ := json.Marshal(map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(),
+			"metadata": map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()}})
+		_, err := memcacheds.Patch(context.Background(), u.GetName(), types.ApplyPatchType, body, opts)
+		return err
+	}); err != nil {
+		b.Errorf("removing the ceiling's finalizers: %v", err)
 	}
-	for i := range list.Items {
-		next <- &list.Items[i]
-	}
-	close(next)
-	wg.Wait()
 	bn.drop(b, ns, nil)
 	return float64(n) / elapsed.Seconds()
 }
