@@ -11,6 +11,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/health"
 	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/example/internal/podtel"
 )
 
 // Init builds the App: the Namespace controller, and the probes' Service,
@@ -36,5 +37,11 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 		return nil, err
 	}
 	probes := health.NewService(s, set.probesAddr, health.Readiness(ctrl.Synced()))
-	return []humus.Service{ctrl, probes}, nil
+	svcs := []humus.Service{ctrl, probes}
+	// BuildTelemetry's MeterProvider carries the handler of its metrics;
+	// another Telemetry, such as a test's, has none to serve.
+	if metrics, ok := podtel.Handler(s.Telemetry); ok {
+		svcs = append(svcs, podtel.NewMetricsService(s, set.metricsAddr, metrics))
+	}
+	return svcs, nil
 }
