@@ -103,9 +103,11 @@ func Run(m *testing.M) int {
 
 // Get returns the test binary's one control plane, building missing
 // binaries and starting it on first use; it fails t if it can't. The test
-// binary's TestMain must call Run.
+// binary's TestMain must call Run. Under go test -short it skips t
+// instead: -short runs only the tests that need no control plane.
 func Get(t testing.TB) *Cluster {
 	t.Helper()
+	SkipShort(t)
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if !shared.running {
@@ -119,6 +121,16 @@ func Get(t testing.TB) *Cluster {
 		t.Fatal(shared.err)
 	}
 	return shared.c
+}
+
+// SkipShort skips t under go test -short, saying it needs the control
+// plane. Get calls it; a test that builds or starts a control plane
+// another way calls it first.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("cluster: needs the control plane; -short runs only the tests that don't")
+	}
 }
 
 // startShared starts a control plane in a fresh temporary folder, first
@@ -157,13 +169,48 @@ func removeOrphans() {
 // Start builds missing binaries (see Build) and starts a control plane
 // that keeps its certificates, tokens, etcd data, logs and kubeconfig in
 // dir, which must exist. It returns once every component is ready. Tests
-// call Get instead; Start is for the cluster command. The caller stops it
-// with Stop.
+// call Get instead; a program for a person calls Launch. The caller stops
+// it with Stop.
 func Start(ctx context.Context, dir string) (*Cluster, error) {
-	bin, err := build(ctx, os.Stderr)
+	return start(ctx, dir, os.Stderr)
+}
+
+// Launch starts a control plane for a person at a terminal, as the
+// cluster command and the Memcached demo do: it empties dir, creating it
+// if need be, builds missing binaries with their progress on w (see
+// Build), starts the control plane in dir with a line on w, and returns
+// it once every component is ready. Its kubeconfig, with the admin's
+// credentials embedded, is KubeconfigPath, in dir. The caller stops it
+// with Stop, which leaves dir in place.
+func Launch(ctx context.Context, dir string, w io.Writer) (*Cluster, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	bin, err := build(ctx, w)
 	if err != nil {
 		return nil, err
 	}
+	_, _ = fmt.Fprintln(w, "cluster: starting etcd, kube-apiserver and kube-controller-manager")
+	return startBuilt(ctx, dir, bin)
+}
+
+func start(ctx context.Context, dir string, w io.Writer) (*Cluster, error) {
+	bin, err := build(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	return startBuilt(ctx, dir, bin)
+}
+
+// startBuilt starts a control plane of the binaries in bin; see Start.
+func startBuilt(ctx context.Context, dir, bin string) (*Cluster, error) {
 	c, err := newCluster(dir, bin)
 	if err != nil {
 		return nil, err

@@ -139,6 +139,7 @@ const childEnv = "HUMUS_CLUSTER_TEST_CHILD"
 // starts a control plane, kills the child with SIGKILL, and checks that
 // every process of its control plane is gone and its ports are closed.
 func TestClusterNoProcessSurvives(t *testing.T) {
+	SkipShort(t)
 	if os.Getenv(childEnv) != "" {
 		c := Get(t)
 		fmt.Printf("control plane %s %s %d %d %d\n", c.dir, c.server, c.etcd.pid(), c.apiserver.pid(), c.controllerManager.pid())

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -161,20 +159,6 @@ func (p *process) flag(name string) string {
 	return ""
 }
 
-// alive reports whether process pid exists and isn't a zombie.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return false
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return !errors.Is(err, fs.ErrNotExist)
-	}
-	// pid (comm) state ...: comm may hold spaces and parentheses.
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	return len(fields) == 0 || fields[0] != "Z"
-}
-
 // killGroup sends SIGKILL to process group pgid, if it still exists.
 func killGroup(pgid int) {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL) // ESRCH: the group is gone already
@@ -189,8 +173,17 @@ func (p *process) exitError() error {
 	return errors.New("exit status 0")
 }
 
+// Spawn starts cmd as the control plane's components are started: in its
+// own process group, so a Ctrl-C at the terminal reaches only this
+// process, and, on Linux, with a parent-death signal of SIGKILL, so it
+// dies with this process however this one ends. Elsewhere there is no
+// parent-death signal: a child outlives a process that dies without
+// stopping it.
+func Spawn(cmd *exec.Cmd) error { return spawn(cmd) }
+
 // spawn starts cmd in its own process group with a parent-death signal of
-// SIGKILL, from one OS thread that never exits.
+// SIGKILL (on Linux; see dieWithParent), from one OS thread that never
+// exits.
 //
 // Linux sends the parent-death signal when the thread that forked the
 // child exits, not the process: a child forked from an ordinary goroutine's
@@ -211,7 +204,7 @@ func spawn(cmd *exec.Cmd) error {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	dieWithParent(cmd.SysProcAttr)
 	r := spawnRequest{cmd: cmd, result: make(chan error, 1)}
 	spawner.requests <- r
 	return <-r.result

@@ -42,22 +42,11 @@ func run(ctx context.Context, stopSignals func(), dir string, buildOnly bool) er
 	if buildOnly {
 		return cluster.Build(ctx)
 	}
-	dir, err := filepath.Abs(dir)
+	c, err := cluster.Launch(ctx, dir, os.Stderr)
 	if err != nil {
 		return err
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	fmt.Fprintln(os.Stderr, "cluster: starting etcd, kube-apiserver and kube-controller-manager")
-	c, err := cluster.Start(ctx, dir)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "cluster: kube-apiserver at https://%s, logs in %s; Ctrl-C stops it\n", c.Server(), dir)
+	fmt.Fprintf(os.Stderr, "cluster: kube-apiserver at https://%s, logs in %s; Ctrl-C stops it\n", c.Server(), filepath.Dir(c.KubeconfigPath()))
 	fmt.Printf("export KUBECONFIG=%s\n", c.KubeconfigPath())
 
 	<-ctx.Done()
