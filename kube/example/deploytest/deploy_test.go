@@ -178,6 +178,19 @@ func checkDeployment(t *testing.T, ex example, d deploytest.Doc, dep *appsv1.Dep
 		}
 	}
 
+	// The metrics' port: METRICS_ADDR's, or its default, :8080.
+	metricsPort := 8080
+	if e, ok := env["METRICS_ADDR"]; ok {
+		_, port, err := net.SplitHostPort(e.Value)
+		if err != nil {
+			errorf("METRICS_ADDR %q: %v", e.Value, err)
+		}
+		fmt.Sscan(port, &metricsPort)
+	}
+	if portOf(intstr.FromString("metrics")) != metricsPort {
+		errorf("no container port named metrics, %d", metricsPort)
+	}
+
 	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		if q, ok := c.Resources.Requests[r]; !ok || q.IsZero() {
 			errorf("no request of %s", r)
