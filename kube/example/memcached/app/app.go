@@ -13,8 +13,10 @@ import (
 	"github.com/z5labs/humus/kube/example/internal/podtel"
 )
 
-// Init builds the App: the Memcached controller, and the probes' Service,
-// whose /readyz is healthy once the controller's caches have synced.
+// Init builds the App: the Memcached controller, the probes' Service, whose
+// /readyz is healthy once the controller's caches have synced, the
+// Service that writes the controller's Events, and, with BuildTelemetry's
+// Telemetry, the Service that serves its metrics.
 // Everything outside the process, the API server included, is reached
 // through s.Host, and everything recorded goes to s.Telemetry.
 func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
@@ -26,13 +28,16 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The clientset the Reconciler applies Deployments with shares the
-	// Client's transport: its dialler, credentials and telemetry.
+	// The clientset the Reconciler applies Deployments and records Events
+	// with shares the Client's transport: its dialler, credentials and
+	// telemetry.
 	kc, err := kubernetes.NewForConfig(client.Config())
 	if err != nil {
 		return nil, fmt.Errorf("app: the clientset: %w", err)
 	}
-	rec := Reconciler{Kube: kc, Instance: set.controller.LeaderElection.Identity}
+	// The Events are this replica's, POD_NAME's, as its Lease is.
+	events := newEventService(s, kc, set.controller.LeaderElection.Identity)
+	rec := Reconciler{Kube: kc, Events: events.recorder}
 	ctrl, err := kube.NewController(s, client, set.controller, Memcached, rec,
 		kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments")),
 		kube.Finalize(Finalizer, rec.Finalize),
@@ -41,7 +46,7 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 		return nil, err
 	}
 	probes := health.NewService(s, set.probesAddr, health.Readiness(ctrl.Synced()))
-	svcs := []humus.Service{ctrl, probes}
+	svcs := []humus.Service{ctrl, probes, events}
 	// BuildTelemetry's MeterProvider carries the handler of its metrics;
 	// another Telemetry, such as a test's, has none to serve.
 	if metrics, ok := podtel.Handler(s.Telemetry); ok {

@@ -2,11 +2,10 @@ package app
 
 import (
 	"context"
-	"fmt"
-	"time"
+	"maps"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +13,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/z5labs/humus/kube"
 )
@@ -34,45 +34,54 @@ const Finalizer = "cache.example.com/finalizer"
 type Reconciler struct {
 	Kube kubernetes.Interface
 
-	// Instance names this replica in the Events it records, such as its
-	// pod's name.
-	Instance string
+	// Events records the Events about the Memcacheds, such as Init's, from
+	// an events.EventBroadcaster; nil records none.
+	Events events.EventRecorder
 }
 
-// Reconcile applies m's Deployment. There is no Get and no not-found: m is
-// the object as the cache last saw it. There is no status update and no
-// conflict either: the controller applies the status it returns, and
-// applies it on an error too, so a failure is a condition as well as an
-// error.
+// Reconcile makes sure m's Deployment is what m says, and returns m's
+// status. There is no Get of m and no not-found: m is the object as the
+// cache last saw it. There is no status update and no conflict either:
+// the controller applies the status it returns, and applies it on an error
+// too, so a failure is a condition as well as an error.
+//
+// It reads the Deployment first, and applies it only when it is missing or
+// differs from what it would apply (upToDate): a write that changes
+// nothing still costs the API server a request, an etcd write and an
+// event to every watcher, and a controller's restart reconciles every
+// Memcached at once. So a restart, or a resync, reads each Deployment, and
+// writes none that is as it should be.
 func (r Reconciler) Reconcile(ctx context.Context, m kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Result[MemcachedStatus], error) {
-	labels := map[string]string{"app": "memcached", "memcached": m.Name}
-	d, err := r.Kube.AppsV1().Deployments(m.Namespace).Apply(ctx,
-		appsv1ac.Deployment(m.Name, m.Namespace).
-			// The controller owner reference is what kube.Owns matches, so
-			// a change to the Deployment reconciles its Memcached, and what
-			// the garbage collector follows to delete the Deployment with
-			// it.
-			WithOwnerReferences(metav1ac.OwnerReference().
-				WithAPIVersion(m.APIVersion).WithKind(m.Kind).WithName(m.Name).WithUID(m.UID).
-				WithController(true).WithBlockOwnerDeletion(true)).
-			WithSpec(appsv1ac.DeploymentSpec().
-				WithReplicas(m.Spec.Size).
-				WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
-				WithTemplate(corev1ac.PodTemplateSpec().
-					WithLabels(labels).
-					WithSpec(corev1ac.PodSpec().WithContainers(
-						corev1ac.Container().WithName("memcached").WithImage(m.Spec.Image))))),
-		// Force takes back any field someone else changed, such as a
-		// hand-made scale: the Memcached's spec says how many replicas run.
-		metav1.ApplyOptions{FieldManager: Name, Force: true},
-	)
 	st := m.Status
-	if err != nil {
+	failed := func(reason string, err error) (kube.Result[MemcachedStatus], error) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: "Available", Status: metav1.ConditionUnknown, Reason: "ApplyFailed",
+			Type: "Available", Status: metav1.ConditionUnknown, Reason: reason,
 			Message: err.Error(), ObservedGeneration: m.Generation,
 		})
 		return kube.Result[MemcachedStatus]{Status: &st}, err
+	}
+
+	deployments := r.Kube.AppsV1().Deployments(m.Namespace)
+	d, err := deployments.Get(ctx, m.Name, metav1.GetOptions{})
+	missing := apierrors.IsNotFound(err)
+	if err != nil && !missing {
+		return failed("GetFailed", err)
+	}
+	if missing || !upToDate(d, m) {
+		d, err = deployments.Apply(ctx, deployment(m),
+			// Force takes back any field someone else changed, such as a
+			// hand-made scale: the Memcached's spec says how many replicas
+			// run.
+			metav1.ApplyOptions{FieldManager: Name, Force: true},
+		)
+		if err != nil {
+			return failed("ApplyFailed", err)
+		}
+		if missing {
+			r.event(m, &corev1.ObjectReference{
+				APIVersion: "apps/v1", Kind: "Deployment", Namespace: d.Namespace, Name: d.Name, UID: d.UID,
+			}, "DeploymentCreated", "Create", "Created Deployment "+d.Name)
+		}
 	}
 	st.ReadyReplicas = d.Status.ReadyReplicas
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
@@ -82,39 +91,89 @@ func (r Reconciler) Reconcile(ctx context.Context, m kube.Object[MemcachedSpec, 
 	return kube.Result[MemcachedStatus]{Status: &st}, nil
 }
 
+// labels are the labels of m's Deployment's selector and pods.
+func labels(m kube.Object[MemcachedSpec, MemcachedStatus]) map[string]string {
+	return map[string]string{"app": "memcached", "memcached": m.Name}
+}
+
+// deployment is the Deployment Reconcile applies for m: every field the
+// controller owns, and nothing else.
+func deployment(m kube.Object[MemcachedSpec, MemcachedStatus]) *appsv1ac.DeploymentApplyConfiguration {
+	return appsv1ac.Deployment(m.Name, m.Namespace).
+		// The controller owner reference is what kube.Owns matches, so a
+		// change to the Deployment reconciles its Memcached, and what the
+		// garbage collector follows to delete the Deployment with it.
+		WithOwnerReferences(metav1ac.OwnerReference().
+			WithAPIVersion(m.APIVersion).WithKind(m.Kind).WithName(m.Name).WithUID(m.UID).
+			WithController(true).WithBlockOwnerDeletion(true)).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(m.Spec.Size).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels(m))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(labels(m)).
+				WithSpec(corev1ac.PodSpec().WithContainers(
+					corev1ac.Container().WithName(container).WithImage(m.Spec.Image)))))
+}
+
+// container is the name of the Deployment's memcached container.
+const container = "memcached"
+
+// upToDate reports whether d already has what deployment(m) would apply,
+// so applying it would change nothing. What others add beside it, such as
+// a label or a sidecar container, doesn't count: an apply would leave it
+// there too.
+func upToDate(d *appsv1.Deployment, m kube.Object[MemcachedSpec, MemcachedStatus]) bool {
+	owner := metav1.GetControllerOf(d)
+	ownedByM := owner != nil && owner.UID == m.UID && owner.APIVersion == m.APIVersion &&
+		owner.Kind == m.Kind && owner.Name == m.Name &&
+		owner.BlockOwnerDeletion != nil && *owner.BlockOwnerDeletion
+	replicas := d.Spec.Replicas != nil && *d.Spec.Replicas == m.Spec.Size
+	selector := d.Spec.Selector != nil && maps.Equal(d.Spec.Selector.MatchLabels, labels(m)) &&
+		len(d.Spec.Selector.MatchExpressions) == 0
+	podLabels := true
+	for k, v := range labels(m) {
+		if got, ok := d.Spec.Template.Labels[k]; !ok || got != v {
+			podLabels = false
+		}
+	}
+	image := false
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name == container {
+			image = c.Image == m.Spec.Image
+		}
+	}
+	return ownedByM && replicas && selector && podLabels && image
+}
+
 // Finalize runs once m is being deleted, before it goes. The Deployment
 // needs no cleaning up here: the garbage collector deletes it, through its
 // owner reference. A finalizer is for what owner references can't reach,
 // such as something outside the cluster; this one records an Event saying
 // that m was finalized, which kubectl events shows.
 //
-// An error keeps the finalizer, and retries with backoff: the deletion
-// waits until Finalize returns nil. A namespace being deleted takes no new
-// Event, so then Finalize records none, or a Memcached would keep its
-// namespace from ever going.
-func (r Reconciler) Finalize(ctx context.Context, m kube.Object[MemcachedSpec, MemcachedStatus]) error {
-	now := time.Now()
-	_, err := r.Kube.EventsV1().Events(m.Namespace).Create(ctx, &eventsv1.Event{
-		// Named as client-go's event recorder names its Events.
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", m.Name, now.UnixNano()), Namespace: m.Namespace},
-		Regarding: corev1.ObjectReference{
-			APIVersion: m.APIVersion, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
-		},
-		EventTime:           metav1.NewMicroTime(now),
-		ReportingController: Name,
-		ReportingInstance:   r.Instance,
-		Type:                corev1.EventTypeNormal,
-		Action:              "Finalize",
-		Reason:              "Finalized",
-		Note:                "The Memcached is finalized; the garbage collector deletes its Deployment.",
-	}, metav1.CreateOptions{FieldManager: Name})
-	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-		// m goes with its namespace, which takes no new Event: the Event
-		// only tells of the finalizer, so it isn't worth keeping m for.
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("app: recording that Memcached %s/%s is finalized: %w", m.Namespace, m.Name, err)
-	}
+// The Event is recorded as client-go's recorder records them, in the
+// background, with retries of its own, so Finalize returns nil and the
+// deletion doesn't wait for it. An Event the API server refuses, such as
+// in a namespace being deleted, which takes no new Event, is dropped: it
+// only tells of the finalizer, so it isn't worth keeping m for.
+func (r Reconciler) Finalize(_ context.Context, m kube.Object[MemcachedSpec, MemcachedStatus]) error {
+	r.event(m, nil, "Finalized", "Finalize",
+		"The Memcached is finalized; the garbage collector deletes its Deployment.")
 	return nil
+}
+
+// event records a Normal Event about m, and related when it isn't nil.
+func (r Reconciler) event(m kube.Object[MemcachedSpec, MemcachedStatus], related *corev1.ObjectReference, reason, action, note string) {
+	if r.Events == nil {
+		return
+	}
+	regarding := &corev1.ObjectReference{
+		APIVersion: m.APIVersion, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
+	}
+	// A nil *ObjectReference in an interface isn't a nil related.
+	if related == nil {
+		r.Events.Eventf(regarding, nil, corev1.EventTypeNormal, reason, action, "%s", note)
+		return
+	}
+	r.Events.Eventf(regarding, related, corev1.EventTypeNormal, reason, action, "%s", note)
 }

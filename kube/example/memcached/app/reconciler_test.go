@@ -3,16 +3,18 @@ package app_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/example/internal/apptest"
@@ -35,9 +37,10 @@ func memcached() kube.Object[app.MemcachedSpec, app.MemcachedStatus] {
 
 func TestReconcileAppliesADeploymentTheMemcachedControls(t *testing.T) {
 	kc := kubefake.NewClientset()
+	rec := events.NewFakeRecorder(10)
 	m := memcached()
 
-	res, err := app.Reconciler{Kube: kc}.Reconcile(context.Background(), m)
+	res, err := app.Reconciler{Kube: kc, Events: rec}.Reconcile(context.Background(), m)
 	if err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
@@ -68,6 +71,108 @@ func TestReconcileAppliesADeploymentTheMemcachedControls(t *testing.T) {
 	if available.Status != metav1.ConditionTrue || available.Reason != "DeploymentApplied" || available.ObservedGeneration != 2 {
 		t.Errorf("Available = %+v, want True, DeploymentApplied, for generation 2", available)
 	}
+	if got := recorded(rec); len(got) != 1 || got[0] != "Normal DeploymentCreated Created Deployment sessions" {
+		t.Errorf("events = %q, want one, DeploymentCreated", got)
+	}
+}
+
+// A Deployment that already has what the Reconciler would apply is read,
+// and not written: a controller's restart, which reconciles every
+// Memcached, writes nothing for those that are as they should be.
+func TestReconcileDoesNotApplyADeploymentThatIsUpToDate(t *testing.T) {
+	kc := kubefake.NewClientset()
+	m := memcached()
+	if _, err := (app.Reconciler{Kube: kc}).Reconcile(context.Background(), m); err != nil {
+		t.Fatalf("the first Reconcile: %v", err)
+	}
+	// Its pods running, as the deployment controller would report them,
+	// and a label of someone else's, which an apply would keep too.
+	d, err := kc.AppsV1().Deployments("shop").Get(context.Background(), "sessions", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Template.Labels["team"] = "storefront"
+	if d, err = kc.AppsV1().Deployments("shop").Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d.Status.ReadyReplicas = 2
+	if _, err := kc.AppsV1().Deployments("shop").UpdateStatus(context.Background(), d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kc.ClearActions()
+	rec := events.NewFakeRecorder(10)
+
+	res, err := app.Reconciler{Kube: kc, Events: rec}.Reconcile(context.Background(), m)
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+
+	if verbs := verbs(kc); !slices.Equal(verbs, []string{"get deployments"}) {
+		t.Errorf("requests = %q, want only the Deployment's get", verbs)
+	}
+	if res.Status == nil || res.Status.ReadyReplicas != 2 {
+		t.Errorf("status = %+v, want the ReadyReplicas the read Deployment has, 2", res.Status)
+	}
+	available := condition(t, res, "Available")
+	if available.Status != metav1.ConditionTrue || available.Reason != "DeploymentApplied" {
+		t.Errorf("Available = %+v, want True, DeploymentApplied", available)
+	}
+	if got := recorded(rec); len(got) != 0 {
+		t.Errorf("events = %q, want none: nothing was created", got)
+	}
+}
+
+// A Deployment that differs from what the Reconciler would apply in any of
+// its fields is applied again, and put back.
+func TestReconcileAppliesADeploymentThatDiffers(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(d *appsv1.Deployment)
+	}{
+		{"a hand-made scale", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](3) }},
+		{"another image", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "memcached:1.6.21" }},
+		{"a renamed container", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Name = "cache" }},
+		{"a pod label changed", func(d *appsv1.Deployment) { d.Spec.Template.Labels["memcached"] = "carts" }},
+		{"no owner", func(d *appsv1.Deployment) { d.OwnerReferences = nil }},
+		{"another owner", func(d *appsv1.Deployment) { d.OwnerReferences[0].UID = "5f0c1d7e-0000-4000-8000-000000000000" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kc := kubefake.NewClientset()
+			m := memcached()
+			if _, err := (app.Reconciler{Kube: kc}).Reconcile(context.Background(), m); err != nil {
+				t.Fatalf("the first Reconcile: %v", err)
+			}
+			d, err := kc.AppsV1().Deployments("shop").Get(context.Background(), "sessions", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.change(d)
+			if _, err := kc.AppsV1().Deployments("shop").Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			kc.ClearActions()
+			rec := events.NewFakeRecorder(10)
+
+			if _, err := (app.Reconciler{Kube: kc, Events: rec}).Reconcile(context.Background(), m); err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+
+			if verbs := verbs(kc); !slices.Equal(verbs, []string{"get deployments", "patch deployments"}) {
+				t.Errorf("requests = %q, want the Deployment's get and its apply", verbs)
+			}
+			d, err = kc.AppsV1().Deployments("shop").Get(context.Background(), "sessions", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := d.Spec.Template.Spec.Containers; *d.Spec.Replicas != 2 || c[len(c)-1].Image != m.Spec.Image ||
+				d.Spec.Template.Labels["memcached"] != "sessions" || metav1.GetControllerOf(d) == nil {
+				t.Errorf("the Deployment = %+v, want it put back", d.Spec)
+			}
+			if got := recorded(rec); len(got) != 0 {
+				t.Errorf("events = %q, want none: the Deployment was there already", got)
+			}
+		})
+	}
 }
 
 func TestReconcileReportsAFailedApplyAsAConditionAndAnError(t *testing.T) {
@@ -78,8 +183,9 @@ func TestReconcileReportsAFailedApplyAsAConditionAndAnError(t *testing.T) {
 	})
 	m := memcached()
 	m.Status.Conditions = []metav1.Condition{{Type: "Degraded", Status: metav1.ConditionFalse, Reason: "AsExpected"}}
+	rec := events.NewFakeRecorder(10)
 
-	res, err := app.Reconciler{Kube: kc}.Reconcile(context.Background(), m)
+	res, err := app.Reconciler{Kube: kc, Events: rec}.Reconcile(context.Background(), m)
 
 	if !errors.Is(err, refused) {
 		t.Errorf("Reconcile's error = %v, want the apply's", err)
@@ -91,56 +197,67 @@ func TestReconcileReportsAFailedApplyAsAConditionAndAnError(t *testing.T) {
 	if meta.FindStatusCondition(res.Status.Conditions, "Degraded") == nil {
 		t.Errorf("conditions = %+v: the other conditions are gone", res.Status.Conditions)
 	}
+	if got := recorded(rec); len(got) != 0 {
+		t.Errorf("events = %q, want none: nothing was created", got)
+	}
+}
+
+func TestReconcileReportsAFailedGetAsAConditionAndAnError(t *testing.T) {
+	kc := kubefake.NewClientset()
+	unavailable := apierrors.NewServiceUnavailable("etcd is down")
+	kc.PrependReactor("get", "deployments", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, unavailable
+	})
+
+	res, err := app.Reconciler{Kube: kc}.Reconcile(context.Background(), memcached())
+
+	if !errors.Is(err, unavailable) {
+		t.Errorf("Reconcile's error = %v, want the get's", err)
+	}
+	available := condition(t, res, "Available")
+	if available.Status != metav1.ConditionUnknown || available.Reason != "GetFailed" {
+		t.Errorf("Available = %+v, want Unknown, GetFailed", available)
+	}
+	if verbs := verbs(kc); !slices.Equal(verbs, []string{"get deployments"}) {
+		t.Errorf("requests = %q, want only the get: nothing to apply from", verbs)
+	}
 }
 
 func TestFinalizeRecordsAnEvent(t *testing.T) {
-	kc := kubefake.NewClientset()
-	m := memcached()
+	rec := events.NewFakeRecorder(10)
+	rec.Verbose = true
 
-	if err := (app.Reconciler{Kube: kc, Instance: "memcached-controller-7d9f-x2k4q"}).Finalize(context.Background(), m); err != nil {
+	if err := (app.Reconciler{Kube: kubefake.NewClientset(), Events: rec}).Finalize(context.Background(), memcached()); err != nil {
 		t.Fatalf("Finalize: %v", err)
 	}
 
-	events, err := kc.EventsV1().Events("shop").List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(events.Items) != 1 {
-		t.Fatalf("events = %+v, want one", events.Items)
-	}
-	e := events.Items[0]
-	if e.Reason != "Finalized" || e.Regarding.UID != m.UID || e.ReportingController != app.Name ||
-		e.ReportingInstance != "memcached-controller-7d9f-x2k4q" || e.EventTime.IsZero() {
-		t.Errorf("event = %+v, want Finalized, about the Memcached, from this replica, with its time", e)
+	want := "Normal Finalized Finalize The Memcached is finalized; the garbage collector deletes its Deployment." +
+		" {kind=Memcached,apiVersion=cache.example.com/v1alpha1}" // the regarding object
+	if got := recorded(rec); len(got) != 1 || got[0] != want {
+		t.Errorf("events = %q, want %q", got, want)
 	}
 }
 
-// A namespace being deleted takes no new Event: Finalize then records
-// none and returns nil, or the Memcached would keep its namespace forever.
-// Any other refusal is an error, which keeps the finalizer and retries.
-func TestFinalizeInANamespaceBeingDeletedRecordsNoEvent(t *testing.T) {
-	terminating := apierrors.NewForbidden(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, "sessions.1",
-		errors.New("unable to create new content in namespace shop because it is being terminated"))
-	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace shop is being terminated"}}
-	for _, tc := range []struct {
-		name    string
-		refusal error
-		wantErr bool
-	}{
-		{"namespace terminating", terminating, false},
-		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, "sessions.1", errors.New("RBAC")), true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			kc := kubefake.NewClientset()
-			kc.PrependReactor("create", "events", func(clienttesting.Action) (bool, runtime.Object, error) {
-				return true, nil, tc.refusal
-			})
-			err := app.Reconciler{Kube: kc, Instance: "memcached-controller-7d9f-x2k4q"}.Finalize(context.Background(), memcached())
-			if (err != nil) != tc.wantErr {
-				t.Errorf("Finalize = %v, want an error: %v", err, tc.wantErr)
-			}
-		})
+// recorded is what rec has recorded so far.
+func recorded(rec *events.FakeRecorder) []string {
+	var got []string
+	for {
+		select {
+		case e := <-rec.Events:
+			got = append(got, e)
+		default:
+			return got
+		}
 	}
+}
+
+// verbs are the requests made with kc, such as "get deployments".
+func verbs(kc *kubefake.Clientset) []string {
+	var got []string
+	for _, a := range kc.Actions() {
+		got = append(got, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	return got
 }
 
 func condition(t *testing.T, res kube.Result[app.MemcachedStatus], typ string) metav1.Condition {

@@ -521,7 +521,7 @@ func (bn *bench) ceiling(b *testing.B, n, workers int) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rec := app.Reconciler{Kube: bn.kc, Instance: "ceiling"}
+	rec := app.Reconciler{Kube: bn.kc}
 	memcacheds := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns)
 	force := true
 	opts := metav1.PatchOptions{FieldManager: app.Name, Force: &force}
