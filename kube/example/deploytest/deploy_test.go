@@ -5,6 +5,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -146,15 +147,25 @@ func checkDeployment(t *testing.T, ex example, d deploytest.Doc, dep *appsv1.Dep
 		errorf("KUBECONFIG is set: in a pod, the service account's token is used")
 	}
 
-	// The probes' port: PROBES_ADDR's, or its default, :8081.
-	probesPort := 8081
-	if e, ok := env["PROBES_ADDR"]; ok {
+	// The ports of PROBES_ADDR and METRICS_ADDR, or of their defaults.
+	addrPort := func(name string, def int) int {
+		e, ok := env[name]
+		if !ok {
+			return def
+		}
 		_, port, err := net.SplitHostPort(e.Value)
 		if err != nil {
-			errorf("PROBES_ADDR %q: %v", e.Value, err)
+			errorf("%s %q: %v", name, e.Value, err)
+			return -1
 		}
-		fmt.Sscan(port, &probesPort)
+		n, err := strconv.Atoi(port)
+		if err != nil {
+			errorf("%s %q: %v", name, e.Value, err)
+			return -1
+		}
+		return n
 	}
+	probesPort := addrPort("PROBES_ADDR", 8081)
 	portOf := func(p intstr.IntOrString) int {
 		if p.Type == intstr.Int {
 			return p.IntValue()
@@ -178,15 +189,7 @@ func checkDeployment(t *testing.T, ex example, d deploytest.Doc, dep *appsv1.Dep
 		}
 	}
 
-	// The metrics' port: METRICS_ADDR's, or its default, :8080.
-	metricsPort := 8080
-	if e, ok := env["METRICS_ADDR"]; ok {
-		_, port, err := net.SplitHostPort(e.Value)
-		if err != nil {
-			errorf("METRICS_ADDR %q: %v", e.Value, err)
-		}
-		fmt.Sscan(port, &metricsPort)
-	}
+	metricsPort := addrPort("METRICS_ADDR", 8080)
 	if portOf(intstr.FromString("metrics")) != metricsPort {
 		errorf("no container port named metrics, %d", metricsPort)
 	}
