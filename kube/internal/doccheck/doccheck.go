@@ -35,6 +35,10 @@
 //
 // Every generated file carries //line comments, so that the compiler's
 // errors name the Markdown file and its line.
+//
+// The prose is checked too, by name only (see Refs): a code span such as
+// `kube.NewController`, `kube.Settings.Workers` or `Settings.Workers` must
+// name what one of the repository's packages exports (TestDocsNames).
 package doccheck
 
 import (

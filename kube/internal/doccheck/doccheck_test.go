@@ -1,7 +1,9 @@
 package doccheck_test
 
 import (
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,5 +104,79 @@ func TestDocsCatchMistakes(t *testing.T) {
 				t.Errorf("the compiler said\n%s\nwant %q at docs/example.md:10", out, tc.want)
 			}
 		})
+	}
+}
+
+// TestDocsNames checks the names in the code spans of the same Markdown
+// files' prose, such as `kube.NewController` or `Settings.Workers`: each
+// must be an exported name of the package, or a field or method of the
+// type, that it names.
+func TestDocsNames(t *testing.T) {
+	apis := map[string]*doccheck.API{}
+	for name, dir := range map[string]string{
+		"humus":     ".",
+		"health":    "health",
+		"config":    "config",
+		"humustest": "humustest",
+		"kube":      "kube",
+		"podenv":    "kube/example/internal/podenv",
+		"podtel":    "kube/example/internal/podtel",
+		"apptest":   "kube/example/internal/apptest",
+	} {
+		api, err := doccheck.ReadAPI(filepath.Join(root, filepath.FromSlash(dir)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		apis[name] = api
+	}
+	checked := 0
+	for _, f := range markdown(t) {
+		refs, err := doccheck.Refs(root, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range refs {
+			if err := r.Check(apis); err != nil {
+				t.Error(err)
+			}
+			checked++
+		}
+	}
+	t.Logf("%d names checked", checked)
+	if checked == 0 {
+		t.Fatal("no name in the Markdown files' code spans")
+	}
+}
+
+// TestDocsNamesCatchMistakes checks that a name that isn't there fails
+// TestDocsNames' check, and that one that is passes.
+func TestDocsNamesCatchMistakes(t *testing.T) {
+	api, err := doccheck.ReadAPI(filepath.Join(root, "kube"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	apis := map[string]*doccheck.API{"kube": api}
+	md := "# x\n\n" +
+		"`kube.NoSuchThing` and `kube.Settings.Workerz` and `Settings.Workerz`.\n" +
+		"```go\nkube.NotInProse()\n```\n" +
+		"`kube.NewController`, `kube.Settings.Workers`, `Settings.Workers`, `Resource.CRD()`,\n" +
+		"`KindReconciler.Reconcile`, `Object.Name`, `kube.Field(&spec.Size).Minimum(1)`, `ObjectMeta.Whatever`.\n"
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "x.md"), []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refs, err := doccheck.Refs(dir, "x.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed []string
+	for _, r := range refs {
+		if err := r.Check(apis); err != nil {
+			failed = append(failed, r.Span)
+		}
+	}
+	want := []string{"kube.NoSuchThing", "kube.Settings.Workerz", "Settings.Workerz"}
+	if !slices.Equal(failed, want) {
+		t.Errorf("the names that failed: %q, want %q (of %d)", failed, want, len(refs))
 	}
 }
