@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -95,7 +98,7 @@ func (c *Controller) apply(ctx context.Context, u *unstructured.Unstructured, bo
 		}
 		return "", err
 	}
-	c.versions.wrote(key(u), res.GetResourceVersion())
+	c.versions.wrote(key(u), res.GetResourceVersion(), u)
 	return res.GetResourceVersion(), nil
 }
 
@@ -161,30 +164,45 @@ func identity(u *unstructured.Unstructured) map[string]any {
 // longer than this.
 const rywBound = 30 * time.Second
 
-// writtenVersions keeps, per key, the resourceVersion the controller's own
-// last write returned, until the cache holds it or a newer one, the object
-// is gone, or rywBound has passed. A key is not reconciled on a cache older
-// than its own write, since that reconcile would apply what the write
-// already did.
+// writtenVersions keeps, per key, the resourceVersions of the
+// controller's own writes: the last one, to read one's own writes, and
+// those whose watch events are still to come, which queue nothing.
 //
-// The informer stores a version before its event handler queues the key,
-// so a worker can reconcile the version of the write before its event
-// arrives. That event would reconcile the same version again, for
-// nothing: a write is remembered until both its reconcile and its event
-// have come, and the event that comes second queues nothing.
+// Reading one's own writes: a key is not reconciled on a cache older than
+// its last write, since that reconcile would apply what the write already
+// did. The write is remembered until the cache holds it or a newer
+// version, the object is gone, or rywBound has passed.
+//
+// Own events: a reconcile's writes (its finalizer, its status) are its own
+// outcome, so their watch events would only reconcile the object again to
+// find nothing to do. Such an event queues nothing, unless the object it
+// brings differs from the one the reconcile started from in anything but
+// its status and the controller's finalizer: its generation (the spec, or
+// a deletion begun), labels, annotations, owner references or other
+// finalizers. That catches a change of someone else's that a relist folded
+// into the event of the controller's write, and would otherwise go
+// unreconciled until the resync.
 type writtenVersions struct {
 	mu sync.Mutex
 	m  map[string]written
 }
 
 type written struct {
-	rv         string
-	at         time.Time
-	reconciled bool // a reconcile ran on a cache holding rv
-	delivered  bool // rv's watch event queued the key
+	rv      string // the last write's
+	at      time.Time
+	pending []ownWrite // the writes whose events haven't come
 }
 
-func (w *writtenVersions) wrote(key, rv string) {
+// ownWrite is a write of a reconcile's, and the object that reconcile
+// started from.
+type ownWrite struct {
+	rv    string
+	input metav1.Object
+}
+
+// wrote records a write of the reconcile that started from input, which
+// returned rv.
+func (w *writtenVersions) wrote(key, rv string, input metav1.Object) {
 	if rv == "" {
 		return
 	}
@@ -193,13 +211,15 @@ func (w *writtenVersions) wrote(key, rv string) {
 	if w.m == nil {
 		w.m = map[string]written{}
 	}
-	w.m[key] = written{rv: rv, at: time.Now()}
+	wr := w.m[key]
+	wr.rv, wr.at = rv, time.Now()
+	wr.pending = append(wr.pending, ownWrite{rv: rv, input: input})
+	w.m[key] = wr
 }
 
 // aheadFor reports whether key's last write is newer than cached, and for
-// how long it is remembered still. Once it isn't, or it is older than
-// rywBound, the write is forgotten, unless cached is the write itself and
-// its event is still to come.
+// how long it is remembered still. A cache past the last write, or a write
+// older than rywBound, forgets the key's writes.
 func (w *writtenVersions) aheadFor(key, cached string) (time.Duration, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -213,38 +233,60 @@ func (w *writtenVersions) aheadFor(key, cached string) (time.Duration, bool) {
 		case err != nil:
 		case cmp < 0:
 			return left, true
-		case cmp == 0 && !wr.delivered:
-			wr.reconciled = true
-			w.m[key] = wr
-			return 0, false
+		case cmp == 0:
+			return 0, false // its event may be still to come
 		}
 	}
 	delete(w.m, key)
 	return 0, false
 }
 
-// redundant reports whether the watch event bringing version rv of key
-// would only reconcile again what a reconcile already did: rv is the
-// controller's own write, and a reconcile has already run on it.
-func (w *writtenVersions) redundant(key, rv string) bool {
+// redundant reports whether the watch event bringing obj, a version of
+// key, would only reconcile what a reconcile already did: obj is that
+// reconcile's own write, and nothing but its status and the controller's
+// finalizer changed since the reconcile's object.
+func (w *writtenVersions) redundant(key string, obj metav1.Object, finalizer string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wr, ok := w.m[key]
 	if !ok {
 		return false
 	}
+	rv := obj.GetResourceVersion()
 	cmp, err := resourceversion.CompareResourceVersion(rv, wr.rv)
-	switch {
-	case err != nil || cmp > 0:
+	if err != nil || cmp > 0 {
+		// Past every write of the controller's: their events came, or a
+		// relist folded them into this one.
 		delete(w.m, key)
-	case cmp == 0 && wr.reconciled:
-		delete(w.m, key)
-		return true
-	case cmp == 0:
-		wr.delivered = true
+		return false
+	}
+	i := slices.IndexFunc(wr.pending, func(p ownWrite) bool { return p.rv == rv })
+	if i < 0 {
+		return false
+	}
+	input := wr.pending[i].input
+	wr.pending = slices.Delete(wr.pending, 0, i+1) // events come in order
+	if cmp == 0 {
+		delete(w.m, key) // the cache holds the last write
+	} else {
 		w.m[key] = wr
 	}
-	return false
+	return unchangedButOwn(input, obj, finalizer)
+}
+
+// unchangedButOwn reports whether now differs from was in nothing a
+// reconcile reads but the status, and finalizer.
+func unchangedButOwn(was, now metav1.Object, finalizer string) bool {
+	others := func(fs []string) []string {
+		return slices.DeleteFunc(slices.Clone(fs), func(f string) bool { return f == finalizer })
+	}
+	return was.GetUID() == now.GetUID() &&
+		was.GetGeneration() == now.GetGeneration() &&
+		was.GetDeletionTimestamp().Equal(now.GetDeletionTimestamp()) &&
+		maps.Equal(was.GetLabels(), now.GetLabels()) &&
+		maps.Equal(was.GetAnnotations(), now.GetAnnotations()) &&
+		equality.Semantic.DeepEqual(was.GetOwnerReferences(), now.GetOwnerReferences()) &&
+		slices.Equal(others(was.GetFinalizers()), others(now.GetFinalizers()))
 }
 
 func (w *writtenVersions) forget(key string) {

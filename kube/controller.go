@@ -36,12 +36,14 @@ type Controller struct {
 	clients clients
 	tel     *telemetry
 
-	synced   *health.Binary
-	versions writtenVersions
-	retry    workqueue.TypedRateLimiter[string]
-	later    *later                        // set once Serve has made its queue
-	proof    atomic.Pointer[proof]         // the Lease's proof while this replica leads
-	idle     atomic.Pointer[chan struct{}] // closed once the workers of a term have returned
+	synced    *health.Binary
+	versions  writtenVersions
+	ownWrites *ownedWrites // the reconciles' writes to owned resources
+	inFlight  inFlight     // the keys being reconciled, and their events held
+	retry     workqueue.TypedRateLimiter[string]
+	later     *later                        // set once Serve has made its queue
+	proof     atomic.Pointer[proof]         // the Lease's proof while this replica leads
+	idle      atomic.Pointer[chan struct{}] // closed once the workers of a term have returned
 
 	// stop is closed when shutdown begins: Serve's context is done, or
 	// Shutdown is called.
@@ -191,6 +193,7 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 		objType:    typ,
 		finalizer:  finalizer,
 		owned:      owned,
+		ownWrites:  newOwnedWrites(owned),
 		clients:    cl,
 		tel:        tel,
 		retry:      newRetryLimiter(settings),

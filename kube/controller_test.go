@@ -120,7 +120,7 @@ func readyReplicas(calls *counter) ReconcilerFunc[cacheSpec, cacheStatus] {
 	}
 }
 
-func TestControllerSettlesInTwoReconciles(t *testing.T) {
+func TestControllerSettlesInOneReconcile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
 		var calls counter
@@ -135,8 +135,8 @@ func TestControllerSettlesInTwoReconciles(t *testing.T) {
 		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
 			t.Errorf("Synced once the caches have synced: %v", err)
 		}
-		if got := calls.get("m"); got != 2 {
-			t.Errorf("reconciles = %d, want 2: one for the object, one for its own status", got)
+		if got := calls.get("m"); got != 1 {
+			t.Errorf("reconciles = %d, want 1: the event of its own status reconciles nothing", got)
 		}
 		statuses := f.appliesTo("status")
 		if len(statuses) != 1 {
@@ -364,8 +364,8 @@ func TestAPanicIsRecoveredAndNotRetried(t *testing.T) {
 		if got := calls.get("bad"); got != 1 {
 			t.Errorf("the panicking object's reconciles = %d, want 1: a panic isn't retried", got)
 		}
-		if got := calls.get("good"); got != 2 {
-			t.Errorf("the other object's reconciles = %d, want 2", got)
+		if got := calls.get("good"); got != 1 {
+			t.Errorf("the other object's reconciles = %d, want 1", got)
 		}
 		for _, a := range f.appliesTo("status") {
 			if a.key == "default/bad" {
@@ -446,8 +446,8 @@ func TestFinalizeAddsRunsAndRemovesTheFinalizer(t *testing.T) {
 		if _, err := f.dyn.Tracker().Get(cachesGVR, "default", "m"); err == nil {
 			t.Errorf("the object is still there: its finalizer wasn't removed")
 		}
-		if got := calls.get("m"); got != 2 {
-			t.Errorf("reconciles = %d, want 2: none once the object is being deleted", got)
+		if got := calls.get("m"); got != 1 {
+			t.Errorf("reconciles = %d, want 1: none for its own finalizer and status, none once the object is being deleted", got)
 		}
 		if err := stop(); err != nil {
 			t.Errorf("Serve = %v, want nil", err)
@@ -579,9 +579,10 @@ func TestKindControllerReconcilesClientGosStruct(t *testing.T) {
 			t.Errorf("the Reconciler was handed %+v, want the Namespace team-a with its labels", seen.ObjectMeta)
 		}
 		mu.Unlock()
-		// Once, plus the finalizer's own change, plus once after 20s.
-		if got := calls.get("team-a"); got != 3 {
-			t.Errorf("reconciles in 30s = %d, want 3", got)
+		// Once, and once after 20s: the finalizer's own change reconciles
+		// nothing.
+		if got := calls.get("team-a"); got != 2 {
+			t.Errorf("reconciles in 30s = %d, want 2", got)
 		}
 		if got := len(f.appliesTo("status")); got != 0 {
 			t.Errorf("status applies = %d, want none for a Kind", got)
@@ -695,8 +696,8 @@ func TestResyncReconcilesEveryObjectAgain(t *testing.T) {
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
 		for _, name := range []string{"a", "b"} {
-			if got := calls.get(name); got != 2 {
-				t.Fatalf("%s's reconciles before the first resync = %d, want 2", name, got)
+			if got := calls.get(name); got != 1 {
+				t.Fatalf("%s's reconciles before the first resync = %d, want 1", name, got)
 			}
 		}
 		// A resync each minute, at 1m and 2m: every object once more each
@@ -705,7 +706,7 @@ func TestResyncReconcilesEveryObjectAgain(t *testing.T) {
 			time.Sleep(time.Minute)
 			synctest.Wait()
 			for _, name := range []string{"a", "b"} {
-				if got, want := calls.get(name), 2+resync; got != want {
+				if got, want := calls.get(name), 1+resync; got != want {
 					t.Errorf("%s's reconciles after resync %d = %d, want %d", name, resync, got, want)
 				}
 			}

@@ -269,9 +269,15 @@
 //     another UID) is dropped: the watch event that says so queues the key
 //     again.
 //
-// Applying a status changes the object, so it is reconciled once more;
-// that reconcile returns the same status, which isn't applied, and the
-// object settles in two reconciles.
+// A reconcile's own writes are its outcome, so their watch events queue
+// nothing, and an object settles in one reconcile: its finalizer and its
+// status, unless the object the event brings changed in anything else
+// since the reconcile's (its generation, labels, annotations, owner
+// references, others' finalizers, a deletion begun), and the Reconciler's
+// writes to the resources it Owns, made through the Client's transport
+// (a clientset built from Client.Config) with the reconcile's context,
+// which record the resourceVersion each answer carries. A write made any
+// other way reconciles its owner once more, as anyone's change does.
 //
 // # What client-go still reads from the process
 //

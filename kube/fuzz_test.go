@@ -147,7 +147,7 @@ func FuzzResourceVersion(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key, rv1, rv2 string) {
 		for _, rv := range []string{rv1, rv2} {
 			var w writtenVersions
-			w.wrote(key, rv)
+			w.wrote(key, rv, nil)
 			if w.isAhead(key, rv) {
 				t.Errorf("after wrote(%q, %q), ahead(%q, %q) = true, want false", key, rv, key, rv)
 			}
@@ -163,12 +163,12 @@ func FuzzResourceVersion(f *testing.F) {
 			lo, hi = rv2, rv1
 		}
 		var w writtenVersions
-		w.wrote(key, hi)
+		w.wrote(key, hi, nil)
 		if !w.isAhead(key, lo) {
 			t.Errorf("after wrote(%q, %q), ahead(%q, %q) = false, want true", key, hi, key, lo)
 		}
 		var w2 writtenVersions
-		w2.wrote(key, lo)
+		w2.wrote(key, lo, nil)
 		if w2.isAhead(key, hi) {
 			t.Errorf("after wrote(%q, %q), ahead(%q, %q) = true, want false", key, lo, key, hi)
 		}

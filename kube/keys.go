@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"sync"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -11,8 +13,7 @@ import (
 // Result.After or a backoff that the key had.
 
 // objectKeys queues an object's key on every change to it, its deletion
-// and each resync, but for the change that is the controller's own write
-// when a reconcile has already run on it.
+// and each resync, but for the change that is a reconcile's own write.
 func (c *Controller) objectKeys(q queue) cache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -22,28 +23,34 @@ func (c *Controller) objectKeys(q queue) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue,
 		UpdateFunc: func(_, obj any) {
-			if m, ok := obj.(metav1.Object); ok {
-				if k, err := cache.MetaNamespaceKeyFunc(m); err == nil && c.versions.redundant(k, m.GetResourceVersion()) {
-					return
-				}
+			m, ok := obj.(metav1.Object)
+			k, err := cache.MetaNamespaceKeyFunc(obj)
+			if !ok || err != nil {
+				return
 			}
-			enqueue(obj)
+			c.queueUnlessOwn(q, k, func() bool { return c.versions.redundant(k, m, c.finalizer) })
 		},
 		DeleteFunc: enqueue,
 	}
 }
 
-// ownerKeys queues the owner of an owned resource that changes: the
+// ownerKeys queues the owner of an owned resource of gr that changes: the
 // object its controller owner reference names, when that reference names
-// the controller's group and kind.
-func (c *Controller) ownerKeys(q queue) cache.ResourceEventHandler {
-	enqueue := func(obj any) {
-		if k, ok := c.ownerKey(obj); ok {
-			c.queueNow(q, k)
+// the controller's group and kind; but for the change that is a
+// reconcile's own write.
+func (c *Controller) ownerKeys(q queue, gr schema.GroupResource) cache.ResourceEventHandler {
+	queueOwner := func(obj any) {
+		m, ok := obj.(metav1.Object)
+		k, owned := c.ownerKey(obj)
+		if !ok || !owned {
+			return
 		}
+		c.queueUnlessOwn(q, k, func() bool {
+			return c.ownWrites.redundant(gr, m.GetNamespace(), m.GetName(), m.GetResourceVersion())
+		})
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue,
+		AddFunc: queueOwner,
 		UpdateFunc: func(old, obj any) {
 			// A change of owner reconciles the old owner too. The same owner
 			// is queued once: queued twice, a worker could take it between
@@ -53,16 +60,75 @@ func (c *Controller) ownerKeys(q queue) cache.ResourceEventHandler {
 					c.queueNow(q, k)
 				}
 			}
-			enqueue(obj)
+			queueOwner(obj)
 		},
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) {
+			if k, ok := c.ownerKey(obj); ok {
+				c.queueNow(q, k)
+			}
+		},
 	}
+}
+
+// queueUnlessOwn queues key at once, unless the event is a reconcile's own
+// write, which redundant tells. While key is being reconciled, the event
+// is held until the reconcile ends: a write's event can come before its
+// answer does, and so before the write is known.
+func (c *Controller) queueUnlessOwn(q queue, key string, redundant func() bool) {
+	if c.inFlight.hold(key, redundant) || redundant() {
+		return
+	}
+	c.queueNow(q, key)
 }
 
 // queueNow queues key at once, in place of any wait it had.
 func (c *Controller) queueNow(q queue, key string) {
 	c.later.cancel(key)
 	q.Add(key)
+}
+
+// inFlight keeps, for each key being reconciled, the events held until its
+// reconcile ends.
+type inFlight struct {
+	mu sync.Mutex
+	m  map[string][]func() bool // each reports whether its event was the reconcile's own
+}
+
+func (f *inFlight) begin(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[string][]func() bool{}
+	}
+	f.m[key] = nil
+}
+
+// hold keeps an event of key's until its reconcile ends, and reports
+// whether key is being reconciled.
+func (f *inFlight) hold(key string, redundant func() bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	held, ok := f.m[key]
+	if ok {
+		f.m[key] = append(held, redundant)
+	}
+	return ok
+}
+
+// end reports whether any event held for key's reconcile was not its own,
+// so the key is to be queued again. Each is judged, in the order it came.
+func (f *inFlight) end(key string) bool {
+	f.mu.Lock()
+	held := f.m[key]
+	delete(f.m, key)
+	f.mu.Unlock()
+	again := false
+	for _, redundant := range held {
+		if !redundant() {
+			again = true
+		}
+	}
+	return again
 }
 
 func (c *Controller) ownerKey(obj any) (string, bool) {

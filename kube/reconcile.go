@@ -33,6 +33,14 @@ func (c *Controller) worker(ctx context.Context, q queue, store cache.Indexer) {
 // in the package doc, which the step comments below name.
 func (c *Controller) process(ctx context.Context, q queue, store cache.Indexer, key string) {
 	defer q.Done(key)
+	c.inFlight.begin(key)
+	defer func() {
+		// An event held while the key was reconciled, and not of its own
+		// writes, queues it again at once.
+		if c.inFlight.end(key) {
+			c.queueNow(q, key)
+		}
+	}()
 
 	// 1. Look it up in the cache. An object that is gone needs nothing: its
 	// owned resources are garbage collected, through their owner
@@ -56,6 +64,7 @@ func (c *Controller) process(ctx context.Context, q queue, store cache.Indexer, 
 	}
 
 	ctx, record := c.tel.start(ctx, c.kind, u)
+	ctx = recordingWrites(ctx, c.ownWrites)
 	after, pv, err := c.reconcileOrPanic(ctx, u)
 	switch {
 	case pv != nil:

@@ -133,7 +133,7 @@ func (c *Controller) informers(q queue, watch *servedWatch) ([]cache.SharedIndex
 	for _, gvr := range c.owned {
 		// An owned resource's resync would only repeat the owner's.
 		infs = append(infs, metadatainformer.NewFilteredMetadataInformer(c.clients.metadata, gvr, ns, 0, cache.Indexers{}, nil).Informer())
-		handlers = append(handlers, c.ownerKeys(q))
+		handlers = append(handlers, c.ownerKeys(q, gvr.GroupResource()))
 	}
 	for i, inf := range infs {
 		logger := c.tel.logr

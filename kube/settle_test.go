@@ -456,58 +456,138 @@ func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanRywBoundAfterTheWrite(t *t
 	})
 }
 
-// The informer stores a version before its event handler queues the key, so
-// a worker can reconcile the controller's own write before the write's
-// event arrives: that event then queues nothing, as the reconcile it would
-// start has run. In the usual order, the event first, it queues the key as
-// any change does, and so does any other version's event.
-func TestTheEventOfAnOwnWriteAlreadyReconciledQueuesNothing(t *testing.T) {
-	obj := func(rv string) *unstructured.Unstructured {
+// A reconcile's own writes, its finalizer and its status, are its outcome:
+// their events queue nothing, whether they come before or after a worker
+// reconciled the write from the cache. Any other version's event queues
+// the key, and so does the event of an own write that brings a change of
+// someone else's with it (a relist folds the versions between two lists
+// into one event).
+func TestTheEventsOfAReconcilesOwnWritesQueueNothing(t *testing.T) {
+	obj := func(rv string, change ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{}
 		u.SetNamespace("default")
 		u.SetName("m")
+		u.SetUID("u1")
+		u.SetGeneration(1)
+		u.SetLabels(map[string]string{"app": "m"})
 		u.SetResourceVersion(rv)
+		for _, f := range change {
+			f(u)
+		}
 		return u
 	}
+	const fin = "cache.example.com/finalizer"
+	finalized := func(u *unstructured.Unstructured) { u.SetFinalizers([]string{fin}) }
+	input := obj("3")
 	for _, tc := range []struct {
 		name   string
-		steps  func(c *Controller, update func(rv string))
+		steps  func(c *Controller, update func(*unstructured.Unstructured))
 		queued int
 	}{
-		{"reconciled, then its event", func(c *Controller, update func(string)) {
-			c.versions.wrote("default/m", "5")
-			c.versions.aheadFor("default/m", "5")
-			update("5")
+		{"the status's event", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5"))
 		}, 0},
-		{"its event, then reconciled", func(c *Controller, update func(string)) {
-			c.versions.wrote("default/m", "5")
-			update("5")
+		{"the finalizer's and the status's events", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "4", input)
+			c.versions.wrote("default/m", "5", input)
+			update(obj("4", finalized))
+			update(obj("5", finalized))
+		}, 0},
+		{"reconciled from the cache, then its event", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
 			c.versions.aheadFor("default/m", "5")
+			update(obj("5"))
+		}, 0},
+		{"only the last write's event, after a relist", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "4", input)
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5", finalized))
+		}, 0},
+		{"another's version, then the write's", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("4", func(u *unstructured.Unstructured) { u.SetGeneration(2) }))
+			update(obj("5", func(u *unstructured.Unstructured) { u.SetGeneration(2) }))
+		}, 2},
+		{"a newer version's event", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5"))
+			update(obj("6"))
 		}, 1},
-		{"an older version's event, then reconciled, then its event", func(c *Controller, update func(string)) {
-			c.versions.wrote("default/m", "5")
-			update("4")
-			c.versions.aheadFor("default/m", "5")
-			update("5")
+		{"the write's event with a new spec folded in", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5", func(u *unstructured.Unstructured) { u.SetGeneration(2) }))
 		}, 1},
-		{"reconciled, then a newer version's event", func(c *Controller, update func(string)) {
-			c.versions.wrote("default/m", "5")
-			c.versions.aheadFor("default/m", "5")
-			update("6")
+		{"the write's event with a label folded in", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5", func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"app": "n"}) }))
 		}, 1},
-		{"the event of a write never reconciled", func(c *Controller, update func(string)) {
-			c.versions.wrote("default/m", "5")
-			update("5")
+		{"the write's event with another's finalizer folded in", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{fin, "other"}) }))
+		}, 1},
+		{"the write's event with a deletion folded in", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5", func(u *unstructured.Unstructured) { u.SetDeletionTimestamp(new(metav1.Now())) }))
+		}, 1},
+		{"a write forgotten", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			c.versions.forget("default/m")
+			update(obj("5"))
 		}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := newQueue("test", nil)
+			q := &countingQueue{queue: newQueue("test", nil)}
+			defer q.ShutDown()
+			c := &Controller{later: newLater(q), finalizer: fin}
+			h := c.objectKeys(q)
+			tc.steps(c, func(u *unstructured.Unstructured) { h.OnUpdate(input, u) })
+			if got := len(q.added); got != tc.queued {
+				t.Errorf("keys queued = %d, want %d", got, tc.queued)
+			}
+		})
+	}
+}
+
+// A write's event can come before its answer, so before the write is
+// known: while the key is being reconciled, its events are held, and
+// judged once the reconcile ends. Its own write's queues nothing; any
+// other's queues the key again.
+func TestAnEventThatComesBeforeItsWritesAnswerIsJudgedOnceTheReconcileEnds(t *testing.T) {
+	obj := func(rv string, generation int64) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetNamespace("default")
+		u.SetName("m")
+		u.SetGeneration(generation)
+		u.SetResourceVersion(rv)
+		return u
+	}
+	input := obj("3", 1)
+	for _, tc := range []struct {
+		name  string
+		event *unstructured.Unstructured
+		again bool
+	}{
+		{"its own write", obj("5", 1), false},
+		{"another's change", obj("4", 2), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &countingQueue{queue: newQueue("test", nil)}
 			defer q.ShutDown()
 			c := &Controller{later: newLater(q)}
 			h := c.objectKeys(q)
-			tc.steps(c, func(rv string) { h.OnUpdate(obj("1"), obj(rv)) })
-			if got := q.Len(); got != tc.queued {
-				t.Errorf("keys queued = %d, want %d", got, tc.queued)
+			c.inFlight.begin("default/m")
+			h.OnUpdate(input, tc.event)
+			if len(q.added) != 0 {
+				t.Errorf("keys queued while the reconcile runs = %v, want none", q.added)
+			}
+			c.versions.wrote("default/m", "5", input)
+			if got := c.inFlight.end("default/m"); got != tc.again {
+				t.Errorf("queued again once the reconcile ended = %v, want %v", got, tc.again)
+			}
+			h.OnUpdate(input, obj("6", 1))
+			if len(q.added) != 1 {
+				t.Errorf("keys queued by a change after the reconcile = %v, want one", q.added)
 			}
 		})
 	}
@@ -544,7 +624,7 @@ func TestAnOwnedObjectsUpdateQueuesItsOwnerOnce(t *testing.T) {
 			q := &countingQueue{queue: newQueue("test", nil)}
 			defer q.ShutDown()
 			c := &Controller{later: newLater(q), kind: "Memcached", group: "cache.example.com"}
-			c.ownerKeys(q).OnUpdate(owned(tc.old), owned(tc.now))
+			c.ownerKeys(q, schema.GroupResource{Group: "apps", Resource: "deployments"}).OnUpdate(owned(tc.old), owned(tc.now))
 			if !slices.Equal(q.added, tc.want) {
 				t.Errorf("keys added = %v, want %v", q.added, tc.want)
 			}

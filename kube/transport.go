@@ -32,7 +32,8 @@ const (
 
 // newTransport returns the connections' transport, and the chain of round
 // trippers over it that every request goes through: the 401's error, then
-// otelhttp, then the token, then the connections.
+// otelhttp, then recording a reconcile's writes, then the token, then the
+// connections.
 func newTransport(s *humus.Setup, c Connection) (*http.Transport, http.RoundTripper) {
 	tlsConfig := c.TLS.Clone()
 	if tlsConfig.ServerName == "" {
@@ -63,6 +64,7 @@ func newTransport(s *humus.Setup, c Connection) (*http.Transport, http.RoundTrip
 	if c.Token != nil {
 		rt = &tokenTransport{tokens: newTokenCache(c.Server, c.Token), next: rt}
 	}
+	rt = &writesTransport{next: rt}
 	tel := s.Telemetry.Resolved()
 	rt = otelhttp.NewTransport(rt,
 		otelhttp.WithTracerProvider(tel.TracerProvider),
