@@ -23,11 +23,17 @@
 //     (Namespace).
 //   - Binaries are built on demand into .bin/controlplane at the
 //     repository root, under a file lock, so two test binaries starting at
-//     once build once; a stamp of tools/controlplane's source means a warm
-//     start runs no go command. A cold build takes about 18 minutes on two
-//     cores, longer than go test's default 10m timeout: build first with
-//     `go run ./kube/internal/cluster/cmd/cluster -build`, or pass
-//     -timeout 30m.
+//     once build once, and the one that waits says so; a stamp of
+//     tools/controlplane's source means a warm start runs no go command. A
+//     cold build takes 13 to 18 minutes on two cores, longer than go
+//     test's default 10m timeout: build first with `make controlplane`
+//     (`go run ./kube/internal/cluster/cmd/cluster -build`), or pass
+//     -timeout 30m. It says on stderr which program it builds, when each
+//     begins and ends, and at least every 30s how many packages it has
+//     compiled.
+//   - Under go test -short, Get skips the test, so -short runs only the
+//     tests that need no control plane; a test that starts one another way
+//     calls SkipShort first.
 //   - Every component listens on 127.0.0.1 only, on ports picked free
 //     below the ephemeral range, and kept across stops and starts.
 //   - etcd keeps its data in the control plane's temporary folder;
@@ -70,7 +76,11 @@
 //     humus.Host's or a rest.Config's Dial, to hold, release or refuse
 //     its traffic; a connection the client closes while held never
 //     delivers what it queued.
+//   - The control plane runs on Linux. Elsewhere, macOS say, the package
+//     and its unit tests build, but a child process has no parent-death
+//     signal (process_linux.go, process_other.go).
 //
-// The cluster command (cmd/cluster, `make cluster`) runs the same control
-// plane in the foreground for a person, with Start and Stop.
+// The cluster command (cmd/cluster, `make cluster`) and the Memcached demo
+// (kube/example/memcached/demo, `make demo`) run the same control plane
+// for a person, with Launch and Stop.
 package cluster

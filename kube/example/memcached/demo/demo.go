@@ -104,7 +104,9 @@ func run(ctx context.Context, o options) (err error) {
 		term.step("Stopping the control plane.")
 		if stopErr := c.Stop(); stopErr != nil {
 			err = errors.Join(err, fmt.Errorf("stopping the control plane: %w", stopErr))
+			return
 		}
+		term.say("Stopped.")
 	}()
 	term.say("kube-apiserver is ready at https://%s. It has no scheduler and no kubelet, so no pod ever runs: "+
 		"what you see is what the controller writes, and what the API server and the garbage collector do with it.", c.Server())

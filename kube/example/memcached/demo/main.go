@@ -32,6 +32,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, options{out: os.Stdout, verbose: *verbose}); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(os.Stderr, "demo: interrupted; everything it started is stopped")
+			os.Exit(1)
+		}
 		fmt.Fprintln(os.Stderr, "demo: FAILED:", err)
 		stop()
 		os.Exit(1)
