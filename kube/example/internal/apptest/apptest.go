@@ -57,7 +57,8 @@ func PodHost(t testing.TB, namespace, pod string) *humustest.Host {
 // named pod in namespace ns of c: the API server's address, c's CA, and
 // the token of service account account in ns, which has grants, as the
 // service account's files, and the downward API's POD_NAMESPACE and
-// POD_NAME. PROBES_ADDR is a free loopback address, which it returns.
+// POD_NAME. PROBES_ADDR is a free loopback address, which it returns, and
+// so is METRICS_ADDR, in h.Env.
 func ClusterPodHost(t testing.TB, c *cluster.Cluster, ns, pod, account string, grants []cluster.Grant) (*humustest.Host, string) {
 	t.Helper()
 	token := c.ServiceAccount(t, ns, account, grants...)
@@ -72,6 +73,7 @@ func ClusterPodHost(t testing.TB, c *cluster.Cluster, ns, pod, account string, g
 	h.Env["POD_NAMESPACE"] = ns
 	h.Env["POD_NAME"] = pod
 	h.Env["PROBES_ADDR"] = probes
+	h.Env["METRICS_ADDR"] = freeAddr(t, h)
 	h.Files[CAFile] = &fstest.MapFile{Data: c.CAPEM()}
 	h.Files[TokenFile] = &fstest.MapFile{Data: []byte(token)}
 	return h, probes
@@ -120,6 +122,24 @@ func Ready(addr string) error {
 		return fmt.Errorf("/readyz: %s %q", res.Status, body)
 	}
 	return nil
+}
+
+// Metrics is what the metrics' Service at addr serves at /metrics, in
+// Prometheus' text format.
+func Metrics(addr string) (string, error) {
+	res, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = res.Body.Close() }()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return "", err
+	}
+	if res.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("/metrics: %s %q", res.Status, body)
+	}
+	return string(body), nil
 }
 
 // Wait waits for the App to exit, and returns its exit code. humus.Run

@@ -3,16 +3,21 @@ package app_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -39,7 +44,12 @@ func TestClusterMemcached(t *testing.T) {
 	const pod = "memcached-controller-7d9f-x2k4q"
 	host, probes := apptest.ClusterPodHost(t, c, ns, pod, app.Name, apptest.RBACGrants(t, "../deploy/rbac.yaml", ns))
 
-	p := humustest.Start(t, host.Host(), app.Init)
+	// As main.go runs it, with BuildTelemetry: its records are lines on
+	// stderr, and its metrics are served at /metrics on METRICS_ADDR.
+	start := func() *humustest.Process {
+		return humustest.Start(t, host.Host(), app.Init, humus.WithTelemetry(app.BuildTelemetry))
+	}
+	p := start()
 
 	t.Log("the probes' /readyz answers ok once the caches have synced")
 	cluster.Eventually(t, time.Minute, func(context.Context) error { return apptest.Ready(probes) })
@@ -99,6 +109,48 @@ func TestClusterMemcached(t *testing.T) {
 		if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Template.Spec.Containers[0].Image != m.Spec.Image {
 			t.Errorf("the Deployment runs %v of %q, want 1 of %q", d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Image, m.Spec.Image)
 		}
+
+		// client-go's recorder writes its Events in the background.
+		cluster.Eventually(t, 30*time.Second, func(context.Context) error {
+			created, err := eventsOf(t, admin, ns, uid, "DeploymentCreated")
+			if err != nil || len(created) != 1 {
+				return fmt.Errorf("DeploymentCreated events: %d, %v, want 1", len(created), err)
+			}
+			e := created[0]
+			if e.ReportingController != app.Name || e.ReportingInstance != pod ||
+				e.Related == nil || e.Related.Kind != "Deployment" || e.Related.UID != d.UID {
+				t.Errorf("the event = %+v, want it reported by %s %s, about the Deployment too", e, app.Name, pod)
+			}
+			return nil
+		})
+	})
+	if !ok {
+		return
+	}
+
+	ok = t.Run("serves the controller's metrics at /metrics, under the docs' names", func(t *testing.T) {
+		// The names of docs/kubernetes-controllers.md's table, in its
+		// column "in Prometheus".
+		names := []string{
+			"humus_kube_controller_queue_depth",
+			"humus_kube_controller_queue_adds_total",
+			"humus_kube_controller_queue_duration_seconds",
+			"humus_kube_controller_reconcile_duration_seconds",
+			"humus_kube_controller_reconcile_unfinished_duration_seconds",
+			"humus_kube_controller_reconcile_longest_unfinished_duration_seconds",
+		}
+		cluster.Eventually(t, 30*time.Second, func(context.Context) error {
+			text, err := apptest.Metrics(host.Env["METRICS_ADDR"])
+			if err != nil {
+				return err
+			}
+			for _, name := range names {
+				if !regexp.MustCompile(`(?m)^` + name + `(_bucket|_count|_sum)?\{[^}]*controller_name="` + app.Name + `"`).MatchString(text) {
+					return fmt.Errorf("/metrics has no %s of %s:\n%s", name, app.Name, text)
+				}
+			}
+			return nil
+		})
 	})
 	if !ok {
 		return
@@ -132,6 +184,55 @@ func TestClusterMemcached(t *testing.T) {
 		return
 	}
 
+	ok = t.Run("restarted, it reads the Deployment that is up to date, and writes nothing to it", func(t *testing.T) {
+		deployments := admin.AppsV1().Deployments(ns)
+		before, err := deployments.Get(t.Context(), "sessions", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// An apply that changes nothing changes no resourceVersion either,
+		// so what tells is the API server's count of the requests.
+		applies, gets := deploymentRequests(t, admin, "APPLY"), deploymentRequests(t, admin, "GET")
+		if applies == 0 {
+			t.Fatal("the API server counts no applies of Deployments, though the App made two: the count is wrong")
+		}
+		p.Signal()
+		if code := apptest.Wait(t, p); code != 0 {
+			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
+		}
+		p = start()
+		// The new App's reconcile of the Memcached, counted in its
+		// metrics.
+		cluster.Eventually(t, time.Minute, func(context.Context) error {
+			text, err := apptest.Metrics(host.Env["METRICS_ADDR"])
+			if err != nil {
+				return err
+			}
+			if !regexp.MustCompile(`(?m)^humus_kube_controller_reconcile_duration_seconds_count\{[^}]*outcome="success"[^}]*\} [1-9]`).MatchString(text) {
+				return errors.New("no reconcile yet")
+			}
+			return nil
+		})
+		after, err := deployments.Get(t.Context(), "sessions", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := deploymentRequests(t, admin, "APPLY") - applies; n != 0 {
+			t.Errorf("%d applies of Deployments since the restart, want 0: the Deployment is up to date", n)
+		}
+		// The test's own Gets of the Deployment count too.
+		if n := deploymentRequests(t, admin, "GET") - gets; n < 2 {
+			t.Errorf("%d gets of Deployments since the restart, want the test's and the Reconciler's", n)
+		}
+		if after.ResourceVersion != before.ResourceVersion {
+			t.Errorf("the Deployment's resourceVersion went from %s to %s: the restart wrote it; managed fields: %s",
+				before.ResourceVersion, after.ResourceVersion, managers(after.ManagedFields))
+		}
+	})
+	if !ok {
+		return
+	}
+
 	ok = t.Run("deleting the Memcached finalizes it once, and garbage-collects its Deployment", func(t *testing.T) {
 		if err := memcacheds.Delete(t.Context(), "sessions", metav1.DeleteOptions{}); err != nil {
 			t.Fatalf("deleting the Memcached: %v", err)
@@ -141,21 +242,27 @@ func TestClusterMemcached(t *testing.T) {
 			return cluster.Gone("the Memcached", err)
 		})
 
-		events, err := admin.EventsV1().Events(ns).List(t.Context(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		finalized := 0
-		for _, e := range events.Items {
-			if e.Reason == "Finalized" && e.Regarding.UID == uid {
-				finalized++
-				if e.ReportingController != app.Name || e.ReportingInstance != pod {
-					t.Errorf("the event was reported by %s %s, want %s %s", e.ReportingController, e.ReportingInstance, app.Name, pod)
-				}
+		// client-go's recorder writes its Events in the background.
+		var finalized []eventsv1.Event
+		cluster.Eventually(t, 30*time.Second, func(context.Context) error {
+			var err error
+			finalized, err = eventsOf(t, admin, ns, uid, "Finalized")
+			if err != nil || len(finalized) == 0 {
+				return fmt.Errorf("no Finalized event yet: %v", err)
+			}
+			return nil
+		})
+		for _, e := range finalized {
+			if e.ReportingController != app.Name || e.ReportingInstance != pod || e.Action != "Finalize" {
+				t.Errorf("the event was reported by %s %s, with action %s, want %s %s, Finalize", e.ReportingController, e.ReportingInstance, e.Action, app.Name, pod)
+			}
+			// The recorder counts an Event that recurs in its series.
+			if e.Series != nil {
+				t.Errorf("the event recurred %d times, want once: the finalizer runs once", e.Series.Count)
 			}
 		}
-		if finalized != 1 {
-			t.Errorf("%d Finalized events for the Memcached, want 1: the finalizer runs once", finalized)
+		if len(finalized) != 1 {
+			t.Errorf("%d Finalized events for the Memcached, want 1: the finalizer runs once", len(finalized))
 		}
 
 		// The garbage collector finds a new CRD's resources at its next
@@ -183,8 +290,15 @@ func TestClusterMemcached(t *testing.T) {
 		if code := apptest.Wait(t, p); code != 0 {
 			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
 		}
-		if s := host.Stderr(); s != "" {
-			t.Errorf("stderr = %q, want nothing", s)
+		// What is on stderr is BuildTelemetry's: one line a log record,
+		// none an error, and no error of humus's own, which would be a
+		// line of its own.
+		record := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARN) `)
+		for line := range strings.Lines(host.Stderr()) {
+			if !record.MatchString(line) {
+				t.Errorf("stderr has %q, want only log records of no more than WARN; stderr:\n%s", line, host.Stderr())
+				break
+			}
 		}
 		l, err = leases.Get(t.Context(), app.Name, metav1.GetOptions{})
 		if err != nil {
@@ -332,6 +446,43 @@ func getMemcached(t *testing.T, memcacheds dynamic.ResourceInterface, name strin
 		return m, err
 	}
 	return m, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &m)
+}
+
+// deploymentRequests is how many requests of verb, such as "APPLY", on
+// Deployments the API server has served, from its own metrics: the
+// control plane runs no deployment controller, so in a test the requests
+// are the test's and the App's.
+func deploymentRequests(t *testing.T, kc kubernetes.Interface, verb string) int {
+	t.Helper()
+	text, err := kc.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
+	if err != nil {
+		t.Fatalf("the API server's metrics: %v", err)
+	}
+	re := regexp.MustCompile(`(?m)^apiserver_request_total\{[^}]*resource="deployments"[^}]*verb="` + verb + `"[^}]*\} (\d+)$`)
+	n := 0
+	for _, m := range re.FindAllStringSubmatch(string(text), -1) {
+		v, err := strconv.Atoi(m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += v
+	}
+	return n
+}
+
+// eventsOf are the Events in ns about the object uid, of reason.
+func eventsOf(t *testing.T, kc kubernetes.Interface, ns string, uid types.UID, reason string) ([]eventsv1.Event, error) {
+	list, err := kc.EventsV1().Events(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var got []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Reason == reason && e.Regarding.UID == uid {
+			got = append(got, e)
+		}
+	}
+	return got, nil
 }
 
 func managers(fields []metav1.ManagedFieldsEntry) string {

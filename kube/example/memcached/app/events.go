@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/contrib/bridges/otelslog"
@@ -36,8 +37,8 @@ func newEventService(s *humus.Setup, kc kubernetes.Interface, instance string) *
 	// client-go logs through klog: a logger of the App's own, in the
 	// recorder and in its context, keeps its records from klog's global
 	// logger and the real stderr.
-	log := logr.FromSlogHandler(otelslog.NewHandler("github.com/z5labs/humus/kube/example/memcached/app",
-		otelslog.WithLoggerProvider(s.Telemetry.LoggerProvider)))
+	log := logr.FromSlogHandler(verbosity{otelslog.NewHandler("github.com/z5labs/humus/kube/example/memcached/app",
+		otelslog.WithLoggerProvider(s.Telemetry.LoggerProvider))})
 	b := events.NewBroadcaster(instanceSink{
 		EventSink: &events.EventSinkImpl{Interface: kc.EventsV1()},
 		instance:  instance,
@@ -89,4 +90,21 @@ func (s instanceSink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.
 	e = e.DeepCopy()
 	e.ReportingInstance = s.instance
 	return s.EventSink.Update(ctx, e)
+}
+
+// verbosity keeps client-go's records up to its V(2), as the kube module
+// does for its own, and drops its debugging levels, such as V(8)'s body of
+// every request.
+type verbosity struct{ slog.Handler }
+
+func (v verbosity) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.Level(-2) && v.Handler.Enabled(ctx, l)
+}
+
+func (v verbosity) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return verbosity{Handler: v.Handler.WithAttrs(attrs)}
+}
+
+func (v verbosity) WithGroup(name string) slog.Handler {
+	return verbosity{Handler: v.Handler.WithGroup(name)}
 }
