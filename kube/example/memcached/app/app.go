@@ -37,7 +37,7 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 	}
 	// The Events are this replica's, POD_NAME's, as its Lease is.
 	events := newEventService(s, kc, set.controller.LeaderElection.Identity)
-	rec := Reconciler{Kube: kc, Events: events.recorder}
+	rec := Reconciler{Kube: kc, Events: events}
 	ctrl, err := kube.NewController(s, client, set.controller, Memcached, rec,
 		kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments")),
 		kube.Finalize(Finalizer, rec.Finalize),

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/contrib/bridges/otelslog"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -20,14 +22,21 @@ import (
 // humus.Service: the recorder's goroutines start with the App's Serve,
 // and end with it.
 //
-// The recorder keeps the Events it is given, and writes them in the
-// background, retrying what it can't write; an Event recorded after the
-// App has stopped, while the controller finishes its reconciles, is
-// dropped.
+// It is the Reconciler's events.EventRecorder too. client-go's broadcaster
+// drops an Event recorded before it records to the API server, so Eventf
+// waits for Serve to have started that, which it has long before a
+// reconcile, once the controller's caches have synced. The recorder writes
+// the Events in the background, retrying what it can't write; an Event
+// recorded after the App has stopped, while the controller finishes its
+// reconciles, is dropped.
 type eventService struct {
 	broadcaster events.EventBroadcaster
 	recorder    events.EventRecorder
 	log         logr.Logger
+
+	started  chan struct{} // closed once Serve records to the API server
+	stopped  chan struct{} // closed by Shutdown
+	stopOnce sync.Once
 }
 
 // newEventService returns the Service that records Events in the name of
@@ -49,7 +58,21 @@ func newEventService(s *humus.Setup, kc kubernetes.Interface, instance string) *
 		// *corev1.ObjectReference, which needs no scheme.
 		recorder: b.NewRecorder(nil, Name).WithLogger(log),
 		log:      log,
+		started:  make(chan struct{}),
+		stopped:  make(chan struct{}),
 	}
+}
+
+// Eventf records an Event, as events.EventRecorder's Eventf does, once
+// Serve has started recording, and drops it once the Service is shut
+// down.
+func (s *eventService) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	select {
+	case <-s.started:
+	case <-s.stopped:
+		return
+	}
+	s.recorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
 // Serve writes the Events recorded until ctx is done.
@@ -57,6 +80,7 @@ func (s *eventService) Serve(ctx context.Context) error {
 	if err := s.broadcaster.StartRecordingToSinkWithContext(klog.NewContext(ctx, s.log)); err != nil {
 		return fmt.Errorf("app: recording Events: %w", err)
 	}
+	close(s.started)
 	<-ctx.Done()
 	return nil
 }
@@ -65,6 +89,7 @@ func (s *eventService) Serve(ctx context.Context) error {
 // the recorded Events to the API server; the ones writing an Event end
 // with Serve's context.
 func (s *eventService) Shutdown(context.Context) error {
+	s.stopOnce.Do(func() { close(s.stopped) })
 	s.broadcaster.Shutdown()
 	return nil
 }

@@ -27,7 +27,7 @@ func TestEventServiceRecordsAsThisReplica(t *testing.T) {
 	}
 
 	humustest.TestService(t, svc, humustest.During(func(ctx context.Context) {
-		svc.recorder.Eventf(m, nil, corev1.EventTypeNormal, "Finalized", "Finalize", "finalized")
+		svc.Eventf(m, nil, corev1.EventTypeNormal, "Finalized", "Finalize", "finalized")
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			list, err := kc.EventsV1().Events("shop").List(ctx, metav1.ListOptions{})
