@@ -243,15 +243,6 @@ func (lw *lineWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// packages are the go build arguments naming the programs.
-func packages() []string {
-	pkgs := make([]string, len(programs))
-	for i, p := range programs {
-		pkgs[i] = "./" + p
-	}
-	return pkgs
-}
-
 // repoRoot is the nearest folder at or above the working directory that
 // holds go.work.
 func repoRoot() (string, error) {

@@ -165,7 +165,10 @@ func run(ctx context.Context, o options) (err error) {
 	term.step("Starting the controller as its pod would run: POD_NAMESPACE=%s POD_NAME=%s, KUBECONFIG the control plane's "+
 		"(with the admin's credentials), every namespace watched. Its own lines follow, marked \"memcached |\"%s.", ns, podName, hidden)
 	ctrl := exec.Command(exe)
-	ctrl.Env = append(withoutVars(os.Environ(), "KUBECONFIG", "POD_NAMESPACE", "POD_NAME", "WATCH_NAMESPACE", "PROBES_ADDR", "METRICS_ADDR"),
+	// The demo isn't an App: it runs one, as a process, in the environment
+	// it was given, but for the variables it sets.
+	env := os.Environ() //nolint:forbidigo // the demo isn't an App
+	ctrl.Env = append(withoutVars(env, "KUBECONFIG", "POD_NAMESPACE", "POD_NAME", "WATCH_NAMESPACE", "PROBES_ADDR", "METRICS_ADDR"),
 		"KUBECONFIG="+c.KubeconfigPath(),
 		"POD_NAMESPACE="+ns,
 		"POD_NAME="+podName,
@@ -198,7 +201,7 @@ func run(ctx context.Context, o options) (err error) {
 	running := func() error {
 		select {
 		case <-exited:
-			return fmt.Errorf("the controller exited: %v", exitErr)
+			return fmt.Errorf("the controller exited: %w", exitErr)
 		default:
 			return nil
 		}
@@ -421,7 +424,7 @@ func poll(ctx context.Context, term *terminal, timeout, remind time.Duration, wh
 		}
 		select {
 		case <-ctx.Done():
-			if context.Cause(ctx) != context.DeadlineExceeded {
+			if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 				return context.Cause(ctx)
 			}
 			return fmt.Errorf("%s didn't happen within %s: %w", what, timeout, last)
@@ -496,7 +499,8 @@ func freeAddrs(n int) ([]string, error) {
 		}
 	}()
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", "127.0.0.1:0") //nolint:forbidigo // the demo isn't an App: the ports are its controller's
+
 		if err != nil {
 			return nil, err
 		}
