@@ -124,7 +124,7 @@ func valueString(v attribute.Value) string {
 	case attribute.EMPTY:
 		return ""
 	default:
-		return v.Emit()
+		return v.String()
 	}
 }
 

@@ -113,8 +113,11 @@ func TestClusterMemcached(t *testing.T) {
 		// client-go's recorder writes its Events in the background.
 		cluster.Eventually(t, 30*time.Second, func(context.Context) error {
 			created, err := eventsOf(t, admin, ns, uid, "DeploymentCreated")
-			if err != nil || len(created) != 1 {
-				return fmt.Errorf("DeploymentCreated events: %d, %v, want 1", len(created), err)
+			if err != nil {
+				return err
+			}
+			if len(created) != 1 {
+				return fmt.Errorf("%d DeploymentCreated events, want 1", len(created))
 			}
 			e := created[0]
 			if e.ReportingController != app.Name || e.ReportingInstance != pod ||
@@ -247,8 +250,11 @@ func TestClusterMemcached(t *testing.T) {
 		cluster.Eventually(t, 30*time.Second, func(context.Context) error {
 			var err error
 			finalized, err = eventsOf(t, admin, ns, uid, "Finalized")
-			if err != nil || len(finalized) == 0 {
-				return fmt.Errorf("no Finalized event yet: %v", err)
+			if err != nil {
+				return err
+			}
+			if len(finalized) == 0 {
+				return errors.New("no Finalized event yet")
 			}
 			return nil
 		})

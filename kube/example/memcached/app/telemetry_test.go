@@ -9,8 +9,8 @@ import (
 	"go.opentelemetry.io/contrib/bridges/otelslog"
 
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube/example/memcached/app"
 	"github.com/z5labs/humus/kube/example/internal/podtel"
+	"github.com/z5labs/humus/kube/example/memcached/app"
 )
 
 // With no configuration, BuildTelemetry's records are lines on the Host's
