@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
@@ -26,12 +25,12 @@ import (
 // returned. A status computed from an object that has since changed, been
 // deleted or been replaced is refused, and the change's watch event queues
 // the key again.
-func (c *Controller) applyStatus(ctx context.Context, u *unstructured.Unstructured, rv string, status []byte) error {
+func (c *Controller) applyStatus(ctx context.Context, u *cachedObject, rv string, status []byte) error {
 	meta := identity(u)
 	meta["resourceVersion"] = rv
 	body, err := json.Marshal(map[string]any{
-		"apiVersion": u.GetAPIVersion(),
-		"kind":       u.GetKind(),
+		"apiVersion": u.APIVersion,
+		"kind":       u.Kind,
 		"metadata":   meta,
 		"status":     json.RawMessage(status),
 	})
@@ -49,7 +48,7 @@ func (c *Controller) applyStatus(ctx context.Context, u *unstructured.Unstructur
 // apply of u's metadata without it: the controller's field manager is the
 // only one that owns it, so the API server removes it. It returns the
 // object's resourceVersion after the write.
-func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstructured, add bool) (string, error) {
+func (c *Controller) applyFinalizer(ctx context.Context, u *cachedObject, add bool) (string, error) {
 	meta := identity(u)
 	verb := "removing the finalizer from"
 	if add {
@@ -57,8 +56,8 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstruc
 		verb = "adding the finalizer to"
 	}
 	body, err := json.Marshal(map[string]any{
-		"apiVersion": u.GetAPIVersion(),
-		"kind":       u.GetKind(),
+		"apiVersion": u.APIVersion,
+		"kind":       u.Kind,
 		"metadata":   meta,
 	})
 	if err != nil {
@@ -74,7 +73,7 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstruc
 // apply is every write of the controller's own. It is sent only while this
 // replica can prove it holds the Lease, and its context ends with that
 // proof, so no write of its own is in flight after its renew deadline.
-func (c *Controller) apply(ctx context.Context, u *unstructured.Unstructured, body []byte, subresource ...string) (rv string, err error) {
+func (c *Controller) apply(ctx context.Context, u *cachedObject, body []byte, subresource ...string) (rv string, err error) {
 	p := c.proof.Load()
 	if p == nil {
 		return "", errNotLeading
@@ -149,7 +148,7 @@ func staleAnswer(err error, name string) bool {
 // namespace, and its UID, so the API server refuses the write, rather than
 // create an object or write onto another one of the same name, when u is
 // stale.
-func identity(u *unstructured.Unstructured) map[string]any {
+func identity(u *cachedObject) map[string]any {
 	meta := map[string]any{"name": u.GetName(), "uid": string(u.GetUID())}
 	if ns := u.GetNamespace(); ns != "" {
 		meta["namespace"] = ns

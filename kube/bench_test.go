@@ -2,9 +2,13 @@ package kube
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/z5labs/humus"
@@ -26,6 +30,67 @@ func benchCache() *unstructured.Unstructured {
 	return u
 }
 
+// BenchmarkCacheHeap is the heap one cached Memcached holds: as the
+// dynamic client decodes it (nested maps), and as the cache keeps it (its
+// metadata and its JSON); both without managedFields.
+func BenchmarkCacheHeap(b *testing.B) {
+	const n = 2000
+	objects := func() []*unstructured.Unstructured {
+		us := make([]*unstructured.Unstructured, n)
+		for i := range us {
+			u := benchCache()
+			u.SetName(fmt.Sprintf("memcached-%05d", i))
+			u.SetUID(types.UID(fmt.Sprintf("6b1f1c9e-8d7a-4c2e-9f3b-%012d", i)))
+			u.SetResourceVersion(fmt.Sprint(100000 + i))
+			u.SetGeneration(1)
+			u.SetCreationTimestamp(metav1.Now())
+			u.SetFinalizers([]string{"cache.example.com/finalizer"})
+			// Decoded as the dynamic client decodes a watch event.
+			raw, err := u.MarshalJSON()
+			if err != nil {
+				b.Fatal(err)
+			}
+			us[i] = &unstructured.Unstructured{}
+			if err := us[i].UnmarshalJSON(raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return us
+	}
+	for _, tc := range []struct {
+		name string
+		keep func(*unstructured.Unstructured) any
+	}{
+		{"unstructured", func(u *unstructured.Unstructured) any { return u }},
+		{"cached", func(u *unstructured.Unstructured) any { o, _ := compact(u); return o }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			kept := make([]any, n)
+			before := heapInUse()
+			for i, u := range objects() {
+				kept[i] = tc.keep(u)
+			}
+			perObject := float64(heapInUse()-before) / n
+			runtime.KeepAlive(kept)
+
+			u := objects()[0]
+			b.ReportAllocs()
+			for b.Loop() {
+				tc.keep(u)
+			}
+			b.ReportMetric(perObject, "heap-B/object")
+		})
+	}
+}
+
+// heapInUse is the heap in use after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
 // BenchmarkCRD reflects the test Memcached's CRD.
 func BenchmarkCRD(b *testing.B) {
 	b.ReportAllocs()
@@ -39,11 +104,11 @@ func BenchmarkCRD(b *testing.B) {
 // BenchmarkDecode decodes a cached object into an Object: the copy every
 // reconcile is handed.
 func BenchmarkDecode(b *testing.B) {
-	u := benchCache()
+	o := cached(b, benchCache())
 	b.ReportAllocs()
 	for b.Loop() {
 		var m Object[cacheSpec, cacheStatus]
-		if err := decode(u, &m); err != nil {
+		if err := decode(o, &m); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -68,7 +133,7 @@ func BenchmarkProcess(b *testing.B) {
 	}
 	f.use(ctrl)
 	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	if err := store.Add(benchCache()); err != nil {
+	if err := store.Add(cached(b, benchCache())); err != nil {
 		b.Fatal(err)
 	}
 	q := newQueue(ctrl.name, ctrl.tel.queueMetrics)

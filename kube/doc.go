@@ -225,7 +225,9 @@
 //  1. Check that the resource and each resource it Owns are served: list
 //     each once.
 //  2. Start the informers: the resource's, and a metadata informer for
-//     each it Owns, limited to Settings.Namespace.
+//     each it Owns, limited to Settings.Namespace. The resource's cache
+//     keeps each object as its metadata and its JSON; neither cache keeps
+//     managedFields.
 //  3. Wait for the caches to sync; Synced is healthy from then.
 //  4. Campaign for the Lease. Every replica runs steps 1 to 4 and keeps
 //     its caches warm; the holder runs Settings.Workers workers.
@@ -240,10 +242,10 @@
 //     references. Read your own writes: a cache older than the key's last
 //     write of the controller's own holds the key back until the write's
 //     watch event brings it (at most 30s), since reconciling the older
-//     object would apply again what the write did; and the event of a
-//     write that a reconcile has already run on queues nothing.
-//  2. Decode it into a new Object, the end user's own copy, decoded as
-//     encoding/json would: nothing the Reconciler does changes the cache.
+//     object would apply again what the write did.
+//  2. Decode it into a new Object, the end user's own copy, decoded from
+//     the cached JSON as encoding/json would: nothing the Reconciler does
+//     changes the cache.
 //     An object that can't be decoded is retried with backoff, its error
 //     naming the object and the field, and gets no finalizer.
 //  3. Handle the finalizer, when Finalize is given: add it before the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -41,7 +40,7 @@ type kindType[T any] struct {
 	fin func(context.Context, T) error
 }
 
-func (k kindType[T]) decode(u *unstructured.Unstructured) (decoded, error) {
+func (k kindType[T]) decode(u *cachedObject) (decoded, error) {
 	d := &kindObject[T]{typ: k}
 	if err := decode(u, &d.obj); err != nil {
 		return nil, err

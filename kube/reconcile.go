@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -51,7 +51,7 @@ func (c *Controller) process(ctx context.Context, q queue, store cache.Indexer, 
 		c.versions.forget(key)
 		return
 	}
-	u := item.(*unstructured.Unstructured)
+	u := item.(*cachedObject)
 
 	// Read your own writes: a cache older than this key's last write would
 	// reconcile, and apply, what that write already did. The watch event
@@ -98,7 +98,7 @@ func (c *Controller) settle(key string) {
 
 // reconcileOrPanic runs steps 2 to 6, recovering a panic in the end user's
 // code.
-func (c *Controller) reconcileOrPanic(ctx context.Context, u *unstructured.Unstructured) (after time.Duration, pv *panicValue, err error) {
+func (c *Controller) reconcileOrPanic(ctx context.Context, u *cachedObject) (after time.Duration, pv *panicValue, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			pv = &panicValue{value: r, stack: debug.Stack()}
@@ -110,7 +110,7 @@ func (c *Controller) reconcileOrPanic(ctx context.Context, u *unstructured.Unstr
 
 // reconcile runs steps 2 to 6 for u: the decode, the finalizer, the
 // Reconciler and the status.
-func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured) (time.Duration, error) {
+func (c *Controller) reconcile(ctx context.Context, u *cachedObject) (time.Duration, error) {
 	deleting := u.GetDeletionTimestamp() != nil
 	hasFinalizer := c.finalizer != "" && slices.Contains(u.GetFinalizers(), c.finalizer)
 	if deleting && !hasFinalizer {
@@ -163,7 +163,7 @@ func (c *Controller) reconcile(ctx context.Context, u *unstructured.Unstructured
 }
 
 // key is u's key in the queue and the cache.
-func key(u *unstructured.Unstructured) string {
+func key(u metav1.Object) string {
 	if ns := u.GetNamespace(); ns != "" {
 		return ns + "/" + u.GetName()
 	}
@@ -171,6 +171,6 @@ func key(u *unstructured.Unstructured) string {
 }
 
 // wrapf names the object an error is about.
-func wrapf(u *unstructured.Unstructured, err error, format string) error {
+func wrapf(u *cachedObject, err error, format string) error {
 	return fmt.Errorf("kube: "+format+" %s: %w", describe(u), err)
 }

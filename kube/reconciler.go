@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Reconciler brings the cluster to what an object's spec declares.
@@ -51,7 +49,7 @@ type Result[Status any] struct {
 type objectType interface {
 	// decode decodes u into the end user's own copy: step 2 of How one
 	// key is reconciled (package doc).
-	decode(u *unstructured.Unstructured) (decoded, error)
+	decode(u *cachedObject) (decoded, error)
 }
 
 // decoded is one object, decoded, ready for the end user's code.
@@ -70,7 +68,7 @@ type resourceType[Spec, Status any] struct {
 	fin func(context.Context, Object[Spec, Status]) error
 }
 
-func (r resourceType[Spec, Status]) decode(u *unstructured.Unstructured) (decoded, error) {
+func (r resourceType[Spec, Status]) decode(u *cachedObject) (decoded, error) {
 	d := &resourceObject[Spec, Status]{typ: r, u: u}
 	if err := decode(u, &d.obj); err != nil {
 		return nil, err
@@ -80,7 +78,7 @@ func (r resourceType[Spec, Status]) decode(u *unstructured.Unstructured) (decode
 
 type resourceObject[Spec, Status any] struct {
 	typ resourceType[Spec, Status]
-	u   *unstructured.Unstructured
+	u   *cachedObject
 	obj Object[Spec, Status]
 }
 
@@ -112,12 +110,8 @@ func (r *resourceObject[Spec, Status]) finalize(ctx context.Context) error {
 // it changes the cache. Fields the Go type doesn't have are ignored, since a
 // newer CRD may add them; a value of the wrong type is an error naming the
 // object and the field.
-func decode(u *unstructured.Unstructured, v any) error {
-	b, err := u.MarshalJSON()
-	if err != nil {
-		return fmt.Errorf("kube: decoding %s: %w", describe(u), err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
+func decode(u *cachedObject, v any) error {
+	if err := json.Unmarshal(u.raw, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
 			return fmt.Errorf("kube: decoding %s: field %s: a JSON %s can't be a Go %s", describe(u), te.Field, te.Value, te.Type)
@@ -129,9 +123,9 @@ func decode(u *unstructured.Unstructured, v any) error {
 
 // describe names an object in errors and records, such as
 // "Memcached default/cache".
-func describe(u *unstructured.Unstructured) string {
+func describe(u *cachedObject) string {
 	if ns := u.GetNamespace(); ns != "" {
-		return u.GetKind() + " " + ns + "/" + u.GetName()
+		return u.Kind + " " + ns + "/" + u.GetName()
 	}
-	return u.GetKind() + " " + u.GetName()
+	return u.Kind + " " + u.GetName()
 }

@@ -69,9 +69,11 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 	}, reflect.TypeFor[Spec](), reflect.TypeFor[Status](), r.Rules)
 }
 
-// Object is one object of a Resource. The controller's cache keeps no
-// managedFields, so an Object handed to a Reconciler or to Finalize has
-// none: read them from the API server when they matter.
+// Object is one object of a Resource. The controller's cache keeps each
+// object as its metadata and its JSON, without managedFields, and decodes
+// an Object from that JSON for each reconcile, so an Object handed to a
+// Reconciler or to Finalize has none: read them from the API server when
+// they matter.
 type Object[Spec, Status any] struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -143,20 +142,13 @@ func (c *Controller) informers(q queue, watch *servedWatch) ([]cache.SharedIndex
 		if err := inf.SetWatchErrorHandlerWithContext(watch.handler(i)); err != nil {
 			return nil, fmt.Errorf("kube: setting a watch error handler: %w", err)
 		}
-		if err := inf.SetTransform(stripManagedFields); err != nil {
+		transform := stripManagedFields
+		if i == 0 {
+			transform = compact
+		}
+		if err := inf.SetTransform(transform); err != nil {
 			return nil, fmt.Errorf("kube: setting a transform: %w", err)
 		}
 	}
 	return infs, nil
-}
-
-// stripManagedFields drops an object's managedFields before its informer
-// caches it: nothing in the controller reads them, and each apply adds an
-// entry holding the whole set of fields it applied, often most of an
-// object's size. It is idempotent, as client-go requires.
-func stripManagedFields(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/z5labs/humus"
 )
@@ -89,7 +89,7 @@ type reconcileRecord struct {
 
 // start begins the reconcile of u: a root span, reconcile <Kind>, which
 // the Reconciler's context carries.
-func (t *telemetry) start(ctx context.Context, kind string, u *unstructured.Unstructured) (context.Context, *reconcileRecord) {
+func (t *telemetry) start(ctx context.Context, kind string, u metav1.Object) (context.Context, *reconcileRecord) {
 	var attrs []attribute.KeyValue
 	var logAttrs []any
 	if ns := u.GetNamespace(); ns != "" {

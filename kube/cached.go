@@ -1,0 +1,64 @@
+package kube
+
+import (
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// cachedObject is how the cache keeps each of the resource's objects: the
+// metadata the controller reads (its name, UID, resourceVersion,
+// generation, finalizers and the rest of metav1.ObjectMeta) and the
+// object's JSON, from which each reconcile decodes its own copy. Both are
+// never written once cached. The JSON is a third of the heap of the nested
+// maps the dynamic client decodes a watch event into, and a reconcile
+// decodes from it without encoding the maps first.
+type cachedObject struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+
+	raw []byte // the whole object, without managedFields
+}
+
+// DeepCopyObject copies o. Its JSON is shared: nothing writes it.
+func (o *cachedObject) DeepCopyObject() runtime.Object {
+	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw}
+	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	return c
+}
+
+// compact is the resource's informer's transform: it turns the dynamic
+// client's object into a cachedObject, without managedFields (nothing in
+// the controller reads them, and each apply adds an entry holding the
+// whole set of fields it applied, often most of an object's size). Any
+// other value, such as an object it already turned, is kept as it is, so
+// it is idempotent, as client-go requires.
+func compact(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	u.SetManagedFields(nil)
+	raw, err := u.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("kube: caching %s: %w", u.GetName(), err)
+	}
+	o := &cachedObject{raw: raw}
+	if err := json.Unmarshal(raw, o); err != nil {
+		return nil, fmt.Errorf("kube: caching %s: its metadata: %w", u.GetName(), err)
+	}
+	return o, nil
+}
+
+// stripManagedFields is an owned resource's informer's transform: it drops
+// an object's managedFields before the informer caches its metadata. It is
+// idempotent, as client-go requires.
+func stripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
