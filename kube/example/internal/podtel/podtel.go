@@ -67,6 +67,13 @@ func Build(ctx context.Context, h humus.Host, service string) (humus.Telemetry, 
 	}
 	res := resource.NewSchemaless(attribute.String("service.name", service))
 
+	// What can fail comes first, before anything that starts a goroutine:
+	// a Build that fails leaves nothing running.
+	prom, metricsHandler, err := newPrometheus()
+	if err != nil {
+		return humus.Telemetry{}, err
+	}
+
 	logOpts := []sdklog.LoggerProviderOption{
 		sdklog.WithResource(res),
 		sdklog.WithProcessor(NewLineProcessor(h.Stderr)),
@@ -93,12 +100,11 @@ func Build(ctx context.Context, h humus.Host, service string) (humus.Telemetry, 
 		traceOpts = append(traceOpts, sdktrace.WithResource(res), sdktrace.WithBatcher(traces))
 	}
 
-	mp, err := newMeterProvider(metricOpts)
-	if err != nil {
-		return humus.Telemetry{}, err
-	}
 	tel := humus.Telemetry{
-		MeterProvider:  mp,
+		MeterProvider: &MeterProvider{
+			MeterProvider: sdkmetric.NewMeterProvider(append(metricOpts, sdkmetric.WithReader(prom))...),
+			metrics:       metricsHandler,
+		},
 		LoggerProvider: sdklog.NewLoggerProvider(logOpts...),
 		Propagator:     propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 	}
@@ -148,7 +154,9 @@ type MeterProvider struct {
 	metrics http.Handler
 }
 
-func newMeterProvider(opts []sdkmetric.Option) (*MeterProvider, error) {
+// newPrometheus returns the Prometheus exporter, a reader of the
+// MeterProvider's metrics, and the handler that serves what it reads.
+func newPrometheus() (*otelprom.Exporter, http.Handler, error) {
 	// A registry of its own, never Prometheus' global one.
 	reg := prometheus.NewRegistry()
 	exp, err := otelprom.New(
@@ -159,12 +167,9 @@ func newMeterProvider(opts []sdkmetric.Option) (*MeterProvider, error) {
 		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("podtel: the Prometheus exporter: %w", err)
+		return nil, nil, fmt.Errorf("podtel: the Prometheus exporter: %w", err)
 	}
-	return &MeterProvider{
-		MeterProvider: sdkmetric.NewMeterProvider(append(opts, sdkmetric.WithReader(exp))...),
-		metrics:       promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-	}, nil
+	return exp, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
 }
 
 // Handler returns the handler that serves the metrics of t's MeterProvider
