@@ -19,23 +19,25 @@ import (
 
 // eventService records the Reconciler's Events with client-go's events
 // recorder, through the clientset, so the Client's transport. It is a
-// humus.Service: the recorder's goroutines start with the App's Serve,
-// and end with it.
+// humus.Service: the recorder and its goroutines start with its Serve, and
+// end with it, so an Init that fails after making it leaves nothing
+// running.
 //
-// It is the Reconciler's events.EventRecorder too. client-go's broadcaster
-// drops an Event recorded before it records to the API server, so Eventf
-// waits for Serve to have started that, which it has long before a
-// reconcile, once the controller's caches have synced. The recorder writes
-// the Events in the background, retrying what it can't write; an Event
-// recorded after the App has stopped, while the controller finishes its
-// reconciles, is dropped.
+// It is the Reconciler's events.EventRecorder too. Eventf waits for Serve
+// to have started the recorder, which it has long before a reconcile, once
+// the controller's caches have synced: client-go's broadcaster would drop
+// an Event it got before. The recorder writes the Events in the
+// background, retrying what it can't write; an Event recorded after the
+// App has stopped, while the controller finishes its reconciles, is
+// dropped.
 type eventService struct {
-	broadcaster events.EventBroadcaster
-	recorder    events.EventRecorder
-	log         logr.Logger
+	kc       kubernetes.Interface
+	instance string
+	log      logr.Logger
 
-	started  chan struct{} // closed once Serve records to the API server
-	stopped  chan struct{} // closed by Shutdown
+	recorder events.EventRecorder // set by Serve, before it closes started
+	started  chan struct{}        // closed once Serve records to the API server
+	stopped  chan struct{}        // closed by Shutdown
 	stopOnce sync.Once
 }
 
@@ -43,28 +45,21 @@ type eventService struct {
 // the controller, Name, and of this replica, instance, such as its pod's
 // name, with kc.
 func newEventService(s *humus.Setup, kc kubernetes.Interface, instance string) *eventService {
-	// client-go logs through klog: a logger of the App's own, in the
-	// recorder and in its context, keeps its records from klog's global
-	// logger and the real stderr.
-	log := logr.FromSlogHandler(verbosity{otelslog.NewHandler("github.com/z5labs/humus/kube/example/memcached/app",
-		otelslog.WithLoggerProvider(s.Telemetry.LoggerProvider))})
-	b := events.NewBroadcaster(instanceSink{
-		EventSink: &events.EventSinkImpl{Interface: kc.EventsV1()},
-		instance:  instance,
-	})
 	return &eventService{
-		broadcaster: b,
-		// The recorder takes the Event's regarding object as a
-		// *corev1.ObjectReference, which needs no scheme.
-		recorder: b.NewRecorder(nil, Name).WithLogger(log),
-		log:      log,
-		started:  make(chan struct{}),
-		stopped:  make(chan struct{}),
+		kc:       kc,
+		instance: instance,
+		// client-go logs through klog: a logger of the App's own, in the
+		// recorder and in its context, keeps its records from klog's
+		// global logger and the real stderr.
+		log: logr.FromSlogHandler(verbosity{otelslog.NewHandler("github.com/z5labs/humus/kube/example/memcached/app",
+			otelslog.WithLoggerProvider(s.Telemetry.LoggerProvider))}),
+		started: make(chan struct{}),
+		stopped: make(chan struct{}),
 	}
 }
 
 // Eventf records an Event, as events.EventRecorder's Eventf does, once
-// Serve has started recording, and drops it once the Service is shut
+// Serve has started the recorder, and drops it once the Service is shut
 // down.
 func (s *eventService) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	select {
@@ -75,22 +70,30 @@ func (s *eventService) Eventf(regarding, related runtime.Object, eventtype, reas
 	s.recorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
-// Serve writes the Events recorded until ctx is done.
+// Serve starts the recorder, writes the Events recorded until ctx is done,
+// and then stops it.
 func (s *eventService) Serve(ctx context.Context) error {
-	if err := s.broadcaster.StartRecordingToSinkWithContext(klog.NewContext(ctx, s.log)); err != nil {
+	b := events.NewBroadcaster(instanceSink{
+		EventSink: &events.EventSinkImpl{Interface: s.kc.EventsV1()},
+		instance:  s.instance,
+	})
+	defer b.Shutdown()
+	if err := b.StartRecordingToSinkWithContext(klog.NewContext(ctx, s.log)); err != nil {
 		return fmt.Errorf("app: recording Events: %w", err)
 	}
+	// The recorder takes the Event's regarding object as a
+	// *corev1.ObjectReference, which needs no scheme.
+	s.recorder = b.NewRecorder(nil, Name).WithLogger(s.log)
 	close(s.started)
 	<-ctx.Done()
 	return nil
 }
 
-// Shutdown stops the broadcaster, and with it the goroutine that hands
-// the recorded Events to the API server; the ones writing an Event end
-// with Serve's context.
+// Shutdown drops the Events recorded from now on. Serve stops the
+// recorder, once its context is done; the goroutines writing an Event end
+// with that context.
 func (s *eventService) Shutdown(context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopped) })
-	s.broadcaster.Shutdown()
 	return nil
 }
 
