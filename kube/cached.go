@@ -26,7 +26,7 @@ type cachedObject struct {
 // DeepCopyObject copies o. Its JSON is shared: nothing writes it.
 func (o *cachedObject) DeepCopyObject() runtime.Object {
 	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw}
-	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	o.DeepCopyInto(&c.ObjectMeta)
 	return c
 }
 
