@@ -12,6 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
@@ -21,9 +24,9 @@ import (
 // records the resourceVersion each of them returned, and the event that
 // brings that version queues nothing. A write is recorded when it goes
 // through the Client's transport (a clientset built from Client.Config),
-// with the reconcile's context, and its answer is JSON, as client-go's
-// clientsets ask for by default; any other write's event queues the owner
-// as a change of someone else's does.
+// with the reconcile's context, and its answer is JSON or protobuf, as
+// client-go's clients ask for; any other write's event queues the owner as
+// a change of someone else's does.
 
 // writeRecorder records a write's answer: the resource it was sent to, and
 // the object's namespace, name and resourceVersion after it.
@@ -60,7 +63,8 @@ func (t *writesTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	gr, ok := resourceOf(r.URL.Path)
-	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); !ok || err != nil || mt != "application/json" {
+	mt, _, mtErr := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if !ok || mtErr != nil || (mt != jsonType && mt != protobufType) {
 		return resp, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRecordedBytes+1))
@@ -70,17 +74,54 @@ func (t *writesTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil || len(body) > maxRecordedBytes {
 		return resp, nil
 	}
-	var obj struct {
-		Metadata struct {
-			Namespace       string `json:"namespace"`
-			Name            string `json:"name"`
-			ResourceVersion string `json:"resourceVersion"`
-		} `json:"metadata"`
-	}
-	if json.Unmarshal(body, &obj) == nil && obj.Metadata.Name != "" {
-		rec.recordWrite(gr, obj.Metadata.Namespace, obj.Metadata.Name, obj.Metadata.ResourceVersion)
+	if m, ok := metadataOf(mt, body); ok && m.Name != "" {
+		rec.recordWrite(gr, m.Namespace, m.Name, m.ResourceVersion)
 	}
 	return resp, nil
+}
+
+// The media types of the answers a write's resourceVersion is read from:
+// JSON, and the protobuf that client-go's clientsets ask for.
+const (
+	jsonType     = "application/json"
+	protobufType = "application/vnd.kubernetes.protobuf"
+)
+
+// protobufMagic starts every object the API server encodes as protobuf,
+// followed by a runtime.Unknown holding the object.
+var protobufMagic = []byte("k8s\x00")
+
+// metadataOf reads an answer's object's metadata. In protobuf, every
+// Kubernetes object has its metav1.ObjectMeta as its field 1.
+func metadataOf(mediaType string, body []byte) (metav1.ObjectMeta, bool) {
+	var m metav1.ObjectMeta
+	if mediaType == jsonType {
+		var obj struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		err := json.Unmarshal(body, &obj)
+		return obj.Metadata, err == nil
+	}
+	var unknown runtime.Unknown
+	if !bytes.HasPrefix(body, protobufMagic) || unknown.Unmarshal(body[len(protobufMagic):]) != nil {
+		return m, false
+	}
+	for b := unknown.Raw; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return m, false
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			return m, n >= 0 && m.Unmarshal(v) == nil
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return m, false
+		}
+		b = b[n:]
+	}
+	return m, false
 }
 
 // errReader returns err, or io.EOF when it is nil.

@@ -1,15 +1,19 @@
 package kube
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"slices"
-	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
 var deploymentsGR = schema.GroupResource{Group: "apps", Resource: "deployments"}
@@ -44,24 +48,36 @@ func (r *recorded) recordWrite(gr schema.GroupResource, namespace, name, rv stri
 }
 
 // The transport records the resourceVersion of each write a reconcile's
-// context carries a recorder for, whatever its verb, and hands its caller
-// the answer whole; a read, a write without a recorder, a refused write or
-// an answer that isn't JSON records nothing.
+// context carries a recorder for, whatever its verb, from a JSON answer or
+// a protobuf one (client-go's clientsets ask for protobuf), and hands its
+// caller the answer whole; a read, a write without a recorder, a refused
+// write or an answer it can't read records nothing.
 func TestTheTransportRecordsAReconcilesWrites(t *testing.T) {
-	const answer = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"namespace":"default","name":"d","resourceVersion":"42"},"spec":{"replicas":1}}`
+	const jsonAnswer = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"namespace":"default","name":"d","resourceVersion":"42"},"spec":{"replicas":1}}`
+	var pb bytes.Buffer
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: "43", Labels: map[string]string{"app": "d"}},
+		Spec: appsv1.DeploymentSpec{Replicas: new(int32(1))}}
+	d.APIVersion, d.Kind = "apps/v1", "Deployment"
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(d, &pb); err != nil {
+		t.Fatal(err)
+	}
+	answers := map[string]struct{ contentType, body string }{
+		"d":        {"application/json", jsonAnswer},
+		"refused":  {"application/json", `{"kind":"Status","metadata":{"resourceVersion":"44"}}`},
+		"protobuf": {"application/vnd.kubernetes.protobuf", pb.String()},
+		"garbled":  {"application/vnd.kubernetes.protobuf", "k8s\x00\x0a\xff"},
+		"yaml":     {"application/yaml", "metadata: {name: d, resourceVersion: '45'}"},
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case strings.HasSuffix(r.URL.Path, "/refused"):
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusConflict)
-			_, _ = io.WriteString(w, `{"kind":"Status","metadata":{"resourceVersion":"43"}}`)
-		case strings.HasSuffix(r.URL.Path, "/protobuf"):
-			w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
-			_, _ = io.WriteString(w, "k8s\x00")
-		default:
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, answer)
+		a, ok := answers[path.Base(r.URL.Path)]
+		if !ok {
+			a = answers["d"] // a create's path ends at the resource
 		}
+		w.Header().Set("Content-Type", a.contentType)
+		if path.Base(r.URL.Path) == "refused" {
+			w.WriteHeader(http.StatusConflict)
+		}
+		_, _ = io.WriteString(w, a.body)
 	}))
 	defer srv.Close()
 	client := &http.Client{Transport: &writesTransport{next: http.DefaultTransport}}
@@ -75,11 +91,13 @@ func TestTheTransportRecordsAReconcilesWrites(t *testing.T) {
 		{http.MethodPatch, deployment + "d", true, []string{"deployments.apps default/d 42"}},
 		{http.MethodPut, deployment + "d", true, []string{"deployments.apps default/d 42"}},
 		{http.MethodPost, "/apis/apps/v1/namespaces/default/deployments", true, []string{"deployments.apps default/d 42"}},
+		{http.MethodPatch, deployment + "protobuf", true, []string{"deployments.apps default/d 43"}},
 		{http.MethodGet, deployment + "d", true, nil},
 		{http.MethodDelete, deployment + "d", true, nil},
 		{http.MethodPatch, deployment + "d", false, nil},
 		{http.MethodPatch, deployment + "refused", true, nil},
-		{http.MethodPatch, deployment + "protobuf", true, nil},
+		{http.MethodPatch, deployment + "garbled", true, nil},
+		{http.MethodPatch, deployment + "yaml", true, nil},
 	} {
 		var rec recorded
 		ctx := t.Context()
@@ -99,7 +117,11 @@ func TestTheTransportRecordsAReconcilesWrites(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s %s: reading the answer: %v", tc.method, tc.path, err)
 		}
-		if resp.StatusCode == http.StatusOK && !strings.HasSuffix(tc.path, "protobuf") && string(body) != answer {
+		want, ok := answers[path.Base(tc.path)]
+		if !ok {
+			want = answers["d"]
+		}
+		if string(body) != want.body {
 			t.Errorf("%s %s: the caller read %q, want the answer whole", tc.method, tc.path, body)
 		}
 		if !slices.Equal(rec, tc.want) {

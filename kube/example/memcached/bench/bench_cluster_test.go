@@ -478,9 +478,12 @@ func coldStart(b *testing.B, n, workers int, restart bool) {
 	b.ReportMetric(syncedAt.Sub(again).Seconds(), "restart-synced-s")
 	idle(b, ctrl, uint64(n))
 	time.Sleep(2 * time.Second)
+	// Every write but the Lease's, which the leader renews whatever it
+	// does, and the access reviews the App asks for as it starts, which
+	// store nothing.
 	writes = 0
 	for vr, count := range bn.writes(b, ctrl.user, again) {
-		if !strings.HasSuffix(vr, " leases") {
+		if !strings.HasSuffix(vr, " leases") && !strings.HasSuffix(vr, "reviews") {
 			writes += count
 		}
 	}
