@@ -10,7 +10,8 @@
 //     answers every reason at once.
 //   - NewService serves GET /readyz and /livez over HTTP, listening through
 //     the Host: 200 "ok" when the probe's monitors are healthy, and 503 with
-//     the reasons otherwise. A probe with no monitors is healthy.
+//     the reasons otherwise. A probe with no monitors is healthy. Handle
+//     serves another handler beside them, such as /metrics.
 package health
 
 import (

@@ -6,17 +6,36 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/z5labs/humus"
 )
 
+// Option is what NewService is given: a Probe, or a Handle.
+type Option interface {
+	apply(*options)
+}
+
+// options is what NewService's Options add up to.
+type options struct {
+	byPath   map[string][]Monitor
+	handlers []handle
+}
+
 // Probe is one of the probes a Service serves, and the monitors it answers
-// with.
+// with. It is an Option.
 type Probe struct {
 	path     string
 	monitors []Monitor
+}
+
+func (p Probe) apply(o *options) {
+	if p.path == "" {
+		return
+	}
+	o.byPath[p.path] = append(o.byPath[p.path], p.monitors...)
 }
 
 // Readiness is the readiness probe, served at /readyz: healthy when every
@@ -27,11 +46,64 @@ func Readiness(ms ...Monitor) Probe { return Probe{path: "/readyz", monitors: ms
 // of ms is.
 func Liveness(ms ...Monitor) Probe { return Probe{path: "/livez", monitors: ms} }
 
+// Handle serves h at pattern beside the probes, such as a MeterProvider's
+// metrics at "GET /metrics". pattern is an http.ServeMux pattern; it may
+// not be empty, nor be the probes' own /readyz or /livez, and h may not be
+// nil. NewService can't return an error: a Handle that is refused makes
+// the Service's Serve return an error naming its pattern, joined with any
+// other Handle's, before it listens.
+func Handle(pattern string, h http.Handler) Option {
+	return handle{pattern: pattern, handler: h}
+}
+
+type handle struct {
+	pattern string
+	handler http.Handler
+}
+
+func (h handle) apply(o *options) { o.handlers = append(o.handlers, h) }
+
+// register adds h to mux, or returns why it can't, naming its pattern.
+func (h handle) register(mux *http.ServeMux) (err error) {
+	switch {
+	case h.pattern == "":
+		return errors.New("health: Handle: an empty pattern")
+	case h.handler == nil:
+		return fmt.Errorf("health: Handle(%q): a nil handler", h.pattern)
+	}
+	if p := patternPath(h.pattern); p == "/readyz" || p == "/livez" {
+		return fmt.Errorf("health: Handle(%q): %s is the probes' own", h.pattern, p)
+	}
+	// ServeMux panics on a pattern it can't parse, or one that conflicts
+	// with another's: that is an error here.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("health: Handle(%q): %v", h.pattern, r)
+		}
+	}()
+	mux.Handle(h.pattern, h.handler)
+	return nil
+}
+
+// patternPath is the path of an http.ServeMux pattern, "[METHOD ][HOST]/[PATH]":
+// "/metrics" for "GET /metrics".
+func patternPath(pattern string) string {
+	if _, rest, ok := strings.Cut(pattern, " "); ok {
+		pattern = strings.TrimLeft(rest, " \t")
+	}
+	if i := strings.IndexByte(pattern, '/'); i >= 0 {
+		return pattern[i:]
+	}
+	return pattern
+}
+
 // Service serves the probes over HTTP. It is a humus.Service.
 type Service struct {
 	host   humus.Host
 	addr   string
 	server *http.Server
+
+	err error // the Handles refused, which Serve returns
 
 	mu       sync.Mutex
 	served   bool
@@ -43,23 +115,27 @@ type Service struct {
 // listening with s.Host.Listen once it serves. Both /readyz and /livez are
 // always served; a probe not given, or given with no monitors, is healthy.
 // A probe given twice answers with the monitors of both; a zero Probe is
-// ignored.
-func NewService(s *humus.Setup, addr string, probes ...Probe) *Service {
-	byPath := map[string][]Monitor{"/readyz": nil, "/livez": nil}
-	for _, p := range probes {
-		if p.path == "" {
-			continue
+// ignored. Each Handle serves its handler beside them.
+func NewService(s *humus.Setup, addr string, opts ...Option) *Service {
+	o := options{byPath: map[string][]Monitor{"/readyz": nil, "/livez": nil}}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
 		}
-		byPath[p.path] = append(byPath[p.path], p.monitors...)
 	}
 	mux := http.NewServeMux()
-	for path, ms := range byPath {
+	for path, ms := range o.byPath {
 		mux.Handle("GET "+path, probeHandler(All(ms...)))
+	}
+	var errs []error
+	for _, h := range o.handlers {
+		errs = append(errs, h.register(mux))
 	}
 	return &Service{
 		host:   s.Host,
 		addr:   addr,
 		server: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		err:    errors.Join(errs...),
 		ready:  make(chan struct{}),
 	}
 }
@@ -97,8 +173,8 @@ func (s *Service) Addr(ctx context.Context) (net.Addr, error) {
 // Serve listens on the Service's address and serves the probes until ctx is
 // done, then closes the server at once and returns nil: probes are short,
 // and a kubelet asks again. An error listening or serving is returned,
-// naming the address. A Service serves once: a second Serve returns an
-// error.
+// naming the address, and so are the Handles NewService refused, before
+// it listens. A Service serves once: a second Serve returns an error.
 func (s *Service) Serve(ctx context.Context) error {
 	s.mu.Lock()
 	if s.served {
@@ -107,6 +183,11 @@ func (s *Service) Serve(ctx context.Context) error {
 	}
 	s.served = true
 	s.mu.Unlock()
+
+	if s.err != nil {
+		close(s.ready)
+		return s.err
+	}
 
 	l, err := s.host.Listen(ctx, "tcp", s.addr)
 	if err != nil {

@@ -23,11 +23,11 @@ type probe struct {
 
 // serve serves probes on the test Host's 127.0.0.1:0, and returns a
 // function that GETs a path from them.
-func serve(t *testing.T, probes ...health.Probe) (get func(path string) probe, svc *health.Service) {
+func serve(t *testing.T, opts ...health.Option) (get func(path string) probe, svc *health.Service) {
 	t.Helper()
 	h := humustest.NewHost()
 	s := &humus.Setup{Host: h.Host()}
-	svc = health.NewService(s, "127.0.0.1:0", probes...)
+	svc = health.NewService(s, "127.0.0.1:0", opts...)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
@@ -118,6 +118,65 @@ func TestServiceJoinsAProbesMonitors(t *testing.T) {
 		if got := get(path); got.code != http.StatusOK || got.body != "ok\n" {
 			t.Errorf("GET %s with every monitor healthy = %d %q, want 200 ok", path, got.code, got.body)
 		}
+	}
+}
+
+func TestServiceServesAHandleBesideTheProbes(t *testing.T) {
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "# TYPE up gauge\nup 1\n")
+	})
+	synced := health.NewBinary(errors.New("caches not synced"))
+	get, _ := serve(t, health.Readiness(synced), health.Handle("GET /metrics", metrics))
+
+	if got := get("/metrics"); got.code != http.StatusOK || got.body != "# TYPE up gauge\nup 1\n" {
+		t.Errorf("GET /metrics = %d %q, want 200 with the handler's body", got.code, got.body)
+	}
+	// The probes answer as they do without it.
+	if got := get("/readyz"); got.code != http.StatusServiceUnavailable || got.body != "caches not synced\n" {
+		t.Errorf("GET /readyz = %d %q, want 503 caches not synced", got.code, got.body)
+	}
+	if got := get("/livez"); got.code != http.StatusOK || got.body != "ok\n" {
+		t.Errorf("GET /livez = %d %q, want 200 ok", got.code, got.body)
+	}
+	if got := get("/other"); got.code != http.StatusNotFound {
+		t.Errorf("GET /other = %d, want 404", got.code)
+	}
+}
+
+func TestServiceRefusesABadHandle(t *testing.T) {
+	ok := http.NotFoundHandler()
+	h := humustest.NewHost()
+	svc := health.NewService(&humus.Setup{Host: h.Host()}, "127.0.0.1:0",
+		health.Readiness(health.NewBinary(nil)),
+		health.Handle("", ok),
+		health.Handle("GET /readyz", ok),
+		health.Handle("/livez", ok),
+		health.Handle("/metrics", nil),
+		health.Handle("GET /fine", ok),
+		health.Handle("GET /fine", ok), // twice: ServeMux's conflict
+	)
+
+	err := svc.Serve(context.Background())
+
+	if err == nil {
+		t.Fatal("Serve with bad Handles returned nil")
+	}
+	for _, want := range []string{
+		"health: Handle: an empty pattern",
+		`health: Handle("GET /readyz"): /readyz is the probes' own`,
+		`health: Handle("/livez"): /livez is the probes' own`,
+		`health: Handle("/metrics"): a nil handler`,
+		`health: Handle("GET /fine"): `,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Serve = %v\nwant it to say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "listening") {
+		t.Errorf("Serve = %v, want it to fail before listening", err)
+	}
+	if _, err := svc.Addr(context.Background()); err == nil {
+		t.Error("Addr of a Service that refused its Handles returned no error")
 	}
 }
 

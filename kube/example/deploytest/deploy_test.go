@@ -147,7 +147,7 @@ func checkDeployment(t *testing.T, ex example, d deploytest.Doc, dep *appsv1.Dep
 		errorf("KUBECONFIG is set: in a pod, the service account's token is used")
 	}
 
-	// The ports of PROBES_ADDR and METRICS_ADDR, or of their defaults.
+	// The port of PROBES_ADDR, or of its default.
 	addrPort := func(name string, def int) int {
 		e, ok := env[name]
 		if !ok {
@@ -189,9 +189,14 @@ func checkDeployment(t *testing.T, ex example, d deploytest.Doc, dep *appsv1.Dep
 		}
 	}
 
-	metricsPort := addrPort("METRICS_ADDR", 8080)
-	if portOf(intstr.FromString("metrics")) != metricsPort {
-		errorf("no container port named metrics, %d", metricsPort)
+	// The App serves /metrics beside the probes, on PROBES_ADDR's port:
+	// it is the container's one port, named for Prometheus' scrapes, and
+	// there is no METRICS_ADDR, which the App doesn't read.
+	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || int(c.Ports[0].ContainerPort) != probesPort {
+		errorf("ports %v, want one, named http, PROBES_ADDR's %d, where /metrics is served too", c.Ports, probesPort)
+	}
+	if _, ok := env["METRICS_ADDR"]; ok {
+		errorf("METRICS_ADDR is set: the App serves /metrics on PROBES_ADDR")
 	}
 
 	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {

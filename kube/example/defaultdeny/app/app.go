@@ -15,7 +15,8 @@ import (
 )
 
 // Init builds the App: the Namespace controller, and the probes' Service,
-// whose /readyz is healthy once the controller's caches have synced.
+// whose /readyz is healthy once the controller's caches have synced and
+// which, with BuildTelemetry's Telemetry, serves its metrics at /metrics.
 func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 	set, err := readSettings(ctx, s)
 	if err != nil {
@@ -36,12 +37,14 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	probes := health.NewService(s, set.probesAddr, health.Readiness(ctrl.Synced()))
-	svcs := []humus.Service{ctrl, probes}
-	// BuildTelemetry's MeterProvider carries the handler of its metrics;
-	// another Telemetry, such as a test's, has none to serve.
+	opts := []health.Option{health.Readiness(ctrl.Synced())}
+	// BuildTelemetry's MeterProvider carries the handler of its metrics,
+	// served at /metrics beside the probes; another Telemetry, such as a
+	// test's, has none to serve.
 	if metrics, ok := podtel.Handler(s.Telemetry); ok {
-		svcs = append(svcs, podtel.NewMetricsService(s, set.metricsAddr, metrics))
+		opts = append(opts, health.Handle("GET /metrics", metrics))
 	}
+	probes := health.NewService(s, set.probesAddr, opts...)
+	svcs := []humus.Service{ctrl, probes}
 	return svcs, nil
 }

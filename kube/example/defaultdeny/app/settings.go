@@ -8,15 +8,13 @@ import (
 	"github.com/z5labs/humus/config"
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/example/internal/podenv"
-	"github.com/z5labs/humus/kube/example/internal/podtel"
 )
 
 // settings is everything the App reads from its Host.
 type settings struct {
-	conn        kube.Connection
-	controller  kube.Settings
-	probesAddr  string // where the probes' Service listens
-	metricsAddr string // where the metrics' Service listens, with BuildTelemetry's
+	conn       kube.Connection
+	controller kube.Settings
+	probesAddr string // where the probes' Service listens, and serves /metrics
 }
 
 // readSettings reads the App's settings from its Host's environment and
@@ -27,9 +25,9 @@ type settings struct {
 //     kubeconfig KUBECONFIG names, or in a pod from KUBERNETES_SERVICE_HOST,
 //     KUBERNETES_SERVICE_PORT and the service account's CA and token;
 //   - POD_NAMESPACE, POD_NAME and WORKERS, how many Namespaces are
-//     reconciled at once, as podenv.Controller reads them, PROBES_ADDR,
-//     as podenv.ProbesAddr does, and METRICS_ADDR, where BuildTelemetry's
-//     metrics are served, as podtel.MetricsAddr does.
+//     reconciled at once, as podenv.Controller reads them, and
+//     PROBES_ADDR, where the probes and BuildTelemetry's metrics are
+//     served, as podenv.ProbesAddr does.
 //
 // There is no WATCH_NAMESPACE: a Namespace is cluster-scoped, so
 // Settings.Namespace is "".
@@ -38,9 +36,8 @@ func readSettings(ctx context.Context, s *humus.Setup) (settings, error) {
 
 	set, setErr := config.Struct(func(r *config.Resolver) settings {
 		return settings{
-			controller:  podenv.Controller(r, s.Host, Name),
-			probesAddr:  podenv.ProbesAddr(r, s.Host),
-			metricsAddr: podtel.MetricsAddr(r, s.Host),
+			controller: podenv.Controller(r, s.Host, Name),
+			probesAddr: podenv.ProbesAddr(r, s.Host),
 		}
 	}).Read(ctx)
 

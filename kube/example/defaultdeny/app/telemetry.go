@@ -12,8 +12,8 @@ import (
 // flushing them, once the App's Services have ended. With no
 // configuration, every log record is a line on the Host's stderr: its
 // time, level and message, the object's namespace/name, and the error.
-// The metrics are served at /metrics on METRICS_ADDR (":8080" unless set)
-// in Prometheus' text format, by the Service Init adds when it finds this
+// The metrics are served at /metrics on PROBES_ADDR (":8081" unless set),
+// beside the probes, in Prometheus' text format, when Init finds this
 // MeterProvider in its Setup. With OTEL_EXPORTER_OTLP_ENDPOINT set, traces,
 // metrics and logs are exported over OTLP/HTTP too. See podtel.Build.
 func BuildTelemetry(ctx context.Context, h humus.Host) (humus.Telemetry, error) {

@@ -57,8 +57,8 @@ func PodHost(t testing.TB, namespace, pod string) *humustest.Host {
 // named pod in namespace ns of c: the API server's address, c's CA, and
 // the token of service account account in ns, which has grants, as the
 // service account's files, and the downward API's POD_NAMESPACE and
-// POD_NAME. PROBES_ADDR is a free loopback address, which it returns, and
-// so is METRICS_ADDR, in h.Env.
+// POD_NAME. PROBES_ADDR is a free loopback address, which it returns: the
+// probes' Service serves /readyz, /livez and /metrics there.
 func ClusterPodHost(t testing.TB, c *cluster.Cluster, ns, pod, account string, grants []cluster.Grant) (*humustest.Host, string) {
 	t.Helper()
 	token := c.ServiceAccount(t, ns, account, grants...)
@@ -73,7 +73,6 @@ func ClusterPodHost(t testing.TB, c *cluster.Cluster, ns, pod, account string, g
 	h.Env["POD_NAMESPACE"] = ns
 	h.Env["POD_NAME"] = pod
 	h.Env["PROBES_ADDR"] = probes
-	h.Env["METRICS_ADDR"] = freeAddr(t, h)
 	h.Files[CAFile] = &fstest.MapFile{Data: c.CAPEM()}
 	h.Files[TokenFile] = &fstest.MapFile{Data: []byte(token)}
 	return h, probes
@@ -124,7 +123,7 @@ func Ready(addr string) error {
 	return nil
 }
 
-// Metrics is what the metrics' Service at addr serves at /metrics, in
+// Metrics is what the probes' Service at addr serves at /metrics, in
 // Prometheus' text format.
 func Metrics(addr string) (string, error) {
 	res, err := http.Get("http://" + addr + "/metrics")

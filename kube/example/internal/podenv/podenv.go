@@ -50,7 +50,8 @@ func Controller(r *config.Resolver, h humus.Host, name string) kube.Settings {
 }
 
 // ProbesAddr is PROBES_ADDR from h's environment, where the probes'
-// Service serves /readyz and /livez, ":8081" unless set.
+// Service serves /readyz and /livez, and the examples' /metrics, ":8081"
+// unless set.
 func ProbesAddr(r *config.Resolver, h humus.Host) string {
 	return r.Get(config.Default(config.Env(h, "PROBES_ADDR"), ":8081"))
 }

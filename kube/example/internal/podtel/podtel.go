@@ -1,13 +1,14 @@
 // Package podtel is the examples' shared telemetry: the OpenTelemetry
 // providers an App's BuildTelemetry returns, built from what its Host
-// gives it, and the Service that serves their metrics to Prometheus. Like
+// gives it, and the handler that serves their metrics to Prometheus. Like
 // podenv, an operator author who copies an example copies this package
 // with it.
 //
 // With no configuration, [Build] writes every log record to the Host's
 // stderr, one line a record (see [NewLineProcessor]), and keeps the
-// metrics for [MetricsService] to serve at /metrics in Prometheus' text
-// format. With OTEL_EXPORTER_OTLP_ENDPOINT set, it exports traces, metrics
+// metrics for [Handler]'s handler to serve in Prometheus' text format,
+// which the examples serve at /metrics on the probes' Service, with
+// health.Handle. With OTEL_EXPORTER_OTLP_ENDPOINT set, it exports traces, metrics
 // and logs over OTLP/HTTP too.
 //
 // Nothing here reads or sets an OpenTelemetry or Prometheus global: the
@@ -39,15 +40,14 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/z5labs/humus"
-	"github.com/z5labs/humus/config"
 )
 
 // Build returns the Telemetry of an App named service, from h:
 //
 //   - a LoggerProvider writing every record to h.Stderr, one line a record
 //     (NewLineProcessor);
-//   - a MeterProvider, a *MeterProvider, whose metrics MetricsService serves
-//     in Prometheus' text format, from a registry of its own;
+//   - a MeterProvider, a *MeterProvider, whose metrics Handler's handler
+//     serves in Prometheus' text format, from a registry of its own;
 //   - with OTEL_EXPORTER_OTLP_ENDPOINT set, such as
 //     "http://otel-collector:4318", a TracerProvider, and OTLP/HTTP exports of
 //     the traces, metrics and logs to its /v1/traces, /v1/metrics and
@@ -181,10 +181,4 @@ func Handler(t humus.Telemetry) (http.Handler, bool) {
 		return nil, false
 	}
 	return mp.metrics, true
-}
-
-// MetricsAddr is METRICS_ADDR from h's environment, where MetricsService
-// serves /metrics, ":8080" unless set.
-func MetricsAddr(r *config.Resolver, h humus.Host) string {
-	return r.Get(config.Default(config.Env(h, "METRICS_ADDR"), ":8080"))
 }

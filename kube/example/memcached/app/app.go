@@ -14,9 +14,9 @@ import (
 )
 
 // Init builds the App: the Memcached controller, the probes' Service, whose
-// /readyz is healthy once the controller's caches have synced, the
-// Service that writes the controller's Events, and, with BuildTelemetry's
-// Telemetry, the Service that serves its metrics.
+// /readyz is healthy once the controller's caches have synced and which,
+// with BuildTelemetry's Telemetry, serves its metrics at /metrics, and the
+// Service that writes the controller's Events.
 // Everything outside the process, the API server included, is reached
 // through s.Host, and everything recorded goes to s.Telemetry.
 func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
@@ -45,12 +45,14 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	probes := health.NewService(s, set.probesAddr, health.Readiness(ctrl.Synced()))
-	svcs := []humus.Service{ctrl, probes, events}
-	// BuildTelemetry's MeterProvider carries the handler of its metrics;
-	// another Telemetry, such as a test's, has none to serve.
+	opts := []health.Option{health.Readiness(ctrl.Synced())}
+	// BuildTelemetry's MeterProvider carries the handler of its metrics,
+	// served at /metrics beside the probes; another Telemetry, such as a
+	// test's, has none to serve.
 	if metrics, ok := podtel.Handler(s.Telemetry); ok {
-		svcs = append(svcs, podtel.NewMetricsService(s, set.metricsAddr, metrics))
+		opts = append(opts, health.Handle("GET /metrics", metrics))
 	}
+	probes := health.NewService(s, set.probesAddr, opts...)
+	svcs := []humus.Service{ctrl, probes, events}
 	return svcs, nil
 }

@@ -45,7 +45,7 @@ func TestClusterMemcached(t *testing.T) {
 	host, probes := apptest.ClusterPodHost(t, c, ns, pod, app.Name, apptest.RBACGrants(t, "../deploy/rbac.yaml", ns))
 
 	// As main.go runs it, with BuildTelemetry: its records are lines on
-	// stderr, and its metrics are served at /metrics on METRICS_ADDR.
+	// stderr, and its metrics are served at /metrics beside the probes.
 	start := func() *humustest.Process {
 		return humustest.Start(t, host.Host(), app.Init, humus.WithTelemetry(app.BuildTelemetry))
 	}
@@ -143,7 +143,7 @@ func TestClusterMemcached(t *testing.T) {
 			"humus_kube_controller_reconcile_longest_unfinished_duration_seconds",
 		}
 		cluster.Eventually(t, 30*time.Second, func(context.Context) error {
-			text, err := apptest.Metrics(host.Env["METRICS_ADDR"])
+			text, err := apptest.Metrics(probes)
 			if err != nil {
 				return err
 			}
@@ -207,7 +207,7 @@ func TestClusterMemcached(t *testing.T) {
 		// The new App's reconcile of the Memcached, counted in its
 		// metrics.
 		cluster.Eventually(t, time.Minute, func(context.Context) error {
-			text, err := apptest.Metrics(host.Env["METRICS_ADDR"])
+			text, err := apptest.Metrics(probes)
 			if err != nil {
 				return err
 			}

@@ -8,15 +8,13 @@ import (
 	"github.com/z5labs/humus/config"
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/example/internal/podenv"
-	"github.com/z5labs/humus/kube/example/internal/podtel"
 )
 
 // settings is everything the App reads from its Host.
 type settings struct {
-	conn        kube.Connection
-	controller  kube.Settings
-	probesAddr  string // where the probes' Service listens
-	metricsAddr string // where the metrics' Service listens, with BuildTelemetry's
+	conn       kube.Connection
+	controller kube.Settings
+	probesAddr string // where the probes' Service listens, and serves /metrics
 }
 
 // readSettings reads the App's settings from its Host's environment and
@@ -27,8 +25,8 @@ type settings struct {
 //     kubeconfig KUBECONFIG names, or in a pod from KUBERNETES_SERVICE_HOST,
 //     KUBERNETES_SERVICE_PORT and the service account's CA and token;
 //   - POD_NAMESPACE, POD_NAME and WORKERS, as podenv.Controller reads them,
-//     PROBES_ADDR, as podenv.ProbesAddr does, and METRICS_ADDR, where
-//     BuildTelemetry's metrics are served, as podtel.MetricsAddr does;
+//     PROBES_ADDR, where the probes and BuildTelemetry's metrics are
+//     served, as podenv.ProbesAddr does;
 //   - WATCH_NAMESPACE, this App's own, limits the controller to one
 //     namespace; unset, it watches every namespace.
 //
@@ -41,9 +39,8 @@ func readSettings(ctx context.Context, s *humus.Setup) (settings, error) {
 		ks := podenv.Controller(r, s.Host, Name)
 		ks.Namespace = config.Parse(r, config.Default(config.Env(s.Host, "WATCH_NAMESPACE"), ""), podenv.Checked(podenv.Text, kube.CheckWatchNamespace))
 		return settings{
-			controller:  ks,
-			probesAddr:  podenv.ProbesAddr(r, s.Host),
-			metricsAddr: podtel.MetricsAddr(r, s.Host),
+			controller: ks,
+			probesAddr: podenv.ProbesAddr(r, s.Host),
 		}
 	}).Read(ctx)
 

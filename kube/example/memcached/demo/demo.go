@@ -153,11 +153,11 @@ func run(ctx context.Context, o options) (err error) {
 		return fmt.Errorf("building the controller: %w", err)
 	}
 
-	ports, err := freeAddrs(2)
+	// The probes' address, where /metrics is served too.
+	probes, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	probes, metrics := ports[0], ports[1]
 	hidden := " (but for its DEBUG and TRACE lines, which -v shows)"
 	if o.verbose {
 		hidden = ""
@@ -168,12 +168,11 @@ func run(ctx context.Context, o options) (err error) {
 	// The demo isn't an App: it runs one, as a process, in the environment
 	// it was given, but for the variables it sets.
 	env := os.Environ() //nolint:forbidigo // the demo isn't an App
-	ctrl.Env = append(withoutVars(env, "KUBECONFIG", "POD_NAMESPACE", "POD_NAME", "WATCH_NAMESPACE", "PROBES_ADDR", "METRICS_ADDR"),
+	ctrl.Env = append(withoutVars(env, "KUBECONFIG", "POD_NAMESPACE", "POD_NAME", "WATCH_NAMESPACE", "PROBES_ADDR"),
 		"KUBECONFIG="+c.KubeconfigPath(),
 		"POD_NAMESPACE="+ns,
 		"POD_NAME="+podName,
 		"PROBES_ADDR="+probes,
-		"METRICS_ADDR="+metrics,
 	)
 	ctrlOut := term.prefixed("    memcached | ")
 	if !o.verbose {
@@ -489,25 +488,14 @@ func get(ctx context.Context, url string) error {
 	return nil
 }
 
-// freeAddrs picks n distinct free addresses on 127.0.0.1.
-func freeAddrs(n int) ([]string, error) {
-	var addrs []string
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0") //nolint:forbidigo // the demo isn't an App: the ports are its controller's
-
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		addrs = append(addrs, l.Addr().String())
+// freeAddr picks a free address on 127.0.0.1.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0") //nolint:forbidigo // the demo isn't an App: the port is its controller's
+	if err != nil {
+		return "", err
 	}
-	return addrs, nil
+	defer func() { _ = l.Close() }()
+	return l.Addr().String(), nil
 }
 
 // withoutVars is env without the variables named.
