@@ -53,12 +53,21 @@ func compact(obj any) (any, error) {
 	return o, nil
 }
 
-// stripManagedFields is an owned resource's informer's transform: it drops
-// an object's managedFields before the informer caches its metadata. It is
-// idempotent, as client-go requires.
-func stripManagedFields(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		m.SetManagedFields(nil)
+// ownedMetadata is an owned resource's informer's transform: of an
+// object's metadata, the cache keeps what maps a change to its owner, and
+// tells the controller's own writes from others': its namespace, name,
+// resourceVersion and controller owner reference. No end user's code sees
+// it. It is idempotent, as client-go requires.
+func ownedMetadata(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	kept := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion,
+	}}
+	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
+		kept.OwnerReferences = []metav1.OwnerReference{*ref}
+	}
+	return kept, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -817,11 +818,19 @@ func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 		}
 	})
 
-	owned := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "d", ManagedFields: managed}}
-	for _, obj := range []any{owned, owned} { // idempotent, as client-go requires
-		got, err := stripManagedFields(obj)
-		if err != nil || got.(*metav1.PartialObjectMetadata).ManagedFields != nil {
-			t.Errorf("an owned resource's cached metadata: managedFields %v, error %v; want none, nil", got.(*metav1.PartialObjectMetadata).ManagedFields, err)
-		}
+	// An owned resource's cached metadata keeps what maps a change to its
+	// owner: its namespace, name, resourceVersion and controller reference.
+	controller := metav1.OwnerReference{APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached", Name: "m", UID: "u1", Controller: new(true)}
+	owned := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", UID: "u2", ResourceVersion: "7",
+		Generation: 2, Labels: map[string]string{"app": "m"}, Annotations: map[string]string{"a": "b"}, ManagedFields: managed,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "u3"}, controller}}}
+	want := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: "7",
+		OwnerReferences: []metav1.OwnerReference{controller}}}
+	got, err := ownedMetadata(owned)
+	if err != nil || !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("an owned resource's cached metadata = %+v, %v; want %+v", got, err, want)
+	}
+	if again, err := ownedMetadata(got); err != nil || !equality.Semantic.DeepEqual(again, want) { // idempotent, as client-go requires
+		t.Errorf("the cached metadata turned again = %+v, %v; want it unchanged", again, err)
 	}
 }

@@ -226,8 +226,9 @@
 //     each once.
 //  2. Start the informers: the resource's, and a metadata informer for
 //     each it Owns, limited to Settings.Namespace. The resource's cache
-//     keeps each object as its metadata and its JSON; neither cache keeps
-//     managedFields.
+//     keeps each object as its metadata and its JSON, without
+//     managedFields; an owned resource's keeps each object's namespace,
+//     name, resourceVersion and controller owner reference.
 //  3. Wait for the caches to sync; Synced is healthy from then.
 //  4. Campaign for the Lease. Every replica runs steps 1 to 4 and keeps
 //     its caches warm; the holder runs Settings.Workers workers.

@@ -125,7 +125,7 @@ func (c *Controller) serve(ctx, stopping context.Context, fail context.CancelCau
 // keys on q, and their list and watch errors seen by watch.
 func (c *Controller) informers(q queue, watch *servedWatch) ([]cache.SharedIndexInformer, error) {
 	ns, resync := c.settings.Namespace, c.settings.Resync
-	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	indexers := cache.Indexers{} // the workers only look keys up
 	own := dynamicinformer.NewFilteredDynamicInformer(c.clients.dynamic, c.gvr, ns, resync, indexers, nil).Informer()
 	infs := []cache.SharedIndexInformer{own}
 	handlers := []cache.ResourceEventHandler{c.objectKeys(q)}
@@ -142,7 +142,7 @@ func (c *Controller) informers(q queue, watch *servedWatch) ([]cache.SharedIndex
 		if err := inf.SetWatchErrorHandlerWithContext(watch.handler(i)); err != nil {
 			return nil, fmt.Errorf("kube: setting a watch error handler: %w", err)
 		}
-		transform := stripManagedFields
+		transform := ownedMetadata
 		if i == 0 {
 			transform = compact
 		}
