@@ -29,8 +29,10 @@ import (
 // a change of someone else's does.
 
 // writeRecorder records a write's answer: the resource it was sent to, and
-// the object's namespace, name and resourceVersion after it.
+// the object's namespace, name and resourceVersion after it. It records
+// only the resources it owns, and the transport reads no other answer.
 type writeRecorder interface {
+	owns(gr schema.GroupResource) bool
 	recordWrite(gr schema.GroupResource, namespace, name, rv string)
 }
 
@@ -63,8 +65,11 @@ func (t *writesTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	gr, ok := resourceOf(r.URL.Path)
+	if !ok || !rec.owns(gr) {
+		return resp, nil // such as the controller's own status
+	}
 	mt, _, mtErr := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if !ok || mtErr != nil || (mt != jsonType && mt != protobufType) {
+	if mtErr != nil || (mt != jsonType && mt != protobufType) {
 		return resp, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRecordedBytes+1))
@@ -184,8 +189,12 @@ func newOwnedWrites(owned []schema.GroupVersionResource) *ownedWrites {
 	return w
 }
 
+func (w *ownedWrites) owns(gr schema.GroupResource) bool {
+	return w != nil && slices.Contains(w.owned, gr)
+}
+
 func (w *ownedWrites) recordWrite(gr schema.GroupResource, namespace, name, rv string) {
-	if w == nil || rv == "" || !slices.Contains(w.owned, gr) {
+	if rv == "" || !w.owns(gr) {
 		return
 	}
 	w.mu.Lock()

@@ -40,8 +40,10 @@ func TestResourceOfAPath(t *testing.T) {
 	}
 }
 
-// recorded is a writeRecorder that keeps what it is told.
+// recorded is a writeRecorder of Deployments that keeps what it is told.
 type recorded []string
+
+func (r *recorded) owns(gr schema.GroupResource) bool { return gr == deploymentsGR }
 
 func (r *recorded) recordWrite(gr schema.GroupResource, namespace, name, rv string) {
 	*r = append(*r, gr.String()+" "+namespace+"/"+name+" "+rv)
@@ -50,8 +52,9 @@ func (r *recorded) recordWrite(gr schema.GroupResource, namespace, name, rv stri
 // The transport records the resourceVersion of each write a reconcile's
 // context carries a recorder for, whatever its verb, from a JSON answer or
 // a protobuf one (client-go's clientsets ask for protobuf), and hands its
-// caller the answer whole; a read, a write without a recorder, a refused
-// write or an answer it can't read records nothing.
+// caller the answer whole; a read, a write without a recorder, a write to
+// a resource the recorder doesn't own, a refused write or an answer it
+// can't read records nothing.
 func TestTheTransportRecordsAReconcilesWrites(t *testing.T) {
 	const jsonAnswer = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"namespace":"default","name":"d","resourceVersion":"42"},"spec":{"replicas":1}}`
 	var pb bytes.Buffer
@@ -98,6 +101,7 @@ func TestTheTransportRecordsAReconcilesWrites(t *testing.T) {
 		{http.MethodPatch, deployment + "refused", true, nil},
 		{http.MethodPatch, deployment + "garbled", true, nil},
 		{http.MethodPatch, deployment + "yaml", true, nil},
+		{http.MethodPatch, "/api/v1/namespaces/default/configmaps/d", true, nil},
 	} {
 		var rec recorded
 		ctx := t.Context()

@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -319,7 +318,7 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	err = await(ctx, term, stepTimeout, "the Memcached to be finalized and gone", func(ctx context.Context) error {
 		_, err := memcacheds.Get(ctx, name, metav1.GetOptions{})
-		return gone("the Memcached", err)
+		return cluster.Gone("the Memcached", err)
 	})
 	if err != nil {
 		return err
@@ -349,7 +348,7 @@ func run(ctx context.Context, o options) (err error) {
 		"resources at its next discovery, every 30s, so this can take 30 to 60 seconds.")
 	err = awaitReminding(ctx, term, gcTimeout, "the garbage collector to delete the Deployment", func(ctx context.Context) error {
 		_, err := deployments.Get(ctx, name, metav1.GetOptions{})
-		return gone("the Deployment", err)
+		return cluster.Gone("the Deployment", err)
 	})
 	if err != nil {
 		return err
@@ -436,17 +435,6 @@ func poll(ctx context.Context, term *terminal, timeout, remind time.Duration, wh
 type permanent struct{ err error }
 
 func (p permanent) Error() string { return p.err.Error() }
-
-// gone is nil when err, a Get's of what, says it is not found.
-func gone(what string, err error) error {
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return err
-	}
-	return errors.New(what + " is still there")
-}
 
 func getMemcached(ctx context.Context, memcacheds dynamic.ResourceInterface, name string) (memcachedObject, error) {
 	var m memcachedObject
