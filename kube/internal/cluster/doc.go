@@ -65,6 +65,8 @@
 //     (KillAPIServer, KillEtcd), pause (PauseAPIServer, PauseEtcd) and
 //     compact (CompactEtcd) the control plane; whatever a test leaves
 //     killed, stopped or paused runs again at its cleanup.
+//   - FeatureGates restarts kube-apiserver with feature gates, alpha ones
+//     too, for one test, and with its own flags again at its cleanup.
 //   - InstallCRD installs a CRD and AwaitCRD waits for one: each returns
 //     once the CRD is Established and every version it serves answers a
 //     list, so an informer or a create finds its resource served.
