@@ -74,7 +74,7 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *cachedObject, add bo
 // replica can prove it holds the Lease, and its context ends with that
 // proof, so no write of its own is in flight after its renew deadline.
 func (c *Controller) apply(ctx context.Context, u *cachedObject, body []byte, subresource ...string) (rv string, err error) {
-	p := c.proof.Load()
+	p := proofOf(ctx)
 	if p == nil {
 		return "", errNotLeading
 	}

@@ -35,7 +35,7 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	}
 	// Writes are made only with a proof of the Lease: give one that holds.
 	el := &elector{renewed: time.Now().Add(time.Hour)}
-	ctrl.proof.Store(&proof{elector: el, renewDeadline: time.Hour})
+	ctx := withProof(t.Context(), &proof{elector: el, renewDeadline: time.Hour})
 
 	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
 	objects := admin.Resource(gvr).Namespace(ns)
@@ -49,12 +49,12 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	if err := objects.Delete(t.Context(), "m", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = ctrl.applyFinalizer(t.Context(), cached(t, stale), true)
+	_, err = ctrl.applyFinalizer(ctx, cached(t, stale), true)
 	if !errors.Is(err, errStale) {
 		t.Errorf("adding the finalizer to a deleted object = %v, want errStale", err)
 	}
 	t.Logf("the API server's answer to adding a finalizer to a deleted object: %v", err)
-	err = ctrl.applyStatus(t.Context(), cached(t, stale), stale.GetResourceVersion(), []byte(`{"readyReplicas":9}`))
+	err = ctrl.applyStatus(ctx, cached(t, stale), stale.GetResourceVersion(), []byte(`{"readyReplicas":9}`))
 	if !errors.Is(err, errStale) {
 		t.Errorf("applying the status of a deleted object = %v, want errStale", err)
 	}
@@ -65,12 +65,12 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 
 	// Replaced by a new object of the same name: neither write reaches it.
 	createCache(t, admin, gvr, ns, "m", 2)
-	_, err = ctrl.applyFinalizer(t.Context(), cached(t, stale), true)
+	_, err = ctrl.applyFinalizer(ctx, cached(t, stale), true)
 	if !errors.Is(err, errStale) {
 		t.Errorf("adding the finalizer through the old object = %v, want errStale", err)
 	}
 	t.Logf("the API server's answer to adding a finalizer through a replaced object: %v", err)
-	err = ctrl.applyStatus(t.Context(), cached(t, stale), stale.GetResourceVersion(), []byte(`{"readyReplicas":9}`))
+	err = ctrl.applyStatus(ctx, cached(t, stale), stale.GetResourceVersion(), []byte(`{"readyReplicas":9}`))
 	if !errors.Is(err, errStale) {
 		t.Errorf("applying the old object's status = %v, want errStale", err)
 	}
@@ -87,11 +87,11 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	}
 
 	// And the fresh object takes both.
-	rv, err := ctrl.applyFinalizer(t.Context(), cached(t, fresh), true)
+	rv, err := ctrl.applyFinalizer(ctx, cached(t, fresh), true)
 	if err != nil {
 		t.Errorf("adding the finalizer to the current object: %v", err)
 	}
-	if err := ctrl.applyStatus(t.Context(), cached(t, fresh), rv, []byte(`{"readyReplicas":2}`)); err != nil {
+	if err := ctrl.applyStatus(ctx, cached(t, fresh), rv, []byte(`{"readyReplicas":2}`)); err != nil {
 		t.Errorf("applying the current object's status: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -136,16 +137,16 @@ func BenchmarkProcess(b *testing.B) {
 	if err := store.Add(cached(b, benchCache())); err != nil {
 		b.Fatal(err)
 	}
-	q := newQueue(ctrl.name, ctrl.tel.queueMetrics)
-	defer q.ShutDown()
-	ctrl.later = newLater(q)
-	defer ctrl.later.stop()
-	ctx := context.Background()
+	sh := ctrl.newShard(newShardRange(0, 1))
+	sh.store = store
+	defer sh.q.ShutDown()
+	defer sh.later.stop()
+	ctx := withProof(context.Background(), &proof{elector: &elector{renewed: time.Now().Add(time.Hour)}, renewDeadline: time.Hour})
 	b.ReportAllocs()
 	for b.Loop() {
-		q.Add("default/m")
-		k, _ := q.Get()
-		ctrl.process(ctx, q, store, k)
+		sh.q.Add("default/m")
+		k, _ := sh.q.Get()
+		ctrl.process(ctx, sh, k)
 	}
 	if n := len(f.appliesTo("status")); n != 0 {
 		b.Fatalf("status applies = %d, want none: the status didn't change", n)

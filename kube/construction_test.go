@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,13 @@ func TestCheckFunctionsNameTheValueAndTheProblem(t *testing.T) {
 		{"no identity", CheckIdentity(""), `kube: identity "" is required`},
 		{"one worker", CheckWorkers(1), ""},
 		{"no workers", CheckWorkers(0), "kube: workers 0 must be at least 1"},
+		{"one shard", CheckShards(1), ""},
+		{"256 shards", CheckShards(256), ""},
+		{"no shards", CheckShards(0), "kube: shards 0 must be from 1 to 256"},
+		{"257 shards", CheckShards(257), "kube: shards 257 must be from 1 to 256"},
+		{"by UID", CheckShardBy(ShardByUID), ""},
+		{"by namespace", CheckShardBy(ShardByNamespace), ""},
+		{"by name", CheckShardBy("name"), `kube: shard key "name" must be "uid" or "namespace"`},
 		{"a resync", CheckResync(time.Hour), ""},
 		{"no resync", CheckResync(0), "kube: resync 0s must be positive"},
 		{"a retry delay", CheckRetryDelay(5 * time.Millisecond), ""},
@@ -52,7 +60,7 @@ func TestCheckFunctionsNameTheValueAndTheProblem(t *testing.T) {
 func TestDefaultSettingsAreTheTables(t *testing.T) {
 	s := DefaultSettings()
 	want := Settings{
-		Workers: 1, Resync: 10 * time.Hour, RetryBaseDelay: 5 * time.Millisecond, RetryMaxDelay: 1000 * time.Second,
+		Workers: 1, Shards: 1, ShardBy: ShardByUID, Resync: 10 * time.Hour, RetryBaseDelay: 5 * time.Millisecond, RetryMaxDelay: 1000 * time.Second,
 		LeaderElection: LeaderElection{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 	}
 	if s != want {
@@ -95,6 +103,8 @@ func TestNewControllerNamesEveryMistakeAtOnce(t *testing.T) {
 		Name:           "Memcached_Controller",
 		Namespace:      "team.a",
 		Workers:        0,
+		Shards:         0,
+		ShardBy:        "Uid",
 		Resync:         0,
 		RetryBaseDelay: 2 * time.Second,
 		RetryMaxDelay:  time.Second,
@@ -116,6 +126,8 @@ func TestNewControllerNamesEveryMistakeAtOnce(t *testing.T) {
 		`kube: Settings.Name "Memcached_Controller" must be a DNS-1123 subdomain`,
 		`kube: Settings.Namespace "team.a" must be a DNS-1123 label`,
 		`kube: Settings.Workers 0 must be at least 1`,
+		`kube: Settings.Shards 0 must be from 1 to 256`,
+		`kube: Settings.ShardBy "Uid" must be "uid" or "namespace"`,
 		`kube: Settings.Resync 0s must be positive`,
 		`kube: Settings.RetryMaxDelay 1s must be at least Settings.RetryBaseDelay 2s`,
 		`kube: Settings.LeaderElection.Namespace "" is required`,
@@ -171,4 +183,31 @@ func TestAClusterScopedResourceCantBeLimitedToANamespace(t *testing.T) {
 	s.Namespace = "default"
 	_, err := NewController(setup, testClient(t, setup), s, r, readyReplicas(&counter{}))
 	wantMistakes(t, err, `kube: Settings.Namespace "default": a cluster-scoped resource can't be limited to a namespace`)
+}
+
+func TestShardingByNamespaceNeedsNamespacesToDivide(t *testing.T) {
+	setup := &humus.Setup{Host: humustest.NewHost().Host()}
+	r := caches
+	r.Scope = Cluster
+	s := testSettings()
+	s.Shards, s.ShardBy = 4, ShardByNamespace
+	_, err := NewController(setup, testClient(t, setup), s, r, readyReplicas(&counter{}))
+	wantMistakes(t, err, `kube: Settings.ShardBy "namespace": a cluster-scoped resource's objects have no namespace`)
+
+	s.Namespace = "team-a"
+	_, err = NewController(setup, testClient(t, setup), s, caches, readyReplicas(&counter{}))
+	wantMistakes(t, err, `kube: Settings.ShardBy "namespace" with Settings.Namespace "team-a" puts every object in one shard`)
+
+	s.Shards = 1 // one shard: nothing to divide, nothing wrong
+	if _, err := NewController(setup, testClient(t, setup), s, caches, readyReplicas(&counter{})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAShardedControllersNameLeavesRoomForItsLeases(t *testing.T) {
+	setup := &humus.Setup{Host: humustest.NewHost().Host()}
+	s := testSettings()
+	s.Name, s.Shards = strings.Repeat("a", 245), 100
+	_, err := NewController(setup, testClient(t, setup), s, caches, readyReplicas(&counter{}))
+	wantMistakes(t, err, fmt.Sprintf(`kube: Settings.Name %q is too long for its shards' Lease names, such as "%[1]s-99-of-100": at most 253 characters`, s.Name))
 }

@@ -41,9 +41,9 @@ type Controller struct {
 	ownWrites *ownedWrites // the reconciles' writes to owned resources
 	inFlight  inFlight     // the keys being reconciled, and their events held
 	retry     workqueue.TypedRateLimiter[string]
-	later     *later                        // set once Serve has made its queue
-	proof     atomic.Pointer[proof]         // the Lease's proof while this replica leads
-	idle      atomic.Pointer[chan struct{}] // closed once the workers of a term have returned
+	// idle waits until the workers of every term of leading have returned,
+	// once Shutdown has cancelled their reconciles.
+	idle atomic.Pointer[func()]
 
 	// stop is closed when shutdown begins: Serve's context is done, or
 	// Shutdown is called.

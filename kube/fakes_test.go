@@ -205,6 +205,11 @@ func testClient(t testing.TB, s *humus.Setup) *Client {
 }
 
 // testSettings are DefaultSettings named for a test.
+// testShard is the work of a controller's one shard, on q.
+func testShard(q queue) *shard {
+	return &shard{r: newShardRange(0, 1), q: q, later: newLater(q), stop: make(chan struct{})}
+}
+
 func testSettings() Settings {
 	s := DefaultSettings()
 	s.Name = "memcached-controller"

@@ -69,36 +69,39 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 // work duration and the retries are no-ops: reconcile.duration times the
 // first, with the outcome, and the error outcome counts the second exactly,
 // where the queue would count every Result.After as a retry.
-type queueMetrics struct{ inst *instruments }
+type queueMetrics struct {
+	inst  *instruments
+	attrs []attribute.KeyValue // the shard's
+}
 
 var _ workqueue.MetricsProvider = (*queueMetrics)(nil)
 
 func (p *queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
-	return depth{c: p.inst.queueDepth, set: byController(name)}
+	return depth{c: p.inst.queueDepth, set: p.byController(name)}
 }
 
 func (p *queueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
-	return adds{c: p.inst.queueAdds, set: byController(name)}
+	return adds{c: p.inst.queueAdds, set: p.byController(name)}
 }
 
 func (p *queueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
-	return histogram{h: p.inst.queueDuration, set: byController(name)}
+	return histogram{h: p.inst.queueDuration, set: p.byController(name)}
 }
 
 func (p *queueMetrics) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noop{} }
 
 func (p *queueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return gauge{g: p.inst.unfinishedDuration, set: byController(name)}
+	return gauge{g: p.inst.unfinishedDuration, set: p.byController(name)}
 }
 
 func (p *queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return gauge{g: p.inst.longestUnfinished, set: byController(name)}
+	return gauge{g: p.inst.longestUnfinished, set: p.byController(name)}
 }
 
 func (p *queueMetrics) NewRetriesMetric(string) workqueue.CounterMetric { return noop{} }
 
-func byController(name string) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrController, name)))
+func (p *queueMetrics) byController(name string) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{attribute.String(attrController, name)}, p.attrs...)...))
 }
 
 // The work queue's metrics are handed no context, so they record with

@@ -14,10 +14,10 @@ import (
 
 // objectKeys queues an object's key on every change to it, its deletion
 // and each resync, but for the change that is a reconcile's own write.
-func (c *Controller) objectKeys(q queue) cache.ResourceEventHandler {
+func (c *Controller) objectKeys(sh *shard) cache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			c.queueNow(q, k)
+			c.queueNow(sh, k)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -28,7 +28,7 @@ func (c *Controller) objectKeys(q queue) cache.ResourceEventHandler {
 			if !ok || err != nil {
 				return
 			}
-			c.queueUnlessOwn(q, k, func() bool { return c.versions.redundant(k, m, c.finalizer) })
+			c.queueUnlessOwn(sh, k, func() bool { return c.versions.redundant(k, m, c.finalizer) })
 		},
 		DeleteFunc: enqueue,
 	}
@@ -38,14 +38,14 @@ func (c *Controller) objectKeys(q queue) cache.ResourceEventHandler {
 // object its controller owner reference names, when that reference names
 // the controller's group and kind; but for the change that is a
 // reconcile's own write.
-func (c *Controller) ownerKeys(q queue, gr schema.GroupResource) cache.ResourceEventHandler {
+func (c *Controller) ownerKeys(sh *shard, gr schema.GroupResource) cache.ResourceEventHandler {
 	queueOwner := func(obj any) {
 		m, ok := obj.(metav1.Object)
 		k, owned := c.ownerKey(obj)
 		if !ok || !owned {
 			return
 		}
-		c.queueUnlessOwn(q, k, func() bool {
+		c.queueUnlessOwn(sh, k, func() bool {
 			return c.ownWrites.redundant(gr, m.GetNamespace(), m.GetName(), m.GetResourceVersion())
 		})
 	}
@@ -57,14 +57,14 @@ func (c *Controller) ownerKeys(q queue, gr schema.GroupResource) cache.ResourceE
 			// the two, and reconcile it twice for one change.
 			if k, ok := c.ownerKey(old); ok {
 				if now, ok := c.ownerKey(obj); !ok || now != k {
-					c.queueNow(q, k)
+					c.queueNow(sh, k)
 				}
 			}
 			queueOwner(obj)
 		},
 		DeleteFunc: func(obj any) {
 			if k, ok := c.ownerKey(obj); ok {
-				c.queueNow(q, k)
+				c.queueNow(sh, k)
 			}
 		},
 	}
@@ -74,17 +74,17 @@ func (c *Controller) ownerKeys(q queue, gr schema.GroupResource) cache.ResourceE
 // write, which redundant tells. While key is being reconciled, the event
 // is held until the reconcile ends: a write's event can come before its
 // answer does, and so before the write is known.
-func (c *Controller) queueUnlessOwn(q queue, key string, redundant func() bool) {
+func (c *Controller) queueUnlessOwn(sh *shard, key string, redundant func() bool) {
 	if c.inFlight.hold(key, redundant) || redundant() {
 		return
 	}
-	c.queueNow(q, key)
+	c.queueNow(sh, key)
 }
 
 // queueNow queues key at once, in place of any wait it had.
-func (c *Controller) queueNow(q queue, key string) {
-	c.later.cancel(key)
-	q.Add(key)
+func (c *Controller) queueNow(sh *shard, key string) {
+	sh.later.cancel(key)
+	sh.q.Add(key)
 }
 
 // inFlight keeps, for each key being reconciled, the events held until its

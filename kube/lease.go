@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 )
@@ -63,6 +62,10 @@ type elector struct {
 	renewed time.Time // when the last write naming this replica the holder began
 	denied  error     // the first Forbidden answer, which no retry mends
 	refused chan struct{}
+
+	// asked, when set, is called once a renewal finds another replica named
+	// in the Lease's annotationWantedBy: a shard's holder is asked for it.
+	asked func()
 
 	// What this replica last saw of the Lease, and when it first saw that
 	// version: a holder's lease runs from then, by this replica's clock.
@@ -188,6 +191,7 @@ func (e *elector) take(ctx context.Context) bool {
 		}, metav1.CreateOptions{})
 	} else {
 		next := e.seen.DeepCopy()
+		delete(next.Annotations, annotationWantedBy) // whoever asked, it is this replica's now
 		s := e.seen.Spec
 		transitions := ptr.Deref(s.LeaseTransitions, 0)
 		acquired := now
@@ -254,6 +258,9 @@ func (e *elector) hold(ctx context.Context) {
 		default:
 			e.log.V(5).Info("Successfully renewed lease")
 			next = e.renewedAt().Add(e.timing.RetryPeriod)
+			if by := e.seen.Annotations[annotationWantedBy]; by != "" && by != e.identity && e.asked != nil {
+				e.asked()
+			}
 		}
 	}
 }
@@ -338,6 +345,20 @@ type proof struct {
 // began.
 func (p proof) until() time.Time { return p.elector.renewedAt().Add(p.renewDeadline) }
 
+type proofKey struct{}
+
+// withProof is ctx carrying the proof of the Lease its writes are made
+// under: the reconciles' context of a term of leading.
+func withProof(ctx context.Context, p *proof) context.Context {
+	return context.WithValue(ctx, proofKey{}, p)
+}
+
+// proofOf is the proof ctx carries, or nil.
+func proofOf(ctx context.Context) *proof {
+	p, _ := ctx.Value(proofKey{}).(*proof)
+	return p
+}
+
 // lostDeadline is how long after its last renewal began a replica that
 // lost the Lease has to stop: halfway from RenewDeadline to LeaseDuration,
 // so its workers are stopped with a margin before another replica can take
@@ -350,7 +371,7 @@ func lostDeadline(le LeaderElection) time.Duration {
 // until shutdown begins (stopping is done) or the Lease can no longer be
 // proven. A Lease this replica is forbidden to read or write ends Serve
 // with the API server's answer.
-func (c *Controller) lead(ctx, stopping context.Context, q queue, store cache.Indexer) error {
+func (c *Controller) lead(ctx, stopping context.Context, sh *shard) error {
 	le := c.settings.LeaderElection
 	leading := make(chan struct{})
 	campaigning, stopCampaigning := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), c.tel.logr))
@@ -376,15 +397,14 @@ func (c *Controller) lead(ctx, stopping context.Context, q queue, store cache.In
 	// Lead: the reconciles of this term end with it.
 	term, endTerm := context.WithCancel(c.work)
 	defer endTerm()
-	c.proof.Store(&proof{elector: el, renewDeadline: le.RenewDeadline})
-	defer c.proof.Store(nil)
 	var workers sync.WaitGroup
-	work := klog.NewContext(term, c.tel.logr)
+	work := withProof(klog.NewContext(term, c.tel.logr), &proof{elector: el, renewDeadline: le.RenewDeadline})
 	for range c.settings.Workers {
-		workers.Go(func() { c.worker(work, q, store) })
+		workers.Go(func() { c.worker(work, sh) })
 	}
 	finished := make(chan struct{})
-	c.idle.Store(&finished)
+	idle := func() { <-finished }
+	c.idle.Store(&idle)
 	go func() {
 		workers.Wait()
 		close(finished)
@@ -393,7 +413,7 @@ func (c *Controller) lead(ctx, stopping context.Context, q queue, store cache.In
 
 	select {
 	case <-stopping.Done():
-		c.stopTaking(q)
+		sh.stopTaking()
 		select {
 		case <-finished:
 			stopCampaigning()
@@ -407,7 +427,7 @@ func (c *Controller) lead(ctx, stopping context.Context, q queue, store cache.In
 
 	// The Lease can't be proven: stop at once, and return by the lost
 	// deadline whether or not every Reconciler has.
-	c.stopTaking(q)
+	sh.stopTaking()
 	endTerm()
 	stopCampaigning() // no renewal now: it would only delay the next holder
 	c.clients.abort()
@@ -464,8 +484,8 @@ func (c *Controller) release(el *elector) {
 	le := c.settings.LeaderElection
 	ctx, cancel := context.WithTimeout(klog.NewContext(c.work, c.tel.logr), le.RenewDeadline)
 	defer cancel()
-	leases := c.clients.leases.Leases(le.Namespace)
-	lease, err := leases.Get(ctx, c.name, metav1.GetOptions{})
+	leases := el.leases
+	lease, err := leases.Get(ctx, el.name, metav1.GetOptions{})
 	if err != nil {
 		c.tel.log.WarnContext(ctx, "releasing the lease", "lease", el.describe(), "error", err.Error())
 		return

@@ -174,11 +174,12 @@ func TestTheEventOfAReconcilesWriteToAnOwnedObjectQueuesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := &countingQueue{queue: newQueue("test", nil)}
 			defer q.ShutDown()
-			c := &Controller{later: newLater(q), kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
+			sh := testShard(q)
+			c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
 			for _, rv := range tc.writes {
 				c.ownWrites.recordWrite(deploymentsGR, "default", "d", rv)
 			}
-			h := c.ownerKeys(q, deploymentsGR)
+			h := c.ownerKeys(sh, deploymentsGR)
 			tc.steps(c.ownWrites, func(event, rv string) {
 				switch event {
 				case "add":

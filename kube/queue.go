@@ -4,7 +4,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"golang.org/x/time/rate"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -17,6 +19,49 @@ type queue = workqueue.TypedInterface[string]
 // global). It has no delays of its own: the controller's later holds them.
 func newQueue(name string, mp workqueue.MetricsProvider) queue {
 	return workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: name, MetricsProvider: mp})
+}
+
+// shard is the work of one shard of the controller's objects, or of all of
+// them with one shard: its queue, the waits of its keys, and the
+// resource's cache its workers read. A shard handed to another replica, or
+// lost, stops taking keys without shutting the controller down.
+type shard struct {
+	r     shardRange
+	q     queue
+	later *later
+	store cache.Indexer
+	attrs []attribute.KeyValue // the shard's, on its spans and instruments; none with one shard
+
+	stop     chan struct{} // closed when the shard's workers are to take no more keys
+	stopOnce sync.Once
+}
+
+// newShard returns the r shard's work, with a queue of its own.
+func (c *Controller) newShard(r shardRange) *shard {
+	var attrs []attribute.KeyValue
+	if r.count > 1 {
+		attrs = []attribute.KeyValue{attribute.String(attrShard, r.String())}
+	}
+	q := newQueue(c.name, &queueMetrics{inst: c.tel.instruments, attrs: attrs})
+	return &shard{r: r, q: q, later: newLater(q), attrs: attrs, stop: make(chan struct{})}
+}
+
+// stopTaking makes the shard's workers take no more keys, and shuts its
+// queue down with ShutDown, never ShutDownWithDrain: draining would hand
+// the workers the backlog. ShutDown also stops the queue's own goroutines
+// at once.
+func (sh *shard) stopTaking() {
+	sh.stopOnce.Do(func() { close(sh.stop) })
+	sh.q.ShutDown()
+}
+
+func (sh *shard) stopped() bool {
+	select {
+	case <-sh.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // newRetryLimiter returns how long a failed key backs off: from

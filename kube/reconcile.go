@@ -9,45 +9,44 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 )
 
 // worker takes keys from q and reconciles them until q shuts down: the
 // canonical controller loop. A key taken once shutdown has begun is marked
 // done unreconciled, and left for the next leader.
-func (c *Controller) worker(ctx context.Context, q queue, store cache.Indexer) {
+func (c *Controller) worker(ctx context.Context, sh *shard) {
 	for {
-		key, shutdown := q.Get()
+		key, shutdown := sh.q.Get()
 		if shutdown {
 			return
 		}
-		if c.stopped() || ctx.Err() != nil {
-			q.Done(key)
+		if c.stopped() || sh.stopped() || ctx.Err() != nil {
+			sh.q.Done(key)
 			continue
 		}
-		c.process(ctx, q, store, key)
+		c.process(ctx, sh, key)
 	}
 }
 
 // process reconciles one key: steps 1 to 7 of How one key is reconciled,
 // in the package doc, which the step comments below name.
-func (c *Controller) process(ctx context.Context, q queue, store cache.Indexer, key string) {
-	defer q.Done(key)
+func (c *Controller) process(ctx context.Context, sh *shard, key string) {
+	defer sh.q.Done(key)
 	c.inFlight.begin(key)
 	defer func() {
 		// An event held while the key was reconciled, and not of its own
 		// writes, queues it again at once.
 		if c.inFlight.end(key) {
-			c.queueNow(q, key)
+			c.queueNow(sh, key)
 		}
 	}()
 
 	// 1. Look it up in the cache. An object that is gone needs nothing: its
 	// owned resources are garbage collected, through their owner
 	// references.
-	item, exists, err := store.GetByKey(key)
+	item, exists, err := sh.store.GetByKey(key)
 	if err != nil || !exists {
-		c.settle(key)
+		c.settle(sh, key)
 		c.versions.forget(key)
 		return
 	}
@@ -59,11 +58,11 @@ func (c *Controller) process(ctx context.Context, q queue, store cache.Indexer, 
 	// as after the API server's resourceVersions went backwards, the write
 	// is forgotten after rywBound, and the key reconciled then.
 	if left, ahead := c.versions.aheadFor(key, u.GetResourceVersion()); ahead {
-		c.later.add(key, left)
+		sh.later.add(key, left)
 		return
 	}
 
-	ctx, record := c.tel.start(ctx, c.kind, u)
+	ctx, record := c.tel.start(ctx, c.kind, u, sh.attrs)
 	ctx = recordingWrites(ctx, c.ownWrites)
 	after, pv, err := c.reconcileOrPanic(ctx, u)
 	switch {
@@ -71,29 +70,29 @@ func (c *Controller) process(ctx context.Context, q queue, store cache.Indexer, 
 		// 7. A panic is recovered, recorded and forgotten: a retry would run
 		// the same code on the same object, and panic the same way.
 		record.panicked(pv)
-		c.settle(key)
+		c.settle(sh, key)
 	case errors.Is(err, errStale):
 		// The cache's object was deleted, or replaced by a new one of the
 		// same name: the watch event that says so queues the key again.
 		record.stale(err)
-		c.settle(key)
+		c.settle(sh, key)
 	case err != nil:
 		// 7. An error retries the object after a backoff of its own.
 		record.failed(err)
-		c.later.add(key, c.retry.When(key))
+		sh.later.add(key, c.retry.When(key))
 	default:
 		record.succeeded()
-		c.settle(key)
+		c.settle(sh, key)
 		if after > 0 {
-			c.later.add(key, after)
+			sh.later.add(key, after)
 		}
 	}
 }
 
 // settle forgets key's backoff and any wait it had.
-func (c *Controller) settle(key string) {
+func (c *Controller) settle(sh *shard, key string) {
 	c.retry.Forget(key)
-	c.later.cancel(key)
+	sh.later.cancel(key)
 }
 
 // reconcileOrPanic runs steps 2 to 6, recovering a panic in the end user's

@@ -90,16 +90,20 @@ func (c *Controller) serve(ctx, stopping context.Context, fail context.CancelCau
 
 	// 2. Start the informers. They run until Serve returns, after the
 	// Lease is released, so a new leader's caches stay warm meanwhile.
-	q := newQueue(c.name, c.tel.queueMetrics)
-	defer q.ShutDown()
-	c.later = newLater(q)
-	defer c.later.stop()
+	// With shards, a replica lists and watches only the shards it holds,
+	// from when it takes each.
 	informing, stopInformers := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), c.tel.logr))
 	var running sync.WaitGroup
 	defer running.Wait()
 	defer stopInformers()
 	watch := newServedWatch(c, informing, fail, &running)
-	informers, err := c.informers(q, watch)
+	if c.settings.Shards > 1 {
+		return c.serveShards(ctx, stopping, informing, watch, &running)
+	}
+	sh := c.newShard(newShardRange(0, 1))
+	defer sh.q.ShutDown()
+	defer sh.later.stop()
+	informers, err := c.informers(sh, watch, nil)
 	if err != nil {
 		return err
 	}
@@ -116,23 +120,32 @@ func (c *Controller) serve(ctx, stopping context.Context, fail context.CancelCau
 	c.synced.MarkHealthy()
 
 	// 4 and 5. Campaign for the Lease, and reconcile while holding it.
-	return c.lead(ctx, stopping, q, informers[0].GetIndexer())
+	sh.store = informers[0].GetIndexer()
+	return c.lead(ctx, stopping, sh)
 }
 
 // informers returns the resource's informer first, through the dynamic
 // client, and one for each owned resource, through the metadata client,
-// all limited to Settings.Namespace, with their event handlers queueing
-// keys on q, and their list and watch errors seen by watch.
-func (c *Controller) informers(q queue, watch *servedWatch) ([]cache.SharedIndexInformer, error) {
-	ns, resync := c.settings.Namespace, c.settings.Resync
-	indexers := cache.Indexers{} // the workers only look keys up
-	own := dynamicinformer.NewFilteredDynamicInformer(c.clients.dynamic, c.gvr, ns, resync, indexers, nil).Informer()
-	infs := []cache.SharedIndexInformer{own}
-	handlers := []cache.ResourceEventHandler{c.objectKeys(q)}
+// all limited to Settings.Namespace, and to sh's objects with shards, with
+// their event handlers queueing keys on sh, and their list and watch
+// errors seen by watch. foreign is called when the API server sends
+// objects of other shards.
+func (c *Controller) informers(sh *shard, watch *servedWatch, foreign func()) ([]cache.SharedIndexInformer, error) {
+	var infs []cache.SharedIndexInformer
+	if sh.r.count > 1 {
+		infs = c.shardInformers(sh.r, foreign)
+	} else {
+		ns := c.settings.Namespace
+		indexers := cache.Indexers{} // the workers only look keys up
+		infs = append(infs, dynamicinformer.NewFilteredDynamicInformer(c.clients.dynamic, c.gvr, ns, c.settings.Resync, indexers, nil).Informer())
+		for _, gvr := range c.owned {
+			// An owned resource's resync would only repeat the owner's.
+			infs = append(infs, metadatainformer.NewFilteredMetadataInformer(c.clients.metadata, gvr, ns, 0, cache.Indexers{}, nil).Informer())
+		}
+	}
+	handlers := []cache.ResourceEventHandler{c.objectKeys(sh)}
 	for _, gvr := range c.owned {
-		// An owned resource's resync would only repeat the owner's.
-		infs = append(infs, metadatainformer.NewFilteredMetadataInformer(c.clients.metadata, gvr, ns, 0, cache.Indexers{}, nil).Informer())
-		handlers = append(handlers, c.ownerKeys(q, gvr.GroupResource()))
+		handlers = append(handlers, c.ownerKeys(sh, gvr.GroupResource()))
 	}
 	for i, inf := range infs {
 		logger := c.tel.logr

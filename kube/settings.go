@@ -10,7 +10,9 @@ import (
 )
 
 // LeaderElection is the Lease a controller's replicas elect their leader
-// with. The Lease is named after Settings.Name.
+// with. The Lease is named after Settings.Name; with Settings.Shards above
+// 1, each shard has one, named Name-i-of-Shards, and these settings are
+// each one's.
 type LeaderElection struct {
 	Namespace string // the Lease's namespace, such as the pod's
 	Identity  string // this replica's name in the Lease, such as its pod's
@@ -49,6 +51,21 @@ type Settings struct {
 	RetryBaseDelay time.Duration
 	RetryMaxDelay  time.Duration
 
+	// Shards divides the objects among the replicas, by the hash of the
+	// field ShardBy names, into this many ranges, each with a Lease of its
+	// own: the replica that holds a shard's Lease lists, watches, caches and
+	// reconciles that shard's objects only, asking the API server to send
+	// no others. Replicas share the shards evenly. Default 1: one Lease,
+	// named Name, whose holder reconciles every object while every replica
+	// keeps its caches warm. At least 1 and at most 256 (CheckShards).
+	// Scaling out, in the docs, says when to shard and what it costs.
+	Shards int
+
+	// ShardBy is the field whose hash puts an object in a shard:
+	// ShardByUID, the default, or ShardByNamespace (CheckShardBy). With
+	// ShardByNamespace the resource must be namespaced and Namespace "".
+	ShardBy ShardKey
+
 	// LeaderElection is the Lease. Its Namespace (a DNS-1123 label,
 	// CheckNamespace) and Identity (not empty, CheckIdentity) are required.
 	// Its durations default to kube-controller-manager's: LeaseDuration 15s,
@@ -62,6 +79,8 @@ type Settings struct {
 func DefaultSettings() Settings {
 	return Settings{
 		Workers:        1,
+		Shards:         1,
+		ShardBy:        ShardByUID,
 		Resync:         10 * time.Hour,
 		RetryBaseDelay: 5 * time.Millisecond,
 		RetryMaxDelay:  1000 * time.Second,
@@ -96,6 +115,13 @@ func CheckIdentity(id string) error { return named("identity", id, checkIdentity
 
 // CheckWorkers checks a worker count: at least 1.
 func CheckWorkers(n int) error { return named("workers", n, checkWorkers(n)) }
+
+// CheckShards checks a shard count: at least 1, at most 256.
+func CheckShards(n int) error { return named("shards", n, checkShards(n)) }
+
+// CheckShardBy checks what divides the objects into shards: ShardByUID or
+// ShardByNamespace.
+func CheckShardBy(k ShardKey) error { return named("shard key", k, checkShardBy(k)) }
 
 // CheckResync checks a resync period: positive.
 func CheckResync(d time.Duration) error { return named("resync", d, checkPositive(d)) }
@@ -141,6 +167,20 @@ func checkWorkers(n int) error {
 	return nil
 }
 
+func checkShards(n int) error {
+	if n < 1 || n > maxShards {
+		return fmt.Errorf("must be from 1 to %d", maxShards)
+	}
+	return nil
+}
+
+func checkShardBy(k ShardKey) error {
+	if k != ShardByUID && k != ShardByNamespace {
+		return fmt.Errorf("must be %q or %q", ShardByUID, ShardByNamespace)
+	}
+	return nil
+}
+
 func checkPositive(d time.Duration) error {
 	if d <= 0 {
 		return errors.New("must be positive")
@@ -160,8 +200,11 @@ func named(what string, value any, problem error) error {
 	if problem == nil {
 		return nil
 	}
-	if s, ok := value.(string); ok {
-		value = fmt.Sprintf("%q", s)
+	switch v := value.(type) {
+	case string:
+		value = fmt.Sprintf("%q", v)
+	case ShardKey:
+		value = fmt.Sprintf("%q", v)
 	}
 	return fmt.Errorf("kube: %s %v %w", what, value, problem)
 }
@@ -174,6 +217,8 @@ func (s Settings) check(scope Scope) error {
 		named("Settings.Name", s.Name, checkName(s.Name)),
 		named("Settings.Namespace", s.Namespace, checkWatchNamespace(s.Namespace)),
 		named("Settings.Workers", s.Workers, checkWorkers(s.Workers)),
+		named("Settings.Shards", s.Shards, checkShards(s.Shards)),
+		named("Settings.ShardBy", s.ShardBy, checkShardBy(s.ShardBy)),
 		named("Settings.Resync", s.Resync, checkPositive(s.Resync)),
 		named("Settings.RetryBaseDelay", s.RetryBaseDelay, checkPositive(s.RetryBaseDelay)),
 		named("Settings.RetryMaxDelay", s.RetryMaxDelay, checkPositive(s.RetryMaxDelay)),
@@ -192,6 +237,19 @@ func (s Settings) check(scope Scope) error {
 	}
 	if scope == Cluster && s.Namespace != "" {
 		errs = append(errs, fmt.Errorf("kube: Settings.Namespace %q: a cluster-scoped resource can't be limited to a namespace", s.Namespace))
+	}
+	if s.Shards > 1 && s.ShardBy == ShardByNamespace {
+		if scope == Cluster {
+			errs = append(errs, fmt.Errorf("kube: Settings.ShardBy %q: a cluster-scoped resource's objects have no namespace", s.ShardBy))
+		}
+		if s.Namespace != "" {
+			errs = append(errs, fmt.Errorf("kube: Settings.ShardBy %q with Settings.Namespace %q puts every object in one shard", s.ShardBy, s.Namespace))
+		}
+	}
+	if s.Shards > 1 && s.Name != "" {
+		if lease := shardLeaseName(s.Name, s.Shards-1, s.Shards); len(lease) > validation.DNS1123SubdomainMaxLength {
+			errs = append(errs, fmt.Errorf("kube: Settings.Name %q is too long for its shards' Lease names, such as %q: at most %d characters", s.Name, lease, validation.DNS1123SubdomainMaxLength))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -539,8 +539,9 @@ func TestTheEventsOfAReconcilesOwnWritesQueueNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := &countingQueue{queue: newQueue("test", nil)}
 			defer q.ShutDown()
-			c := &Controller{later: newLater(q), finalizer: fin}
-			h := c.objectKeys(q)
+			sh := testShard(q)
+			c := &Controller{finalizer: fin}
+			h := c.objectKeys(sh)
 			tc.steps(c, func(u *unstructured.Unstructured) { h.OnUpdate(input, u) })
 			if got := len(q.added); got != tc.queued {
 				t.Errorf("keys queued = %d, want %d", got, tc.queued)
@@ -574,8 +575,9 @@ func TestAnEventThatComesBeforeItsWritesAnswerIsJudgedOnceTheReconcileEnds(t *te
 		t.Run(tc.name, func(t *testing.T) {
 			q := &countingQueue{queue: newQueue("test", nil)}
 			defer q.ShutDown()
-			c := &Controller{later: newLater(q)}
-			h := c.objectKeys(q)
+			sh := testShard(q)
+			c := &Controller{}
+			h := c.objectKeys(sh)
 			c.inFlight.begin("default/m")
 			h.OnUpdate(input, tc.event)
 			if len(q.added) != 0 {
@@ -623,8 +625,9 @@ func TestAnOwnedObjectsUpdateQueuesItsOwnerOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := &countingQueue{queue: newQueue("test", nil)}
 			defer q.ShutDown()
-			c := &Controller{later: newLater(q), kind: "Memcached", group: "cache.example.com"}
-			c.ownerKeys(q, schema.GroupResource{Group: "apps", Resource: "deployments"}).OnUpdate(owned(tc.old), owned(tc.now))
+			sh := testShard(q)
+			c := &Controller{kind: "Memcached", group: "cache.example.com"}
+			c.ownerKeys(sh, schema.GroupResource{Group: "apps", Resource: "deployments"}).OnUpdate(owned(tc.old), owned(tc.now))
 			if !slices.Equal(q.added, tc.want) {
 				t.Errorf("keys added = %v, want %v", q.added, tc.want)
 			}

@@ -51,20 +51,12 @@ func (c *Controller) Shutdown(ctx context.Context) error {
 	}
 	c.cancelWork()
 	if idle := c.idle.Load(); idle != nil {
-		<-*idle
+		(*idle)()
 	}
 	return fmt.Errorf("kube: controller %s: shutting down: %w", c.name, ctx.Err())
 }
 
 func (c *Controller) beginShutdown() { c.stopOnce.Do(func() { close(c.stop) }) }
-
-// stopTaking makes the workers stop taking keys, and shuts q down with
-// ShutDown, never ShutDownWithDrain: draining would hand the workers the
-// backlog. ShutDown also stops the queue's own goroutines at once.
-func (c *Controller) stopTaking(q queue) {
-	c.beginShutdown()
-	q.ShutDown()
-}
 
 func (c *Controller) stopped() bool {
 	select {

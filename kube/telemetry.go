@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -27,6 +28,7 @@ const (
 	attrObjectName    = "humus.kube.object.name"
 	attrController    = "humus.kube.controller.name"
 	attrOutcome       = "humus.kube.controller.reconcile.outcome"
+	attrShard         = "humus.kube.controller.shard"
 	attrExcType       = "exception.type"
 	attrExcMessage    = "exception.message"
 	attrExcStacktrace = "exception.stacktrace"
@@ -35,12 +37,11 @@ const (
 // telemetry is what a controller records with, all from s.Telemetry under
 // the module's scope.
 type telemetry struct {
-	tracer       trace.Tracer
-	log          *slog.Logger
-	logr         logr.Logger // client-go's records, through the logger in their context
-	instruments  *instruments
-	queueMetrics *queueMetrics
-	controller   attribute.KeyValue
+	tracer      trace.Tracer
+	log         *slog.Logger
+	logr        logr.Logger // client-go's records, through the logger in their context
+	instruments *instruments
+	controller  attribute.KeyValue
 }
 
 func newTelemetry(t humus.Telemetry, name string) (*telemetry, error) {
@@ -51,12 +52,11 @@ func newTelemetry(t humus.Telemetry, name string) (*telemetry, error) {
 		return nil, err
 	}
 	return &telemetry{
-		tracer:       t.TracerProvider.Tracer(scope),
-		log:          slog.New(handler),
-		logr:         logr.FromSlogHandler(verbosity{Handler: handler}),
-		instruments:  inst,
-		queueMetrics: &queueMetrics{inst: inst},
-		controller:   attribute.String(attrController, name),
+		tracer:      t.TracerProvider.Tracer(scope),
+		log:         slog.New(handler),
+		logr:        logr.FromSlogHandler(verbosity{Handler: handler}),
+		instruments: inst,
+		controller:  attribute.String(attrController, name),
 	}, nil
 }
 
@@ -85,13 +85,17 @@ type reconcileRecord struct {
 	span  trace.Span
 	start time.Time
 	attrs []any // the object, for the log records
+	shard []attribute.KeyValue
 }
 
 // start begins the reconcile of u: a root span, reconcile <Kind>, which
 // the Reconciler's context carries.
-func (t *telemetry) start(ctx context.Context, kind string, u metav1.Object) (context.Context, *reconcileRecord) {
-	var attrs []attribute.KeyValue
+func (t *telemetry) start(ctx context.Context, kind string, u metav1.Object, shard []attribute.KeyValue) (context.Context, *reconcileRecord) {
+	attrs := slices.Clone(shard)
 	var logAttrs []any
+	for _, a := range shard {
+		logAttrs = append(logAttrs, slog.String(string(a.Key), a.Value.Emit()))
+	}
 	if ns := u.GetNamespace(); ns != "" {
 		attrs = append(attrs, attribute.String(attrNamespace, ns))
 		logAttrs = append(logAttrs, slog.String(attrNamespace, ns))
@@ -101,7 +105,7 @@ func (t *telemetry) start(ctx context.Context, kind string, u metav1.Object) (co
 	now := time.Now()
 	ctx, span := t.tracer.Start(ctx, "reconcile "+kind, trace.WithNewRoot(), trace.WithTimestamp(now),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return ctx, &reconcileRecord{tel: t, ctx: ctx, span: span, start: now, attrs: logAttrs}
+	return ctx, &reconcileRecord{tel: t, ctx: ctx, span: span, start: now, attrs: logAttrs, shard: shard}
 }
 
 func (r *reconcileRecord) succeeded() { r.end(success) }
@@ -151,7 +155,7 @@ func (r *reconcileRecord) end(o outcome) {
 	now := time.Now()
 	r.span.End(trace.WithTimestamp(now))
 	r.tel.instruments.reconcileDuration.Record(context.WithoutCancel(r.ctx), now.Sub(r.start).Seconds(),
-		metric.WithAttributes(r.tel.controller, attribute.String(attrOutcome, string(o))))
+		metric.WithAttributes(append([]attribute.KeyValue{r.tel.controller, attribute.String(attrOutcome, string(o))}, r.shard...)...))
 }
 
 // outcome is how a reconcile ended, for step 7 of How one key is
