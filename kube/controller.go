@@ -44,6 +44,9 @@ type Controller struct {
 	// idle waits until the workers of every term of leading have returned,
 	// once Shutdown has cancelled their reconciles.
 	idle atomic.Pointer[func()]
+	// shards runs the terms of a sharded controller's shards, once Serve has
+	// started it.
+	shards atomic.Pointer[shardManager]
 
 	// stop is closed when shutdown begins: Serve's context is done, or
 	// Shutdown is called.

@@ -63,11 +63,12 @@ type shardState struct {
 	running  bool      // this replica has a term of the shard, running or ending
 }
 
-// plan says which free shards this replica (self) takes now, in order, and
-// which shard's holder it asks for one (-1: none), from one look at the
-// Leases. wantedFor is how long a free Lease wanted by another replica is
-// left to it.
-func plan(self string, shards []shardState, now time.Time, wantedFor time.Duration) (take []int, ask int) {
+// plan says how many more shards this replica (self) takes now, which
+// free ones, in the order to try them (more than it takes: another
+// replica can take one first), and which shard's holder it asks for one
+// (-1: none), from one look at the Leases. wantedFor is how long a free
+// Lease wanted by another replica is left to it.
+func plan(self string, shards []shardState, now time.Time, wantedFor time.Duration) (more int, take []int, ask int) {
 	members := map[string]int{self: 0} // each member's shards
 	mine := 0
 	for _, s := range shards {
@@ -99,18 +100,17 @@ func plan(self string, shards []shardState, now time.Time, wantedFor time.Durati
 		}
 	}
 	rand.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
-	for _, i := range append(wanted, others...) {
-		if mine+len(take) >= most {
-			break
-		}
-		take = append(take, i)
+	take = append(wanted, others...)
+	more = min(max(most-mine, 0), len(take))
+	if more > 0 {
+		return more, take, -1
 	}
-	if len(take) > 0 || mine >= least {
-		return take, -1
+	if mine >= least {
+		return 0, nil, -1
 	}
 	for _, s := range shards {
 		if s.wantedBy == self {
-			return nil, -1 // asked already
+			return 0, nil, -1 // asked already
 		}
 	}
 	// Ask the member holding the most, if it holds more than its share.
@@ -124,14 +124,14 @@ func plan(self string, shards []shardState, now time.Time, wantedFor time.Durati
 		}
 	}
 	if donor == "" {
-		return nil, -1
+		return 0, nil, -1
 	}
 	for i, s := range shards {
 		if s.holder == donor && s.wantedBy == "" {
-			return nil, i
+			return 0, nil, i
 		}
 	}
-	return nil, -1
+	return 0, nil, -1
 }
 
 // shardManager runs a sharded controller's terms: one for each shard this
@@ -162,14 +162,15 @@ type seenLease struct {
 
 // shardTerm is one term of holding one shard.
 type shardTerm struct {
-	sh       *shard
-	el       *elector
-	synced   atomic.Bool
-	asked    chan struct{} // closed when another replica asks for the shard, or the term is to end
-	askOnce  sync.Once
-	over     chan struct{} // closed when the term has ended
-	workers  sync.WaitGroup
-	finished chan struct{} // closed once the workers have returned
+	sh        *shard
+	informers []cache.SharedIndexInformer
+	el        *elector
+	synced    atomic.Bool
+	asked     chan struct{} // closed when another replica asks for the shard, or the term is to end
+	askOnce   sync.Once
+	over      chan struct{} // closed when the term has ended
+	workers   sync.WaitGroup
+	finished  chan struct{} // closed once the workers have returned
 }
 
 // serveShards runs steps 4 and 5 of a sharded controller: it takes shards
@@ -189,9 +190,9 @@ func (c *Controller) serveShards(ctx, stopping, informing context.Context, watch
 	}
 	idle := m.waitWorkers
 	c.idle.Store(&idle)
+	c.shards.Store(m)
 	m.markSynced()
 
-	retry := c.settings.LeaderElection.RetryPeriod
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -204,34 +205,42 @@ func (c *Controller) serveShards(ctx, stopping, informing context.Context, watch
 			continue
 		case <-t.C:
 		}
-		if err := m.look(); err != nil {
-			stopping := m.stopAll()
-			<-stopping
+		next, err := m.look()
+		if err != nil {
+			<-m.stopAll()
 			return err
 		}
-		t.Reset(retry)
+		t.Reset(time.Until(next))
 	}
 }
 
 // look lists the Leases, takes the shards plan says, and asks for one.
-// Only a Lease this replica may not read or write is an error.
-func (m *shardManager) look() error {
+// It returns when to look next: RetryPeriod from now, or sooner, when a
+// Lease expires by this replica's clock. Only a Lease this replica may not
+// read or write is an error.
+func (m *shardManager) look() (time.Time, error) {
+	le := m.c.settings.LeaderElection
+	next := time.Now().Add(le.RetryPeriod)
 	leases, err := m.list()
-	if err != nil {
-		return err
+	if err != nil || leases == nil {
+		return next, err
 	}
-	if leases == nil {
-		return nil
+	states, expiry := m.states(leases)
+	if !expiry.IsZero() && expiry.Before(next) {
+		next = expiry
 	}
-	take, ask := plan(m.c.settings.LeaderElection.Identity, m.states(leases), time.Now(), m.c.settings.LeaderElection.LeaseDuration)
+	more, take, ask := plan(le.Identity, states, time.Now(), le.LeaseDuration)
 	var taken []int
 	for _, i := range take {
+		if len(taken) == more {
+			break
+		}
 		el := m.electors[i]
 		if el.take(m.campaigning()) {
 			taken = append(taken, i)
 		}
 		if err := el.deniedErr(); err != nil {
-			return err
+			return next, err
 		}
 	}
 	if len(taken) > 0 {
@@ -239,7 +248,7 @@ func (m *shardManager) look() error {
 		// shards at once, at least one sees the other's Lease now.
 		leases, err := m.list()
 		if err != nil {
-			return err
+			return next, err
 		}
 		blocked := m.blockedShards(leases)
 		for _, i := range taken {
@@ -253,7 +262,7 @@ func (m *shardManager) look() error {
 	if ask >= 0 {
 		m.askFor(ask)
 	}
-	return nil
+	return next, nil
 }
 
 func (m *shardManager) campaigning() context.Context {
@@ -278,8 +287,9 @@ func (m *shardManager) list() ([]coordinationv1.Lease, error) {
 }
 
 // states reads the Leases as plan takes them: each shard's, as its
-// elector sees it.
-func (m *shardManager) states(leases []coordinationv1.Lease) []shardState {
+// elector sees it; and when the first of those held by another replica
+// expires, unless renewed first.
+func (m *shardManager) states(leases []coordinationv1.Lease) (states []shardState, expiry time.Time) {
 	byName := map[string]*coordinationv1.Lease{}
 	for i := range leases {
 		byName[leases[i].Name] = &leases[i]
@@ -287,7 +297,7 @@ func (m *shardManager) states(leases []coordinationv1.Lease) []shardState {
 	blocked := m.blockedShards(leases)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	states := make([]shardState, len(m.electors))
+	states = make([]shardState, len(m.electors))
 	for i, el := range m.electors {
 		s := &states[i]
 		s.blocked = blocked[i]
@@ -296,15 +306,18 @@ func (m *shardManager) states(leases []coordinationv1.Lease) []shardState {
 			continue
 		}
 		el.saw(byName[el.name])
-		if free, _ := el.free(); !free {
+		if free, at := el.free(); !free {
 			s.holder = ptr.Deref(el.seen.Spec.HolderIdentity, "")
+			if expiry.IsZero() || at.Before(expiry) {
+				expiry = at
+			}
 		}
 		s.free = el.seenAt
 		if el.seen != nil {
 			s.wantedBy = el.seen.Annotations[annotationWantedBy]
 		}
 	}
-	return states
+	return states, expiry
 }
 
 // blockedShards says which shards a held Lease of another shard count
@@ -429,6 +442,9 @@ func (m *shardManager) run(t *shardTerm) {
 		return
 	}
 	sh.store = informers[0].GetIndexer()
+	m.mu.Lock()
+	t.informers = informers
+	m.mu.Unlock()
 	synced := make([]cache.InformerSynced, 0, len(informers))
 	for _, inf := range informers {
 		m.running.Go(func() { inf.RunWithContext(informing) })
