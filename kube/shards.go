@@ -221,8 +221,8 @@ func (c *Controller) serveShards(ctx, stopping, informing context.Context, watch
 func (m *shardManager) look() (time.Time, error) {
 	le := m.c.settings.LeaderElection
 	next := time.Now().Add(le.RetryPeriod)
-	leases, err := m.list()
-	if err != nil || leases == nil {
+	leases, ok, err := m.list()
+	if err != nil || !ok {
 		return next, err
 	}
 	states, expiry := m.states(leases)
@@ -246,13 +246,13 @@ func (m *shardManager) look() (time.Time, error) {
 	if len(taken) > 0 {
 		// Of two replicas with different shard counts taking overlapping
 		// shards at once, at least one sees the other's Lease now.
-		leases, err := m.list()
+		leases, ok, err := m.list()
 		if err != nil {
 			return next, err
 		}
 		blocked := m.blockedShards(leases)
 		for _, i := range taken {
-			if leases == nil || blocked[i] {
+			if !ok || blocked[i] {
 				m.c.release(m.electors[i])
 				continue
 			}
@@ -269,21 +269,21 @@ func (m *shardManager) campaigning() context.Context {
 	return klog.NewContext(context.WithoutCancel(m.ctx), m.c.tel.logr)
 }
 
-// list lists the Leases in the Lease's namespace. It returns nil and no
+// list lists the Leases in the Lease's namespace. It returns false and no
 // error when the list failed and may succeed next time.
-func (m *shardManager) list() ([]coordinationv1.Lease, error) {
+func (m *shardManager) list() ([]coordinationv1.Lease, bool, error) {
 	le := m.c.settings.LeaderElection
 	ctx, cancel := context.WithTimeout(m.campaigning(), le.RenewDeadline)
 	defer cancel()
 	list, err := m.c.clients.leases.Leases(le.Namespace).List(ctx, metav1.ListOptions{})
 	switch {
 	case apierrors.IsForbidden(err):
-		return nil, fmt.Errorf("kube: listing the Leases in %s: %w", le.Namespace, err)
+		return nil, false, fmt.Errorf("kube: listing the Leases in %s: %w", le.Namespace, err)
 	case err != nil:
 		klog.FromContext(ctx).V(4).Info("Failed to list the leases", "err", err)
-		return nil, nil
+		return nil, false, nil
 	}
-	return list.Items, nil
+	return list.Items, true, nil
 }
 
 // states reads the Leases as plan takes them: each shard's, as its

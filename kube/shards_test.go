@@ -1,0 +1,171 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
+)
+
+// shardObjects are n Memcacheds in default, m-0 to m-(n-1).
+func shardObjects(n int) []runtime.Object {
+	objs := make([]runtime.Object, n)
+	for i := range objs {
+		objs[i] = cacheObject("default", fmt.Sprintf("m-%d", i), 1)
+	}
+	return objs
+}
+
+// shardedController is a controller of 4 shards on f, as replica id,
+// recording into tel.
+func shardedController(t *testing.T, f *fakeCluster, id string, tel *humustest.Telemetry, rec Reconciler[cacheSpec, cacheStatus]) *Controller {
+	t.Helper()
+	s := testSettings()
+	s.Shards = 4
+	s.LeaderElection.Identity = id
+	setup := &humus.Setup{Host: humustest.NewHost().Host(), Telemetry: tel.Telemetry()}
+	ctrl, err := NewController(setup, testClient(t, setup), s, caches, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.use(ctrl)
+}
+
+// shardHoldersOf is the holder of each of the 4 shards' Leases in f.
+func shardHoldersOf(t *testing.T, f *fakeCluster) []string {
+	t.Helper()
+	holders := make([]string, 4)
+	for i := range holders {
+		holders[i] = holder(f.lease(t, "kube-system", shardLeaseName("memcached-controller", i, 4)))
+	}
+	return holders
+}
+
+// A replica alone takes every shard, and reconciles each object once, in
+// its shard's term: its span carries the shard. client-go's fakes ignore
+// the shard selector, as an API server without the feature gate does: the
+// replica keeps each shard's objects only, and says so once.
+func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, shardObjects(40)...)
+		checkLeaseVersions(f)
+		tel := humustest.NewTelemetry()
+		var calls counter
+		ctrl := shardedController(t, f, "replica-1", tel, readyReplicas(&calls))
+		stop := served(t, ctrl)
+
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
+			t.Errorf("the shards' holders = %q, want replica-1 for each", got)
+		}
+		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+			t.Errorf("Synced with every shard's caches synced: %v", err)
+		}
+		for i := range 40 {
+			if got := calls.get(fmt.Sprintf("m-%d", i)); got != 1 {
+				t.Errorf("m-%d reconciled %d times, want 1", i, got)
+			}
+		}
+		for _, s := range tel.Spans() {
+			name := attrStrings(s.Attributes())[attrObjectName]
+			want := newShardRange(shardOf(hashOf("uid-"+name), 4), 4).String()
+			if got := attrStrings(s.Attributes())[attrShard]; got != want {
+				t.Errorf("the span of %s has %s %q, want %q", name, attrShard, got, want)
+			}
+		}
+		warnings := 0
+		for _, r := range tel.Records() {
+			if strings.HasPrefix(r.Body().AsString(), "the API server doesn't filter lists and watches by shard") {
+				warnings++
+			}
+		}
+		if warnings != 1 {
+			t.Errorf("warnings that the API server doesn't filter = %d, want 1", warnings)
+		}
+
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"", "", "", ""}) {
+			t.Errorf("the shards' holders after shutdown = %q, want none: each released", got)
+		}
+	})
+}
+
+// A replica that starts after another took every shard asks for its share,
+// and is handed it once the reconciles in flight of each shard handed over
+// have finished: no object is reconciled by both at once, and each shard
+// ends up with one of them.
+func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, shardObjects(40)...)
+		checkLeaseVersions(f)
+
+		// Each reconcile takes a second, and is recorded by replica.
+		var mu sync.Mutex
+		type span struct {
+			replica    string
+			start, end time.Time
+		}
+		spans := map[string][]span{}
+		slow := func(id string) Reconciler[cacheSpec, cacheStatus] {
+			return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+				start := time.Now()
+				time.Sleep(time.Second)
+				mu.Lock()
+				spans[m.Name] = append(spans[m.Name], span{id, start, time.Now()})
+				mu.Unlock()
+				st := m.Status
+				st.ReadyReplicas = m.Spec.Size
+				return Result[cacheStatus]{Status: &st}, nil
+			})
+		}
+		first := shardedController(t, f, "replica-1", humustest.NewTelemetry(), slow("replica-1"))
+		served(t, first)
+		time.Sleep(5 * time.Second) // it takes every shard, and is reconciling
+		synctest.Wait()
+		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
+			t.Fatalf("the shards' holders = %q, want replica-1 for each", got)
+		}
+
+		second := shardedController(t, f, "replica-2", humustest.NewTelemetry(), slow("replica-2"))
+		served(t, second)
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		holders := shardHoldersOf(t, f)
+		count := map[string]int{}
+		for _, h := range holders {
+			count[h]++
+		}
+		if !maps.Equal(count, map[string]int{"replica-1": 2, "replica-2": 2}) {
+			t.Errorf("the shards' holders = %q, want two each", holders)
+		}
+
+		mu.Lock()
+		defer mu.Unlock()
+		for name, ss := range spans {
+			for i, s := range ss {
+				for _, o := range ss[:i] {
+					if o.replica != s.replica && o.end.After(s.start) && s.end.After(o.start) {
+						t.Errorf("%s was reconciled by %s and %s at once", name, o.replica, s.replica)
+					}
+				}
+			}
+			want := holders[shardOf(hashOf("uid-"+name), 4)]
+			if last := ss[len(ss)-1].replica; last != want {
+				t.Errorf("%s was last reconciled by %s, want %s, its shard's holder", name, last, want)
+			}
+		}
+	})
+}
