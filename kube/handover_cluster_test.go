@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,7 @@ const (
 	procIdentityEnv  = "HUMUS_KUBE_REPLICA_IDENTITY"
 	procLeaseEnv     = "HUMUS_KUBE_REPLICA_LEASE" // LeaseDuration,RenewDeadline,RetryPeriod
 	procDelayEnv     = "HUMUS_KUBE_REPLICA_DELAY" // a sleep before each reconcile
+	procShardsEnv    = "HUMUS_KUBE_REPLICA_SHARDS" // Settings.Shards, and each reconcile and the caches reported
 )
 
 // What the child writes on its stdout.
@@ -112,6 +114,12 @@ func runReplicaProcess() int {
 		}
 	}
 	token := os.Getenv(procTokenEnv)
+	if n := os.Getenv(procShardsEnv); n != "" {
+		if s.Shards, err = strconv.Atoi(n); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
 
 	code := humus.Run(ctx, humus.OSHost(), func(ctx context.Context, setup *humus.Setup) ([]humus.Service, error) {
 		client, err := NewClient(setup, Connection{
@@ -136,11 +144,17 @@ func runReplicaProcess() int {
 				return dep.Reconcile(ctx, m)
 			})
 		}
+		if s.Shards > 1 {
+			rec = reportReconciles(rec)
+		}
 		ctrl, err := NewController(setup, client, s, clusterCaches, rec,
 			Owns(deployments),
 			Finalize("cache.example.com/finalizer", func(context.Context, Object[cacheSpec, cacheStatus]) error { return nil }))
 		if err != nil {
 			return nil, err
+		}
+		if s.Shards > 1 {
+			go reportShards(ctx, ctrl)
 		}
 		go func() {
 			for {
@@ -213,6 +227,7 @@ type procLauncher struct {
 	caFile string
 	le     LeaderElection // its durations
 	delay  time.Duration
+	shards int // Settings.Shards, when above 1
 }
 
 func newProcLauncher(w *workload, le LeaderElection, delay time.Duration) *procLauncher {
@@ -231,7 +246,11 @@ func (l *procLauncher) start(name string) *replicaProc {
 	t := l.w.t
 	t.Helper()
 	gvr := clusterCaches.GVR()
-	token := l.w.c.ServiceAccount(t, l.w.ns, name, controllerRBAC(gvr.Group, gvr.Resource, l.w.ns)...)
+	grants := controllerRBAC(gvr.Group, gvr.Resource, l.w.ns)
+	if l.shards > 1 {
+		grants = append(grants, shardRBAC(l.w.ns))
+	}
+	token := l.w.c.ServiceAccount(t, l.w.ns, name, grants...)
 	cmd := exec.Command(os.Args[0], "-test.run=^"+procHelperTest+"$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(),
 		procEnv+"=1",
@@ -247,6 +266,9 @@ func (l *procLauncher) start(name string) *replicaProc {
 	)
 	if l.delay > 0 {
 		cmd.Env = append(cmd.Env, procDelayEnv+"="+l.delay.String())
+	}
+	if l.shards > 1 {
+		cmd.Env = append(cmd.Env, procShardsEnv+"="+strconv.Itoa(l.shards))
 	}
 	out := &procOutput{}
 	cmd.Stdout, cmd.Stderr = out, out

@@ -10,7 +10,7 @@
 //   - [ReadConnection] reads the kube.Connection: from the kubeconfig
 //     KUBECONFIG names or, in a pod, from what the kubelet provides.
 //   - [Controller] reads the kube.Settings every example has, POD_NAMESPACE,
-//     POD_NAME and WORKERS, and [ProbesAddr] reads PROBES_ADDR, both inside
+//     POD_NAME, WORKERS and SHARDS, and [ProbesAddr] reads PROBES_ADDR, both inside
 //     an App's config.Struct.
 //   - [Checked] and [Text] make a kube Check function a config.Parse parser,
 //     so a bad value is named by the variable it came from.
@@ -34,7 +34,9 @@ import (
 //   - POD_NAMESPACE and POD_NAME, required, are the Lease's namespace and
 //     this replica's identity in it, which the pod's spec sets from the
 //     downward API;
-//   - WORKERS is how many objects are reconciled at once, 1 unless set.
+//   - WORKERS is how many objects are reconciled at once, 1 unless set;
+//   - SHARDS is how many shards the objects are divided into, among the
+//     replicas, 1 unless set (kube's Scaling out).
 //
 // Each is checked with kube's own Check function as it is read.
 // Settings.Namespace is left "", every namespace: an App that can be
@@ -44,6 +46,7 @@ func Controller(r *config.Resolver, h humus.Host, name string) kube.Settings {
 	ks := kube.DefaultSettings()
 	ks.Name = name
 	ks.Workers = config.Parse(r, config.Default(env("WORKERS"), strconv.Itoa(ks.Workers)), Checked(strconv.Atoi, kube.CheckWorkers))
+	ks.Shards = config.Parse(r, config.Default(env("SHARDS"), strconv.Itoa(ks.Shards)), Checked(strconv.Atoi, kube.CheckShards))
 	ks.LeaderElection.Namespace = config.Parse(r, env("POD_NAMESPACE"), Checked(Text, kube.CheckNamespace))
 	ks.LeaderElection.Identity = config.Parse(r, env("POD_NAME"), Checked(Text, kube.CheckIdentity))
 	return ks
