@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
-	"reflect"
 	"regexp"
 	"slices"
 	"testing"
@@ -302,24 +301,12 @@ func TestShardsOfDifferentCountsOverlapWhereTheyShareHashes(t *testing.T) {
 
 // planned is plan's answer read as the shards this replica takes, in
 // order, every free shard it may try, and the shard whose holder it asks.
-// plan returns either the shards to take, or how many more to take and the
-// free shards in the order to try them (more than it takes: another
-// replica can take one first); this reads both, so the test doesn't depend
-// on which.
 func planned(self string, shards []shardState, now time.Time, wantedFor time.Duration) (take, tried []int, ask int) {
-	out := reflect.ValueOf(plan).Call([]reflect.Value{reflect.ValueOf(self), reflect.ValueOf(shards), reflect.ValueOf(now), reflect.ValueOf(wantedFor)})
-	switch len(out) {
-	case 2: // take, ask
-		take = out[0].Interface().([]int)
-		return take, take, int(out[1].Int())
-	case 3: // more, take, ask
-		more, tried := int(out[0].Int()), out[1].Interface().([]int)
-		if more > len(tried) {
-			panic(fmt.Sprintf("plan says to take %d more of %v", more, tried))
-		}
-		return tried[:more], tried, int(out[2].Int())
+	more, tried, ask := plan(self, shards, now, wantedFor)
+	if more > len(tried) {
+		panic(fmt.Sprintf("plan says to take %d more of %v", more, tried))
 	}
-	panic(fmt.Sprintf("plan returns %d values", len(out)))
+	return tried[:more], tried, ask
 }
 
 // plan takes free shards up to this replica's share, ceil(shards/members),
