@@ -46,8 +46,8 @@ const (
 	procTokenEnv     = "HUMUS_KUBE_REPLICA_TOKEN"
 	procNamespaceEnv = "HUMUS_KUBE_REPLICA_NAMESPACE"
 	procIdentityEnv  = "HUMUS_KUBE_REPLICA_IDENTITY"
-	procLeaseEnv     = "HUMUS_KUBE_REPLICA_LEASE" // LeaseDuration,RenewDeadline,RetryPeriod
-	procDelayEnv     = "HUMUS_KUBE_REPLICA_DELAY" // a sleep before each reconcile
+	procLeaseEnv     = "HUMUS_KUBE_REPLICA_LEASE"  // LeaseDuration,RenewDeadline,RetryPeriod
+	procDelayEnv     = "HUMUS_KUBE_REPLICA_DELAY"  // a sleep before each reconcile
 	procShardsEnv    = "HUMUS_KUBE_REPLICA_SHARDS" // Settings.Shards, and each reconcile and the caches reported
 )
 
