@@ -31,7 +31,7 @@ func shardObjects(n int) []runtime.Object {
 func shardedController(t *testing.T, f *fakeCluster, id string, tel *humustest.Telemetry, rec Reconciler[cacheSpec, cacheStatus]) *Controller {
 	t.Helper()
 	s := testSettings()
-	s.Shards = 4
+	s.Shards, s.Workers = 4, 20 // every object of a shard in flight at once
 	s.LeaderElection.Identity = id
 	setup := &humus.Setup{Host: humustest.NewHost().Host(), Telemetry: tel.Telemetry()}
 	ctrl, err := NewController(setup, testClient(t, setup), s, caches, rec)
@@ -112,7 +112,8 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 		f := newFakeCluster(t, listKinds, shardObjects(40)...)
 		checkLeaseVersions(f)
 
-		// Each reconcile takes a second, and is recorded by replica.
+		// Each reconcile takes longer than a handover does, and is recorded
+		// by replica.
 		var mu sync.Mutex
 		type span struct {
 			replica    string
@@ -122,7 +123,7 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 		slow := func(id string) Reconciler[cacheSpec, cacheStatus] {
 			return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
 				start := time.Now()
-				time.Sleep(time.Second)
+				time.Sleep(30 * time.Second)
 				mu.Lock()
 				spans[m.Name] = append(spans[m.Name], span{id, start, time.Now()})
 				mu.Unlock()
@@ -133,7 +134,7 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 		}
 		first := shardedController(t, f, "replica-1", humustest.NewTelemetry(), slow("replica-1"))
 		served(t, first)
-		time.Sleep(5 * time.Second) // it takes every shard, and is reconciling
+		time.Sleep(5 * time.Second) // it takes every shard, and reconciles every object
 		synctest.Wait()
 		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
 			t.Fatalf("the shards' holders = %q, want replica-1 for each", got)
@@ -141,7 +142,7 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 
 		second := shardedController(t, f, "replica-2", humustest.NewTelemetry(), slow("replica-2"))
 		served(t, second)
-		time.Sleep(2 * time.Minute)
+		time.Sleep(5 * time.Minute)
 		synctest.Wait()
 		holders := shardHoldersOf(t, f)
 		count := map[string]int{}
