@@ -67,7 +67,8 @@ fuzz:
 # maxes benchtab writes into kube/BENCHMARKS.md. The scenarios take about
 # 45 minutes on 2 cores, each saying what it does as it goes;
 # BENCH_SCALE=0.05 tries them in minutes, and BENCH_RUN='ColdStart/N=1000$$'
-# runs one (without the $$, N=10000 matches too).
+# runs one (without the $$, N=10000 matches too); BENCH_RUN='Shards' runs
+# the scaling out one, 1, 2 and 4 replicas of 4 shards.
 BENCH_SCALE ?= 1
 BENCH_COUNT ?= 3
 BENCH_RUN ?=

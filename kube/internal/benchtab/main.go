@@ -40,6 +40,13 @@ var targets = map[string]string{
 	"ColdStart/N=1000 restart-writes":     "0",
 	"ColdStart/N=10000 restart-writes":    "0",
 	"Churn latency-p99-s":                 "< 1",
+	// Scaling out: per replica, a replica's share of replicas=1's.
+	"Shards/replicas=2 settle-s":             "≤ replicas=1's",
+	"Shards/replicas=4 settle-s":             "≤ replicas=1's",
+	"Shards/replicas=2 heap-B/replica":       "replicas=1's / 2, ± 20%",
+	"Shards/replicas=4 heap-B/replica":       "replicas=1's / 4, ± 20%",
+	"Shards/replicas=2 received-MiB/replica": "replicas=1's / 2, ± 20%",
+	"Shards/replicas=4 received-MiB/replica": "replicas=1's / 4, ± 20%",
 }
 
 func main() {

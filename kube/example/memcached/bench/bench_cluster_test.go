@@ -12,13 +12,16 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"maps"
+	"net"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -250,26 +253,71 @@ func decode(u *unstructured.Unstructured, into any) error {
 }
 
 // controller is the Memcached App running in this process, as its pod
-// would, with a MeterProvider of its own to read its instruments.
+// would, with a MeterProvider of its own to read its instruments, and a
+// count of the bytes it read from its connections to the API server.
 type controller struct {
-	p      *humustest.Process
-	probes string
-	reader *sdkmetric.ManualReader
-	user   string
+	p        *humustest.Process
+	probes   string
+	reader   *sdkmetric.ManualReader
+	user     string
+	received *atomic.Int64
+	host     humus.Host   // for launch
+	tel      humus.Option // for launch
 }
 
 func (bn *bench) start(b *testing.B, ns, pod string, workers int) *controller {
 	b.Helper()
+	c := bn.prepare(b, ns, pod, workers, nil)
+	c.launch(b)
+	return c
+}
+
+// prepare sets up the App's pod, pod in ns, with workers and env's
+// variables on top of the pod's (its service account, token and Host),
+// for launch to start it.
+func (bn *bench) prepare(b *testing.B, ns, pod string, workers int, env map[string]string) *controller {
+	b.Helper()
 	host, probes := apptest.ClusterPodHost(b, bn.c, ns, pod, app.Name, apptest.RBACGrants(b, "../deploy/rbac.yaml", ns))
 	host.Env["WATCH_NAMESPACE"] = ns
 	host.Env["WORKERS"] = strconv.Itoa(workers)
+	maps.Copy(host.Env, env)
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	tel := humus.WithTelemetry(func(context.Context, humus.Host) (humus.Telemetry, error) {
 		return humus.Telemetry{MeterProvider: mp}, nil
 	})
-	p := humustest.Start(b, host.Host(), app.Init, tel)
-	return &controller{p: p, probes: probes, reader: reader, user: "system:serviceaccount:" + ns + ":" + app.Name}
+	c := &controller{probes: probes, reader: reader, user: "system:serviceaccount:" + ns + ":" + app.Name,
+		received: new(atomic.Int64), tel: tel}
+	// Every connection the App opens is dialled through its Host: the
+	// API server's, through its TLS.
+	c.host = host.Host()
+	dial := c.host.Dial
+	c.host.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{Conn: conn, n: c.received}, nil
+	}
+	return c
+}
+
+// launch starts the App prepare set up.
+func (c *controller) launch(b *testing.B) {
+	b.Helper()
+	c.p = humustest.Start(b, c.host, app.Init, c.tel)
+}
+
+// countingConn counts the bytes read from a connection into n.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	k, err := c.Conn.Read(p)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 // synced waits for the probes' /readyz, and returns when it first
@@ -598,13 +646,13 @@ func (bn *bench) settleByHand(memcacheds dynamic.ResourceInterface, rec app.Reco
 	return err
 }
 
-// drop deletes ns's Memcacheds, and waits until they are gone (ctrl, the
-// App still running, finalizes them), stops ctrl, then deletes ns and waits
-// until it is gone, so no run's deletions load the control plane during
-// the next. The App stops before its namespace goes: that takes its
-// ServiceAccount and RBAC, and a controller whose resource turns
+// drop deletes ns's Memcacheds, and waits until they are gone (ctrls, the
+// Apps still running, finalize them), stops ctrls, then deletes ns and
+// waits until it is gone, so no run's deletions load the control plane
+// during the next. The Apps stop before their namespace goes: that takes
+// their ServiceAccount and RBAC, and a controller whose resource turns
 // Forbidden ends with an error. ctrl is nil when no App runs.
-func (bn *bench) drop(b *testing.B, ns string, ctrl *controller) {
+func (bn *bench) drop(b *testing.B, ns string, ctrls ...*controller) {
 	b.Helper()
 	progress(b, "deleting namespace %s", ns)
 	memcacheds := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns)
@@ -633,8 +681,16 @@ func (bn *bench) drop(b *testing.B, ns string, ctrl *controller) {
 		}
 		return nil
 	})
-	if ctrl != nil {
-		ctrl.stop(b)
+	// Every App told to stop first, so none takes over the shards of
+	// another as it goes.
+	ctrls = slices.DeleteFunc(ctrls, func(c *controller) bool { return c == nil })
+	for _, c := range ctrls {
+		c.p.Signal()
+	}
+	for _, c := range ctrls {
+		if code := apptest.Wait(b, c.p); code != 0 {
+			b.Fatalf("the App exited %d, want 0", code)
+		}
 	}
 	if err := bn.kc.CoreV1().Namespaces().Delete(b.Context(), ns, metav1.DeleteOptions{}); err != nil {
 		b.Fatalf("deleting namespace %s: %v", ns, err)
@@ -725,4 +781,164 @@ func BenchmarkClusterChurn(b *testing.B) {
 		b.ReportMetric(quantile(0.99, bounds, buckets), "queue-p99-s")
 		bn.drop(b, ns, ctrl)
 	}
+}
+
+// BenchmarkClusterShards is scaling out: ColdStart at N = 10,000 with
+// SHARDS=4, the API server's ShardedListAndWatch on, and 1, 2 and 4
+// replicas of the App in this process, started at once.
+func BenchmarkClusterShards(b *testing.B) {
+	cluster.Get(b).FeatureGates(b, "ShardedListAndWatch=true")
+	for _, r := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("replicas=%d", r), func(b *testing.B) {
+			for range b.N {
+				sharded(b, scaled(10000), 4, r)
+			}
+		})
+	}
+}
+
+// sharded is one run of BenchmarkClusterShards: n Memcacheds exist before replicas
+// Apps of shards shards start, one right after another, 4 workers each;
+// the figures are the settle and sync times, the heap and the bytes each
+// replica received, and the reconciles per object, once the shards are
+// spread evenly and the Apps idle.
+func sharded(b *testing.B, n, shards, replicas int) {
+	bn := newBench(b)
+	ns := bn.c.Namespace(b)
+	progress(b, "creating %d Memcacheds", n)
+	bn.create(b, ns, 0, n)
+	bn.filters(b, ns)
+	s := bn.track(b, ns, n)
+	defer s.close()
+	progress(b, "starting %d Apps, %d shards, 4 workers each", replicas, shards)
+
+	ctrls := make([]*controller, replicas)
+	for i := range ctrls {
+		ctrls[i] = bn.prepare(b, ns, "memcached-controller-"+strconv.Itoa(i), 4, map[string]string{"SHARDS": strconv.Itoa(shards)})
+	}
+	heapBefore := heapInUse()
+	start := time.Now()
+	for _, c := range ctrls {
+		c.launch(b)
+	}
+	// synced: when every replica's /readyz has answered ok.
+	var syncedAt time.Time
+	for _, c := range ctrls {
+		if at := c.synced(b); at.After(syncedAt) {
+			syncedAt = at
+		}
+	}
+	select {
+	case <-s.all:
+	case <-time.After(20 * time.Minute):
+		b.Fatalf("%d of %d Memcacheds settled in 20 minutes", len(s.times()), n)
+	}
+	settle := time.Since(start)
+	progress(b, "synced in %s, settled in %s", syncedAt.Sub(start).Round(time.Millisecond), settle.Round(time.Millisecond))
+	bn.spread(b, ns, shards, replicas)
+	idleAll(b, ctrls, uint64(n))
+	var reconciles uint64
+	var received, busiest int64
+	for _, c := range ctrls {
+		reconciles += c.reconciles(b)
+		got := c.received.Load()
+		received += got
+		busiest = max(busiest, got)
+	}
+	s.close()
+	s.forget() // the benchmark's own maps aren't the Apps' heap
+	heap := float64(heapInUse()) - float64(heapBefore)
+
+	b.ReportMetric(settle.Seconds(), "settle-s")
+	b.ReportMetric(syncedAt.Sub(start).Seconds(), "synced-s")
+	b.ReportMetric(float64(n)/settle.Seconds(), "objects/s")
+	b.ReportMetric(float64(reconciles)/float64(n), "reconciles/object")
+	b.ReportMetric(heap/float64(n), "heap-B/object")
+	b.ReportMetric(heap/float64(replicas), "heap-B/replica")
+	b.ReportMetric(float64(received)/float64(replicas)/(1<<20), "received-MiB/replica")
+	b.ReportMetric(float64(busiest)/(1<<20), "received-MiB/replica-max")
+	bn.drop(b, ns, ctrls...)
+}
+
+// filters fails b unless the API server filters a list of ns's
+// Memcacheds by a shard selector: without ShardedListAndWatch it ignores
+// the selector, the Apps still keep only their shards' objects, and the
+// figures aren't this scenario's. The selector asks for the first quarter
+// of the hashes of the objects' UIDs (the 64-bit FNV-1a hash, as kube's
+// shards have it).
+func (bn *bench) filters(b *testing.B, ns string) {
+	b.Helper()
+	list, err := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns).List(b.Context(), metav1.ListOptions{
+		ShardSelector: "shardRange(object.metadata.uid, '0x0000000000000000', '0x4000000000000000')",
+	})
+	if err != nil {
+		b.Fatalf("listing Memcacheds by shard: %v", err)
+	}
+	for _, u := range list.Items {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(u.GetUID()))
+		if h.Sum64() >= 1<<62 {
+			b.Fatalf("the API server doesn't filter by shard (ShardedListAndWatch is off): %s is outside the selector", u.GetName())
+		}
+	}
+}
+
+// spread waits until the replicas hold the shards' Leases evenly, as
+// many each (shards over replicas, rounded down or up): the Apps start
+// at once, and the first to look at the Leases can take more than its
+// share, to hand the rest over.
+func (bn *bench) spread(b *testing.B, ns string, shards, replicas int) {
+	b.Helper()
+	suffix := "-of-" + strconv.Itoa(shards)
+	cluster.Eventually(b, 5*time.Minute, func(ctx context.Context) error {
+		leases, err := bn.kc.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		held := map[string]int{}
+		for _, l := range leases.Items {
+			if strings.HasPrefix(l.Name, app.Name+"-") && strings.HasSuffix(l.Name, suffix) &&
+				l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+				held[*l.Spec.HolderIdentity]++
+			}
+		}
+		total := 0
+		for _, k := range held {
+			total += k
+			if k < shards/replicas || k > (shards+replicas-1)/replicas {
+				return fmt.Errorf("the shards' holders: %v", held)
+			}
+		}
+		if total != shards || len(held) != min(shards, replicas) {
+			return fmt.Errorf("the shards' holders: %v", held)
+		}
+		return nil
+	})
+}
+
+// idleAll waits until ctrls have reconciled at least n times between them,
+// each reconciling its shards' objects, and then none for 3 s.
+func idleAll(b *testing.B, ctrls []*controller, n uint64) {
+	b.Helper()
+	last, since := uint64(0), time.Now()
+	deadline := time.Now().Add(20 * time.Minute)
+	for time.Now().Before(deadline) {
+		var got uint64
+		for _, c := range ctrls {
+			select {
+			case <-c.p.Done():
+				b.Fatalf("an App exited %d before it was idle", c.p.Wait())
+			default:
+			}
+			got += c.reconciles(b)
+		}
+		if got != last {
+			last, since = got, time.Now()
+		}
+		if got >= n && time.Since(since) > 3*time.Second {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	b.Fatalf("the Apps reconciled %d times between them, not yet idle, after 20 minutes", last)
 }
