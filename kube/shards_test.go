@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -167,6 +168,81 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 			if last := ss[len(ss)-1].replica; last != want {
 				t.Errorf("%s was last reconciled by %s, want %s, its shard's holder", name, last, want)
 			}
+		}
+	})
+}
+
+// A sharded replica that can't renew its Leases stops each shard's workers
+// by the shard's renew deadline, as one Lease does, and makes no write
+// after it; unlike one Lease, Serve goes on, and the replica takes the
+// shards again once the API server answers.
+func TestAShardedReplicaThatCannotRenewStopsItsShardsAndTakesThemAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, shardObjects(8)...)
+		checkLeaseVersions(f)
+		applies := applyTimes(f)
+		var calls counter
+		var cancelled atomic.Int32
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			if calls.inc(m.Name) == 1 {
+				// The first reconcile of each runs until its context ends,
+				// and returns a status after it.
+				<-ctx.Done()
+				cancelled.Add(1)
+			}
+			st := m.Status
+			st.ReadyReplicas = m.Spec.Size
+			return Result[cacheStatus]{Status: &st}, nil
+		})
+		ctrl := shardedController(t, f, "replica-1", humustest.NewTelemetry(), rec)
+		leases := hangLeases(ctrl)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		errc := make(chan error, 1)
+		go func() { errc <- ctrl.Serve(ctx) }()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
+			t.Fatalf("the shards' holders = %q, want replica-1 for each", got)
+		}
+
+		// Every renewal hangs from now on.
+		leases.hung.Store(true)
+		renewed := leases.lastRenewal()
+		le := testSettings().LeaderElection
+		time.Sleep(time.Until(renewed.Add(lostDeadline(le))))
+		synctest.Wait()
+		if n := cancelled.Load(); n != 8 {
+			t.Errorf("reconciles cancelled by the lost deadline = %d, want all 8", n)
+		}
+		for _, at := range applies() {
+			if !at.Before(renewed.Add(le.RenewDeadline)) {
+				t.Errorf("an apply reached the API server %s after the last renewal, past the renew deadline", at.Sub(renewed))
+			}
+		}
+		select {
+		case err := <-errc:
+			t.Fatalf("Serve returned %v on losing its shards, want it to go on", err)
+		default:
+		}
+
+		// The API server answers again: the shards are taken again, and
+		// every object reconciled.
+		leases.hung.Store(false)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
+			t.Errorf("the shards' holders once the API server answers = %q, want replica-1 for each", got)
+		}
+		if n := len(f.appliesTo("status")); n != 8 {
+			t.Errorf("status applies = %d, want 8: every object reconciled once the shards were taken again", n)
+		}
+		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+			t.Errorf("Synced: %v", err)
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("Serve = %v, want nil", err)
 		}
 	})
 }
