@@ -309,6 +309,18 @@ func planned(self string, shards []shardState, now time.Time, wantedFor time.Dur
 	return tried[:more], tried, ask
 }
 
+// A replica holding no shard takes one, and the rest of its share at its
+// next look, once it has seen the others starting with it.
+func TestPlanTakesOneShardFirst(t *testing.T) {
+	free := shardState{}
+	for range 20 {
+		take, tried, ask := planned("a", []shardState{free, free, free, free}, time.Now(), time.Minute)
+		if len(take) != 1 || len(tried) != 4 || ask != -1 {
+			t.Fatalf("holding none of 4 free shards, it takes %v of %v and asks %d; want one taken, 4 to try, none asked", take, tried, ask)
+		}
+	}
+}
+
 // plan takes free shards up to this replica's share, ceil(shards/members),
 // and asks the busiest member for one only when this replica holds fewer
 // than floor(shards/members) and finds none free.
@@ -333,10 +345,10 @@ func TestPlanTakesAFairShare(t *testing.T) {
 		first  int   // the shard taken first, or -1: any
 		ask    int
 	}{
-		{"alone, it takes every free shard",
-			[]shardState{free, free, free, free}, []int{0, 1, 2, 3}, -1, -1},
-		{"with another holding 2 of 4, it takes the 2 free",
-			[]shardState{heldBy("b"), free, heldBy("b"), free}, []int{1, 3}, -1, -1},
+		{"alone, holding one, it takes every other free shard",
+			[]shardState{mine, free, free, free}, []int{1, 2, 3}, -1, -1},
+		{"with another holding 2 of 4, and one of its own, it takes the one free",
+			[]shardState{heldBy("b"), mine, heldBy("b"), free}, []int{3}, -1, -1},
 		{"holding its share of the ceiling, it takes the one free",
 			[]shardState{mine, heldBy("b"), free}, []int{2}, -1, -1},
 		{"at its ceiling, it takes no more",
@@ -356,9 +368,9 @@ func TestPlanTakesAFairShare(t *testing.T) {
 		{"a free shard it asked for it takes first",
 			[]shardState{mine, free, wanted(free, "self", time.Second), heldBy("b")}, []int{2}, 2, -1},
 		{"it takes the shard it asked for before the other free ones",
-			[]shardState{free, free, wanted(free, "self", time.Second), free}, []int{0, 1, 2, 3}, 2, -1},
+			[]shardState{mine, free, wanted(free, "self", time.Second), free}, []int{1, 2, 3}, 2, -1},
 		{"it never takes a blocked shard",
-			[]shardState{free, blocked(free), blocked(wanted(free, "self", time.Second)), free}, []int{0, 3}, -1, -1},
+			[]shardState{free, blocked(free), blocked(wanted(free, "self", time.Second)), free, mine}, []int{0, 3}, -1, -1},
 		{"with every shard blocked, it takes none and asks no one",
 			[]shardState{blocked(free), blocked(free)}, nil, -1, -1},
 		{"holding 1 of 4 beside replicas holding 2 and 1, it has nothing to do",

@@ -28,7 +28,9 @@ import (
 //     free (missing, released, or not renewed for its duration since this
 //     replica first saw its version) it takes while it holds fewer than
 //     ceil(shards / members), the members being itself, the holders of
-//     the Leases and the replicas asking for one.
+//     the Leases and the replicas asking for one; holding none, it takes
+//     one, so replicas that start together see each other before they
+//     take more.
 //   - A replica that holds fewer than floor(shards / members), and finds
 //     none free, asks the replica holding the most for one: it writes its
 //     name into one of that replica's Leases (annotationWantedBy). The
@@ -102,6 +104,13 @@ func plan(self string, shards []shardState, now time.Time, wantedFor time.Durati
 	rand.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
 	take = append(wanted, others...)
 	more = min(max(most-mine, 0), len(take))
+	if mine == 0 {
+		// A replica holding none takes one first, and the rest of its
+		// share once it sees the Leases again: replicas that start
+		// together see each other by then, and share the shards without
+		// handing any over.
+		more = min(more, 1)
+	}
 	if more > 0 {
 		return more, take, -1
 	}
