@@ -94,7 +94,7 @@ func (t *telemetry) start(ctx context.Context, kind string, u metav1.Object, sha
 	attrs := slices.Clone(shard)
 	var logAttrs []any
 	for _, a := range shard {
-		logAttrs = append(logAttrs, slog.String(string(a.Key), a.Value.Emit()))
+		logAttrs = append(logAttrs, slog.String(string(a.Key), a.Value.String()))
 	}
 	if ns := u.GetNamespace(); ns != "" {
 		attrs = append(attrs, attribute.String(attrNamespace, ns))
