@@ -423,6 +423,7 @@ func (m *shardManager) run(t *shardTerm) {
 	le := c.settings.LeaderElection
 	defer func() {
 		sh.later.stop()
+		m.forgetKeys(sh)
 		close(t.over)
 		m.ended <- sh.r.index
 	}()
@@ -518,6 +519,23 @@ func (m *shardManager) run(t *shardTerm) {
 		<-t.finished
 	}
 	<-held
+}
+
+// forgetKeys drops what the controller keeps of each key of a term that
+// has ended, once its workers have returned: its writes and its backoff,
+// which another replica's term of the shard makes stale; and whatever is
+// left in its queue, so the queue's depth goes back to none.
+func (m *shardManager) forgetKeys(sh *shard) {
+	if sh.store != nil {
+		for _, k := range sh.store.ListKeys() {
+			m.c.versions.forget(k)
+			m.c.retry.Forget(k)
+		}
+	}
+	for sh.q.Len() > 0 {
+		k, _ := sh.q.Get()
+		sh.q.Done(k)
+	}
 }
 
 // ask ends the term as a handover does: asked for by another replica, or
