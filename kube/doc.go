@@ -133,6 +133,15 @@
 //     or not every Reconciler has returned, before any other replica can
 //     take the Lease. A write already on the wire when the network stalled
 //     can still land later: Kubernetes has no fencing token for a write.
+//   - With Settings.Shards above 1, the objects are divided by the hash of
+//     their UID (or namespace) into that many shards, each with a Lease of
+//     its own named Name-i-of-Shards; each rule here holds for each shard,
+//     but a replica that loses a shard keeps running and takes shards
+//     again. The replicas share the shards evenly, a shard handed over only
+//     once its reconciles in flight have finished, and each replica lists,
+//     watches and caches only the shards it holds, with the API server's
+//     shard selector (filtering on its own side too). See Scaling out in
+//     docs/kubernetes-controllers.md.
 //   - A standby reads the Lease every RetryPeriod and tries to take it the
 //     moment it has expired by its own clock: it takes a released Lease
 //     within RetryPeriod, and a dead holder's within LeaseDuration and
@@ -365,7 +374,8 @@
 //     subresource (for a Kind: list and watch, and patch when Finalize is
 //     given). The proposal lists get too, which is harmless to grant: the
 //     controller reads objects from its cache, and never gets one;
-//   - get, create and update on Leases, in the Lease's namespace;
+//   - get, create and update on Leases, in the Lease's namespace, and list
+//     with Settings.Shards above 1;
 //   - list and watch on each owned resource.
 //
 // A Reconciler that applies its children with server-side apply needs
