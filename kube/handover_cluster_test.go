@@ -583,22 +583,31 @@ func TestClusterFaultHandoversBySIGTERMAndSIGKILLKeepOneWriterAtATime(t *testing
 func createCaches(t *testing.T, w *workload, n int) {
 	t.Helper()
 	gvr := clusterCaches.GVR()
+	eachCache(t, n, func(i int) error {
+		u := object(gvr.GroupVersion().String(), "Memcached", w.ns, fmt.Sprintf("m-%d", i), map[string]any{"size": int64(1)})
+		delete(u.Object["metadata"].(map[string]any), "uid")
+		_, err := w.admin.Resource(gvr).Namespace(w.ns).Create(t.Context(), u, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// eachCache calls f for 0 to n-1, 8 at once, and fails t with every error.
+func eachCache(t *testing.T, n int, f func(i int) error) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make([]error, n)
-	names := make(chan int)
+	next := make(chan int)
 	for range 8 {
 		wg.Go(func() {
-			for i := range names {
-				u := object(gvr.GroupVersion().String(), "Memcached", w.ns, fmt.Sprintf("m-%d", i), map[string]any{"size": int64(1)})
-				delete(u.Object["metadata"].(map[string]any), "uid")
-				_, errs[i] = w.admin.Resource(gvr).Namespace(w.ns).Create(t.Context(), u, metav1.CreateOptions{})
+			for i := range next {
+				errs[i] = f(i)
 			}
 		})
 	}
 	for i := range n {
-		names <- i
+		next <- i
 	}
-	close(names)
+	close(next)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)

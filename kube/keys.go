@@ -139,16 +139,26 @@ func (c *Controller) ownerKey(obj any) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	ref := metav1.GetControllerOfNoCopy(m)
-	if ref == nil || ref.Kind != c.kind {
-		return "", false
-	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil || gv.Group != c.group {
+	ref := c.controllerRef(m)
+	if ref == nil {
 		return "", false
 	}
 	if c.scope == Cluster {
 		return ref.Name, true
 	}
 	return m.GetNamespace() + "/" + ref.Name, true
+}
+
+// controllerRef is m's controller owner reference when it names an object
+// of the controller's group and kind, or nil.
+func (c *Controller) controllerRef(m metav1.Object) *metav1.OwnerReference {
+	ref := metav1.GetControllerOfNoCopy(m)
+	if ref == nil || ref.Kind != c.kind {
+		return nil
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != c.group {
+		return nil
+	}
+	return ref
 }

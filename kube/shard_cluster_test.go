@@ -2,13 +2,11 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -178,24 +176,10 @@ func shardsOfObjects(t *testing.T, w *workload, n int) map[string]int {
 func resizeAll(t *testing.T, w *workload, n int, size int64) {
 	t.Helper()
 	patch := fmt.Appendf(nil, `{"spec":{"size":%d}}`, size)
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	names := make(chan int)
-	for range 8 {
-		wg.Go(func() {
-			for i := range names {
-				_, errs[i] = w.admin.Resource(clusterCaches.GVR()).Namespace(w.ns).Patch(t.Context(), fmt.Sprintf("m-%d", i), types.MergePatchType, patch, metav1.PatchOptions{})
-			}
-		})
-	}
-	for i := range n {
-		names <- i
-	}
-	close(names)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+	eachCache(t, n, func(i int) error {
+		_, err := w.admin.Resource(clusterCaches.GVR()).Namespace(w.ns).Patch(t.Context(), fmt.Sprintf("m-%d", i), types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
 }
 
 // awaitSettled waits until every one of the n Memcacheds has the

@@ -706,13 +706,8 @@ func (c *Controller) shardInformer(lw *listWatch, client any, gvr schema.GroupVe
 // ownerUID is the UID of o's controller owner when it is of the
 // controller's kind: the field an owned object's shard is hashed from.
 func (c *Controller) ownerUID(o metav1.Object) (string, bool) {
-	ref := metav1.GetControllerOfNoCopy(o)
-	if ref == nil || ref.Kind != c.kind {
-		return "", false
+	if ref := c.controllerRef(o); ref != nil {
+		return string(ref.UID), true
 	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil || gv.Group != c.group {
-		return "", false
-	}
-	return string(ref.UID), true
+	return "", false
 }

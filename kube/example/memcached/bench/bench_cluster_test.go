@@ -551,24 +551,7 @@ func coldStart(b *testing.B, n, workers int, restart bool) {
 // 3 s.
 func idle(b *testing.B, ctrl *controller, n uint64) {
 	b.Helper()
-	last, since := uint64(0), time.Now()
-	deadline := time.Now().Add(20 * time.Minute)
-	for time.Now().Before(deadline) {
-		select {
-		case <-ctrl.p.Done():
-			b.Fatalf("the App exited %d before it was idle", ctrl.p.Wait())
-		default:
-		}
-		got := ctrl.reconciles(b)
-		if got != last {
-			last, since = got, time.Now()
-		}
-		if got >= n && time.Since(since) > 3*time.Second {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	b.Fatalf("the restarted App reconciled %d times, not yet idle, after 20 minutes", last)
+	idleAll(b, []*controller{ctrl}, n)
 }
 
 // ceiling is scenario 2: n new Memcacheds, and for each, by workers
