@@ -340,4 +340,21 @@ func testShards(t *testing.T, w *workload) {
 	if by["r-4"] == 0 {
 		t.Error("the fourth replica reconciled nothing")
 	}
+
+	// SIGTERM: each replica releases its shards and exits 0, with no
+	// goroutine left (exit 3 otherwise).
+	running := []*replicaProc{reps[0], reps[1], reps[3]}
+	for _, p := range running {
+		p.signal(t, syscall.SIGTERM)
+	}
+	for _, p := range running {
+		if code := p.exited(t, 30*time.Second); code != 0 {
+			t.Errorf("%s exited %d after SIGTERM, want 0", p.name, code)
+		}
+	}
+	if holders, err := shardHolders(t.Context(), w, shards); err != nil {
+		t.Fatal(err)
+	} else if !slices.Equal(holders, make([]string, shards)) {
+		t.Errorf("the shards' holders after every replica exited = %q, want none: each released", holders)
+	}
 }
