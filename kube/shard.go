@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -186,7 +187,7 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, o metav1.ListOptions)
 	if err != nil {
 		return nil, err
 	}
-	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+	return filterWatch(w, func(e watch.Event) (watch.Event, bool) {
 		switch e.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
 		default:
@@ -204,6 +205,52 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, o metav1.ListOptions)
 		}
 		return e, false
 	}), nil
+}
+
+// filteredWatch is w's events that f keeps, as f changes them. Unlike
+// apimachinery's watch.Filter, whose goroutine blocks forever on an event
+// nobody reads once the watch is stopped, Stop ends its goroutine.
+type filteredWatch struct {
+	w        watch.Interface
+	out      chan watch.Event
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+func filterWatch(w watch.Interface, f func(watch.Event) (watch.Event, bool)) watch.Interface {
+	fw := &filteredWatch{w: w, out: make(chan watch.Event), stop: make(chan struct{})}
+	go fw.loop(f)
+	return fw
+}
+
+func (fw *filteredWatch) ResultChan() <-chan watch.Event { return fw.out }
+
+func (fw *filteredWatch) Stop() {
+	fw.stopOnce.Do(func() { close(fw.stop) })
+	fw.w.Stop()
+}
+
+func (fw *filteredWatch) loop(f func(watch.Event) (watch.Event, bool)) {
+	defer close(fw.out)
+	for {
+		select {
+		case <-fw.stop:
+			return
+		case e, ok := <-fw.w.ResultChan():
+			if !ok {
+				return
+			}
+			e, keep := f(e)
+			if !keep {
+				continue
+			}
+			select {
+			case fw.out <- e:
+			case <-fw.stop:
+				return
+			}
+		}
+	}
 }
 
 // filterList keeps the items of list that keep says to: a list of the

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -688,4 +689,22 @@ func TestAShardsWatchWithoutTheCacheDropsWhatLeaves(t *testing.T) {
 	if want := []string{"MODIFIED ours"}; !slices.Equal(got, want) {
 		t.Errorf("the watch sends %v, want %v", got, want)
 	}
+}
+
+// A shard's watch that is stopped while an event it kept waits to be
+// read leaves no goroutine behind: the reflector stops a watch it no
+// longer reads. (apimachinery's watch.Filter leaves one, blocked on the
+// send, for every such watch; synctest fails the test on it.)
+func TestAStoppedShardWatchLeavesNoGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		upstream := watch.NewFake()
+		w := filterWatch(upstream, func(e watch.Event) (watch.Event, bool) { return e, true })
+		go upstream.Add(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "kept, never read"}})
+		synctest.Wait()
+		w.Stop()
+		synctest.Wait()
+		if _, open := <-w.ResultChan(); open {
+			t.Error("the stopped watch's channel is open, want it closed")
+		}
+	})
 }
