@@ -213,6 +213,9 @@ func (c *Controller) serveShards(ctx, stopping, informing context.Context, watch
 			m.forget(i)
 			continue
 		case <-t.C:
+			if stopping.Err() != nil {
+				continue // no shard taken once shutdown has begun
+			}
 		}
 		next, err := m.look()
 		if err != nil {
@@ -550,7 +553,7 @@ func (m *shardManager) handOver(t *shardTerm, stopHolding context.CancelFunc, he
 	<-held
 	m.c.release(t.el)
 	if m.stopping.Err() == nil {
-		t.el.log.Info("Released the shard", "wanted by", t.el.seen.Annotations[annotationWantedBy])
+		t.el.log.Info("Released the shard", "wantedBy", t.el.seen.Annotations[annotationWantedBy])
 	}
 }
 
@@ -646,7 +649,7 @@ func (m *shardManager) notHonoured(r shardRange) func() {
 	return func() {
 		m.honoured.Do(func() {
 			m.c.tel.log.WarnContext(m.ctx, "the API server doesn't filter lists and watches by shard: this replica receives every shard's objects and keeps only its own",
-				"shard", r.String(), "feature gate", "ShardedListAndWatch")
+				"shard", r.String(), "featureGate", "ShardedListAndWatch")
 		})
 	}
 }
