@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -31,6 +32,9 @@ type shard struct {
 	later *later
 	store cache.Indexer
 	attrs []attribute.KeyValue // the shard's, on its spans and instruments; none with one shard
+	// workers, with shards, holds a token for each reconcile in flight on
+	// this replica, whichever shard it is of: Settings.Workers of them.
+	workers chan struct{}
 
 	stop     chan struct{} // closed when the shard's workers are to take no more keys
 	stopOnce sync.Once
@@ -53,6 +57,30 @@ func (c *Controller) newShard(r shardRange) *shard {
 func (sh *shard) stopTaking() {
 	sh.stopOnce.Do(func() { close(sh.stop) })
 	sh.q.ShutDown()
+}
+
+// acquire takes one of the replica's workers for a reconcile of the
+// shard's, waiting while all are busy, unless the shard stops taking keys
+// or ctx ends first.
+func (sh *shard) acquire(ctx context.Context) bool {
+	if sh.workers == nil {
+		return true
+	}
+	select {
+	case sh.workers <- struct{}{}:
+		return true
+	case <-sh.stop:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// release gives back what acquire took.
+func (sh *shard) release() {
+	if sh.workers != nil {
+		<-sh.workers
+	}
 }
 
 func (sh *shard) stopped() bool {

@@ -20,11 +20,12 @@ func (c *Controller) worker(ctx context.Context, sh *shard) {
 		if shutdown {
 			return
 		}
-		if c.stopped() || sh.stopped() || ctx.Err() != nil {
+		if c.stopped() || sh.stopped() || ctx.Err() != nil || !sh.acquire(ctx) {
 			sh.q.Done(key)
 			continue
 		}
 		c.process(ctx, sh, key)
+		sh.release()
 	}
 }
 

@@ -35,8 +35,9 @@ type Settings struct {
 	// (CheckWatchNamespace). It must be "" for a cluster-scoped resource.
 	Namespace string
 
-	// Workers is how many objects are reconciled at once. One object is
-	// never reconciled twice at once. Default 1, at least 1 (CheckWorkers).
+	// Workers is how many objects are reconciled at once, on a replica:
+	// with shards, across the shards it holds. One object is never
+	// reconciled twice at once. Default 1, at least 1 (CheckWorkers).
 	Workers int
 
 	// Resync reconciles every object again this often. Default 10h,

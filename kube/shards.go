@@ -155,7 +155,11 @@ type shardManager struct {
 	electors  []*elector      // one for each shard, kept across its terms
 	foreign   map[string]seenLease
 	ended     chan int // each term's shard, once it has ended
-	honoured  sync.Once
+	// workerTokens are the replica's Settings.Workers, shared by the shards
+	// it holds: each shard runs that many workers, and a reconcile takes a
+	// token.
+	workerTokens chan struct{}
+	honoured     sync.Once
 
 	mu      sync.Mutex
 	terms   map[int]*shardTerm
@@ -189,6 +193,7 @@ func (c *Controller) serveShards(ctx, stopping, informing context.Context, watch
 	m := &shardManager{
 		c: c, ctx: ctx, stopping: stopping, informing: informing, watch: watch, running: running,
 		foreign: map[string]seenLease{}, ended: make(chan int, n), terms: map[int]*shardTerm{},
+		workerTokens: make(chan struct{}, c.settings.Workers),
 	}
 	campaigning := klog.NewContext(context.WithoutCancel(ctx), c.tel.logr)
 	for i := range n {
@@ -410,6 +415,7 @@ func (m *shardManager) askFor(i int) {
 func (m *shardManager) start(i int) {
 	c := m.c
 	sh := c.newShard(newShardRange(i, len(m.electors)))
+	sh.workers = m.workerTokens
 	t := &shardTerm{sh: sh, el: m.electors[i], asked: make(chan struct{}), over: make(chan struct{}), finished: make(chan struct{})}
 	t.el.asked = t.ask
 	m.mu.Lock()

@@ -246,3 +246,50 @@ func TestAShardedReplicaThatCannotRenewStopsItsShardsAndTakesThemAgain(t *testin
 		}
 	})
 }
+
+// Settings.Workers bounds a replica's reconciles in flight across every
+// shard it holds, as it does with one shard.
+func TestAShardedReplicaReconcilesAtMostWorkersObjectsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, shardObjects(40)...)
+		checkLeaseVersions(f)
+		var mu sync.Mutex
+		var now, most int
+		var calls counter
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			calls.inc(m.Name)
+			mu.Lock()
+			now++
+			most = max(most, now)
+			mu.Unlock()
+			time.Sleep(time.Second)
+			mu.Lock()
+			now--
+			mu.Unlock()
+			st := m.Status
+			st.ReadyReplicas = m.Spec.Size
+			return Result[cacheStatus]{Status: &st}, nil
+		})
+		s := testSettings()
+		s.Shards, s.Workers = 4, 3
+		setup := &humus.Setup{Host: humustest.NewHost().Host()}
+		ctrl, err := NewController(setup, testClient(t, setup), s, caches, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		served(t, f.use(ctrl))
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
+			t.Errorf("the shards' holders = %q, want replica-1 for each", got)
+		}
+		if len(calls.keys()) != 40 {
+			t.Errorf("objects reconciled = %d, want 40", len(calls.keys()))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if most != 3 {
+			t.Errorf("reconciles in flight at most = %d, want Workers, 3, across the 4 shards", most)
+		}
+	})
+}
