@@ -65,7 +65,7 @@ fuzz:
 # Go micro-benchmarks first, then the scenarios on the local control plane
 # (kube/example/memcached/bench), three runs each, whose medians, mins and
 # maxes benchtab writes into kube/BENCHMARKS.md. The scenarios take about
-# 45 minutes on 2 cores, each saying what it does as it goes;
+# 75 minutes on 2 cores (Shards about 30 of them), each saying what it does as it goes;
 # BENCH_SCALE=0.05 tries them in minutes, and BENCH_RUN='ColdStart/N=1000$$'
 # runs one (without the $$, N=10000 matches too); BENCH_RUN='Shards' runs
 # the scaling out one, 1, 2 and 4 replicas of 4 shards.

@@ -65,7 +65,8 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 
 // queueMetrics is the work queue's MetricsProvider: the controller's own,
 // set in its queue's config. client-go hands it the queue's name, which is
-// the controller's, and it records it as humus.kube.controller.name. The
+// the controller's, and it records it as humus.kube.controller.name, with
+// the shard's attribute when the controller is sharded. The
 // work duration and the retries are no-ops: reconcile.duration times the
 // first, with the outcome, and the error outcome counts the second exactly,
 // where the queue would count every Result.After as a retry.

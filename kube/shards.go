@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -71,7 +72,7 @@ type shardState struct {
 // (-1: none), from one look at the Leases. wantedFor is how long a free
 // Lease wanted by another replica is left to it.
 func plan(self string, shards []shardState, now time.Time, wantedFor time.Duration) (more int, take []int, ask int) {
-	members := map[string]int{self: 0} // each member's shards
+	members := map[string]int{} // each member's shards
 	mine := 0
 	for _, s := range shards {
 		if s.running {
@@ -224,7 +225,7 @@ func (c *Controller) serveShards(ctx, stopping, informing context.Context, watch
 		}
 		next, err := m.look()
 		if err != nil {
-			<-m.stopAll()
+			m.stopAll()
 			return err
 		}
 		t.Reset(time.Until(next))
@@ -598,40 +599,27 @@ func (m *shardManager) forget(i int) {
 	m.markSynced()
 }
 
+// current is the terms running or ending now.
+func (m *shardManager) current() []*shardTerm {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Collect(maps.Values(m.terms))
+}
+
 // awaitTerms waits for every term to end, once shutdown has begun.
 func (m *shardManager) awaitTerms() {
-	m.mu.Lock()
-	terms := slices.Collect(func(yield func(*shardTerm) bool) {
-		for _, t := range m.terms {
-			if !yield(t) {
-				return
-			}
-		}
-	})
-	m.mu.Unlock()
-	for _, t := range terms {
+	for _, t := range m.current() {
 		<-t.over
 	}
 }
 
-// stopAll ends every term, as shutdown does, and returns a channel closed
-// once they have ended.
-func (m *shardManager) stopAll() <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.mu.Lock()
-		terms := make([]*shardTerm, 0, len(m.terms))
-		for _, t := range m.terms {
-			terms = append(terms, t)
-		}
-		m.mu.Unlock()
-		for _, t := range terms {
-			t.ask()
-			<-t.over
-		}
-	}()
-	return done
+// stopAll ends every term, as shutdown does, and returns once they have
+// ended.
+func (m *shardManager) stopAll() {
+	for _, t := range m.current() {
+		t.ask()
+		<-t.over
+	}
 }
 
 // markSynced makes Synced healthy when the caches of every shard this

@@ -31,8 +31,14 @@ func shardObjects(n int) []runtime.Object {
 // recording into tel.
 func shardedController(t *testing.T, f *fakeCluster, id string, tel *humustest.Telemetry, rec Reconciler[cacheSpec, cacheStatus]) *Controller {
 	t.Helper()
+	return shardedControllerOf(t, f, id, tel, rec, 20) // every object of a shard in flight at once
+}
+
+// shardedControllerOf is shardedController with workers Workers.
+func shardedControllerOf(t *testing.T, f *fakeCluster, id string, tel *humustest.Telemetry, rec Reconciler[cacheSpec, cacheStatus], workers int) *Controller {
+	t.Helper()
 	s := testSettings()
-	s.Shards, s.Workers = 4, 20 // every object of a shard in flight at once
+	s.Shards, s.Workers = 4, workers
 	s.LeaderElection.Identity = id
 	setup := &humus.Setup{Host: humustest.NewHost().Host(), Telemetry: tel.Telemetry()}
 	ctrl, err := NewController(setup, testClient(t, setup), s, caches, rec)
@@ -270,14 +276,7 @@ func TestAShardedReplicaReconcilesAtMostWorkersObjectsAtOnce(t *testing.T) {
 			st.ReadyReplicas = m.Spec.Size
 			return Result[cacheStatus]{Status: &st}, nil
 		})
-		s := testSettings()
-		s.Shards, s.Workers = 4, 3
-		setup := &humus.Setup{Host: humustest.NewHost().Host()}
-		ctrl, err := NewController(setup, testClient(t, setup), s, caches, rec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		served(t, f.use(ctrl))
+		served(t, shardedControllerOf(t, f, "replica-1", humustest.NewTelemetry(), rec, 3))
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
 		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {

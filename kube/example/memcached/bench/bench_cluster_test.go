@@ -233,6 +233,20 @@ func (s *settled) check(name string) {
 	}
 }
 
+// await waits up to 20 minutes for all n to settle, and returns how long
+// after start they had, saying so with when the App synced.
+func (s *settled) await(b *testing.B, n int, start, syncedAt time.Time) time.Duration {
+	b.Helper()
+	select {
+	case <-s.all:
+	case <-time.After(20 * time.Minute):
+		b.Fatalf("%d of %d Memcacheds settled in 20 minutes", len(s.times()), n)
+	}
+	settle := time.Since(start)
+	progress(b, "synced in %s, settled in %s", syncedAt.Sub(start).Round(time.Millisecond), settle.Round(time.Millisecond))
+	return settle
+}
+
 func (s *settled) times() map[string]time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -470,13 +484,7 @@ func coldStart(b *testing.B, n, workers int, restart bool) {
 	start := time.Now()
 	ctrl := bn.start(b, ns, "memcached-controller-0", workers)
 	syncedAt := ctrl.synced(b)
-	select {
-	case <-s.all:
-	case <-time.After(20 * time.Minute):
-		b.Fatalf("%d of %d Memcacheds settled in 20 minutes", len(s.times()), n)
-	}
-	settle := time.Since(start)
-	progress(b, "synced in %s, settled in %s", syncedAt.Sub(start).Round(time.Millisecond), settle.Round(time.Millisecond))
+	settle := s.await(b, n, start, syncedAt)
 	// The reconciles, requests and CPU a cold start costs are counted once
 	// the App is idle: reconciles of settled objects come after they
 	// settled.
@@ -811,13 +819,7 @@ func sharded(b *testing.B, n, shards, replicas int) {
 			syncedAt = at
 		}
 	}
-	select {
-	case <-s.all:
-	case <-time.After(20 * time.Minute):
-		b.Fatalf("%d of %d Memcacheds settled in 20 minutes", len(s.times()), n)
-	}
-	settle := time.Since(start)
-	progress(b, "synced in %s, settled in %s", syncedAt.Sub(start).Round(time.Millisecond), settle.Round(time.Millisecond))
+	settle := s.await(b, n, start, syncedAt)
 	bn.spread(b, ns, shards, replicas)
 	idleAll(b, ctrls, uint64(n))
 	var reconciles uint64
