@@ -1,8 +1,13 @@
 // Command benchtab turns the output of the cluster benchmarks (go test
 // -bench, several runs each) into BENCHMARKS.md's tables: one a
 // benchmark, a row a figure, with the median, min and max of the runs
-// beside the figure's target. It reads the output on stdin and writes
-// the file named by its argument, replacing what is between its markers.
+// beside the figure's target. It reads the output on stdin and merges it
+// into the file named by its argument, between its markers: the tables of
+// the benchmarks it is given replace those of the same name, or follow the
+// others when new; the tables of the benchmarks it is not given stay as
+// they are. So a run of some of the benchmarks (make bench BENCH_RUN=...)
+// keeps the figures of the rest. Each table's heading has the date of its
+// run, and the line above the tables says the machine of the last.
 package main
 
 import (
@@ -17,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // progressLine is a benchmark's progress line, as progress writes it.
@@ -72,20 +78,119 @@ func run(in io.Reader, path string) error {
 	if err != nil {
 		return err
 	}
-	i, j := bytes.Index(doc, []byte(begin)), bytes.Index(doc, []byte(end))
-	if i < 0 || j < i {
-		return fmt.Errorf("%s has no %q ... %q markers", path, begin, end)
-	}
-	var b strings.Builder
-	b.WriteString(begin + "\n\n")
-	fmt.Fprintf(&b, "Run %s on %d cores, %s of memory, %s %s/%s, the control plane of Kubernetes v1.37.2 built by the tests' harness.\n",
-		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), memory(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	date := time.Now().UTC().Format(time.DateOnly)
+	fresh := make([]table, 0, len(order))
 	for _, name := range order {
-		writeTable(&b, name, results[name])
+		var b strings.Builder
+		writeTable(&b, name, date, results[name])
+		fresh = append(fresh, table{name: name, text: b.String()})
+	}
+	out, err := merge(doc, machine(), fresh)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return os.WriteFile(path, out, 0o644)
+}
+
+// machine is the line above the tables: the machine the benchmarks ran on.
+func machine() string {
+	return fmt.Sprintf("Runs on %d cores, %s of memory, %s %s/%s, the control plane of Kubernetes v1.37.2 built by the tests' harness; each table's heading has the date of its run.",
+		runtime.NumCPU(), memory(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// A table is one benchmark's table between the markers: its name, and its
+// text from its heading's line to its last line that isn't blank, with
+// the line's newline.
+type table struct {
+	name string
+	text string
+}
+
+// merge returns doc with the tables in fresh merged into those between
+// its markers. A fresh table replaces the table of its name, in its
+// place, or follows the others when none has its name; the others are
+// kept as they are. What is before the first table (the machine line of
+// the last run) is replaced by machine.
+func merge(doc []byte, machine string, fresh []table) ([]byte, error) {
+	i := bytes.Index(doc, []byte(begin))
+	if i < 0 {
+		return nil, fmt.Errorf("no %q marker", begin)
+	}
+	j := bytes.Index(doc[i:], []byte(end))
+	if j < 0 {
+		return nil, fmt.Errorf("no %q marker after %q", end, begin)
+	}
+	j += i
+	tables := mergeTables(splitTables(string(doc[i+len(begin):j])), fresh)
+	return slices.Concat(doc[:i], []byte(block(machine, tables)), doc[j:]), nil
+}
+
+// mergeTables returns old with each of fresh in the place of the table of
+// its name, and those of fresh whose names old hasn't after them. A second
+// table of a fresh table's name is dropped: it is as old as the first.
+func mergeTables(old, fresh []table) []table {
+	byName := map[string]table{}
+	for _, t := range fresh {
+		byName[t.name] = t
+	}
+	placed := map[string]bool{}
+	var tables []table
+	for _, t := range old {
+		if f, ok := byName[t.name]; ok {
+			if !placed[t.name] {
+				tables = append(tables, f)
+				placed[t.name] = true
+			}
+			continue
+		}
+		tables = append(tables, t)
+	}
+	for _, t := range fresh {
+		if !placed[t.name] {
+			tables = append(tables, t)
+			placed[t.name] = true
+		}
+	}
+	return tables
+}
+
+// splitTables parses what is between the markers into its tables, in
+// order. A table begins at a "### " heading and runs to the next; what is
+// before the first heading is dropped.
+func splitTables(between string) []table {
+	var tables []table
+	for line := range strings.SplitAfterSeq(between, "\n") {
+		if strings.HasPrefix(line, "### ") {
+			tables = append(tables, table{name: tableName(line)})
+		}
+		if len(tables) > 0 {
+			tables[len(tables)-1].text += line
+		}
+	}
+	for k := range tables {
+		tables[k].text = strings.TrimRightFunc(tables[k].text, unicode.IsSpace) + "\n"
+	}
+	return tables
+}
+
+// tableName is the name in a table's heading, such as
+// "### ColdStart/N=1000 (3 runs, 2026-12-03)" or, from before the headings
+// had dates, "### ColdStart/N=1000 (3 runs)": the text before " (".
+func tableName(heading string) string {
+	name, _, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(heading, "### ")), " (")
+	return name
+}
+
+// block is what goes between the markers, the begin marker first: the
+// machine line, then the tables, a blank line around each.
+func block(machine string, tables []table) string {
+	var b strings.Builder
+	b.WriteString(begin + "\n\n" + machine + "\n")
+	for _, t := range tables {
+		b.WriteString("\n" + t.text)
 	}
 	b.WriteString("\n")
-	out := slices.Concat(doc[:i], []byte(b.String()), doc[j:])
-	return os.WriteFile(path, out, 0o644)
+	return b.String()
 }
 
 // parse reads benchmark lines such as
@@ -150,7 +255,9 @@ func parse(in io.Reader) (map[string]map[string][]float64, []string, error) {
 	return results, order, sc.Err()
 }
 
-func writeTable(b *strings.Builder, name string, runs map[string][]float64) {
+// writeTable writes a benchmark's table, its heading first, with the
+// number of runs and their date.
+func writeTable(b *strings.Builder, name, date string, runs map[string][]float64) {
 	units := make([]string, 0, len(runs))
 	for u := range runs {
 		units = append(units, u)
@@ -164,7 +271,7 @@ func writeTable(b *strings.Builder, name string, runs map[string][]float64) {
 	if n == 1 {
 		runsOf = "run"
 	}
-	fmt.Fprintf(b, "\n### %s (%d %s)\n\n", name, n, runsOf)
+	fmt.Fprintf(b, "### %s (%d %s, %s)\n\n", name, n, runsOf, date)
 	b.WriteString("| figure | median | min | max | target |\n| --- | ---: | ---: | ---: | --- |\n")
 	for _, u := range units {
 		vs := slices.Sorted(slices.Values(runs[u]))
