@@ -1,9 +1,10 @@
 // Package bench measures the Memcached example's controller, the whole App
-// in this process, on the tests' real control plane: what `make bench`
-// runs and kube/BENCHMARKS.md reports. Each benchmark is one run of a
-// scenario (run them with -benchtime 1x and -count 3 for the median of
-// three); its figures are custom metrics, and nothing here asserts a
-// duration.
+// in a process of its own (this test binary started again), on the tests'
+// real control plane: what `make bench` runs and kube/BENCHMARKS.md
+// reports. Each benchmark is one run of a scenario (run them with
+// -benchtime 1x and -count 3 for the median of three); its figures are
+// custom metrics, and nothing here asserts a duration. With -profile, each
+// App writes its CPU and heap profiles.
 package bench_test
 
 import (
@@ -14,22 +15,17 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
-	"net"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -37,11 +33,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
-	"github.com/z5labs/humus"
-	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/example/internal/apptest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
@@ -69,6 +64,7 @@ type bench struct {
 	c   *cluster.Cluster
 	dyn dynamic.Interface
 	kc  kubernetes.Interface
+	md  metadata.Interface
 }
 
 func newBench(b *testing.B) *bench {
@@ -84,12 +80,16 @@ func newBench(b *testing.B) *bench {
 	if err != nil {
 		b.Fatal(err)
 	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
 	crd, err := app.Memcached.CRD()
 	if err != nil {
 		b.Fatal(err)
 	}
 	c.InstallCRD(b, crd)
-	return &bench{c: c, dyn: dyn, kc: kc}
+	return &bench{c: c, dyn: dyn, kc: kc, md: md}
 }
 
 // create creates Memcacheds m-<from> to m-<to-1> in ns, 16 at once.
@@ -162,20 +162,14 @@ func (bn *bench) track(b *testing.B, ns string, want int) *settled {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dw, err := bn.kc.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{})
+	// The Deployments' metadata is all it needs: their owners.
+	dw, err := bn.md.Resource(appsv1.SchemeGroupVersion.WithResource("deployments")).Namespace(ns).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	s.done.Go(func() { s.watch(mw, s.memcached) })
 	s.done.Go(func() { s.watch(dw, s.deployment) })
 	return s
-}
-
-// forget drops what s knows of each object, once its figures are read.
-func (s *settled) forget() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.available, s.owned, s.at = nil, nil, nil
 }
 
 func (s *settled) watch(w watch.Interface, see func(obj any)) {
@@ -192,20 +186,21 @@ func (s *settled) memcached(obj any) {
 	if !ok {
 		return
 	}
-	var m memcached
-	if err := decode(u, &m); err != nil {
-		return
-	}
+	// Read where it lies, as cheaply as the benchmark can: its process
+	// shares the machine with the App's.
+	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	ok = false
-	for _, c := range m.Status.Conditions {
-		if c.Type == "Available" && c.Status == metav1.ConditionTrue && c.ObservedGeneration == m.Generation {
+	for _, c := range conditions {
+		c, _ := c.(map[string]any)
+		observed, _, _ := unstructured.NestedInt64(c, "observedGeneration")
+		if c["type"] == "Available" && c["status"] == string(metav1.ConditionTrue) && observed == u.GetGeneration() {
 			ok = true
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.available[m.Name] = ok
-	s.check(m.Name)
+	s.available[u.GetName()] = ok
+	s.check(u.GetName())
 }
 
 func (s *settled) deployment(obj any) {
@@ -234,17 +229,15 @@ func (s *settled) check(name string) {
 }
 
 // await waits up to 20 minutes for all n to settle, and returns how long
-// after start they had, saying so with when the App synced.
-func (s *settled) await(b *testing.B, n int, start, syncedAt time.Time) time.Duration {
+// after start the last one had.
+func (s *settled) await(b *testing.B, n int, start time.Time) time.Duration {
 	b.Helper()
 	select {
 	case <-s.all:
 	case <-time.After(20 * time.Minute):
 		b.Fatalf("%d of %d Memcacheds settled in 20 minutes", len(s.times()), n)
 	}
-	settle := time.Since(start)
-	progress(b, "synced in %s, settled in %s", syncedAt.Sub(start).Round(time.Millisecond), settle.Round(time.Millisecond))
-	return settle
+	return slices.MaxFunc(slices.Collect(maps.Values(s.times())), time.Time.Compare).Sub(start)
 }
 
 func (s *settled) times() map[string]time.Time {
@@ -266,17 +259,14 @@ func decode(u *unstructured.Unstructured, into any) error {
 	return json.Unmarshal(data, into)
 }
 
-// controller is the Memcached App running in this process, as its pod
-// would, with a MeterProvider of its own to read its instruments, and a
-// count of the bytes it read from its connections to the API server.
+// controller is the Memcached App in a process of its own, as its pod
+// would run it, with a MeterProvider of its own to read its instruments,
+// and a count of the bytes it read from its connections to the API
+// server.
 type controller struct {
-	p        *humustest.Process
-	probes   string
-	reader   *sdkmetric.ManualReader
-	user     string
-	received *atomic.Int64
-	host     humus.Host   // for launch
-	tel      humus.Option // for launch
+	p      *appProcess
+	probes string
+	user   string
 }
 
 func (bn *bench) start(b *testing.B, ns, pod string, workers int) *controller {
@@ -286,52 +276,22 @@ func (bn *bench) start(b *testing.B, ns, pod string, workers int) *controller {
 	return c
 }
 
-// prepare sets up the App's pod, pod in ns, with workers and env's
-// variables on top of the pod's (its service account, token and Host),
-// for launch to start it.
+// prepare starts the process of the App's pod, pod in ns, with workers
+// and env's variables on top of the pod's (its service account, token and
+// Host), for launch to start the App in it.
 func (bn *bench) prepare(b *testing.B, ns, pod string, workers int, env map[string]string) *controller {
 	b.Helper()
 	host, probes := apptest.ClusterPodHost(b, bn.c, ns, pod, app.Name, apptest.RBACGrants(b, "../deploy/rbac.yaml", ns))
 	host.Env["WATCH_NAMESPACE"] = ns
 	host.Env["WORKERS"] = strconv.Itoa(workers)
 	maps.Copy(host.Env, env)
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	tel := humus.WithTelemetry(func(context.Context, humus.Host) (humus.Telemetry, error) {
-		return humus.Telemetry{MeterProvider: mp}, nil
-	})
-	c := &controller{probes: probes, reader: reader, user: "system:serviceaccount:" + ns + ":" + app.Name,
-		received: new(atomic.Int64), tel: tel}
-	// Every connection the App opens is dialled through its Host: the
-	// API server's, through its TLS.
-	c.host = host.Host()
-	dial := c.host.Dial
-	c.host.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return countingConn{Conn: conn, n: c.received}, nil
-	}
-	return c
+	return &controller{p: spawn(b, host), probes: probes, user: "system:serviceaccount:" + ns + ":" + app.Name}
 }
 
 // launch starts the App prepare set up.
 func (c *controller) launch(b *testing.B) {
 	b.Helper()
-	c.p = humustest.Start(b, c.host, app.Init, c.tel)
-}
-
-// countingConn counts the bytes read from a connection into n.
-type countingConn struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c countingConn) Read(p []byte) (int, error) {
-	k, err := c.Conn.Read(p)
-	c.n.Add(int64(k))
-	return k, err
+	c.p.start(b)
 }
 
 // synced waits for the probes' /readyz, and returns when it first
@@ -344,49 +304,19 @@ func (c *controller) synced(b *testing.B) time.Time {
 
 func (c *controller) stop(b *testing.B) {
 	b.Helper()
-	c.p.Signal()
-	if code := apptest.Wait(b, c.p); code != 0 {
-		b.Fatalf("the App exited %d, want 0", code)
-	}
+	c.p.signal(b)
+	c.p.wait(b)
 }
 
-// histogram is the data points of the instrument named name, merged, and
-// their counts by the value of the attribute by.
-func (c *controller) histogram(b *testing.B, name string, by attribute.Key) (count uint64, bounds []float64, buckets []uint64, counts map[string]uint64) {
+// histogram is the data points of the App's instrument named name,
+// merged, and their counts by the value of the attribute by.
+func (c *controller) histogram(b *testing.B, name string, by attribute.Key) histogramReport {
 	b.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := c.reader.Collect(context.Background(), &rm); err != nil {
-		b.Fatal(err)
-	}
-	counts = map[string]uint64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			h, ok := m.Data.(metricdata.Histogram[float64])
-			if !ok {
-				continue
-			}
-			for _, dp := range h.DataPoints {
-				count += dp.Count
-				v, _ := dp.Attributes.Value(by)
-				counts[v.AsString()] += dp.Count
-				if bounds == nil {
-					bounds, buckets = dp.Bounds, make([]uint64, len(dp.BucketCounts))
-				}
-				for i, n := range dp.BucketCounts {
-					buckets[i] += n
-				}
-			}
-		}
-	}
-	return count, bounds, buckets, counts
+	return c.p.histogram(b, name, by)
 }
 
 func (c *controller) reconciles(b *testing.B) uint64 {
-	n, _, _, _ := c.histogram(b, "humus.kube.controller.reconcile.duration", "")
-	return n
+	return c.histogram(b, "humus.kube.controller.reconcile.duration", "").Count
 }
 
 // quantile is the upper bound of the histogram bucket holding quantile q:
@@ -431,40 +361,6 @@ func (bn *bench) writes(b *testing.B, user string, from time.Time) map[string]in
 	return counts
 }
 
-// usage is the process's user and system CPU time.
-func usage() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// heapInUse is the Go heap in use after a collection.
-func heapInUse() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapInuse
-}
-
-// peakRSS is the process's peak resident set since resetPeakRSS, in bytes.
-func peakRSS() float64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			return kb * 1024
-		}
-	}
-	return 0
-}
-
-// resetPeakRSS resets the peak resident set Linux keeps for the process.
-func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
 // coldStart is scenario 1 with scenarios 3, 4 and 7 in the same run: n
 // Memcacheds exist before the App starts; it settles them all; the
 // figures are the settle and sync times, the requests, reconciles, heap
@@ -478,36 +374,31 @@ func coldStart(b *testing.B, n, workers int, restart bool) {
 	defer s.close()
 	progress(b, "starting the App, %d workers", workers)
 
-	resetPeakRSS()
-	heapBefore := heapInUse()
-	cpuBefore := usage()
+	ctrl := bn.prepare(b, ns, "memcached-controller-0", workers, nil)
 	start := time.Now()
-	ctrl := bn.start(b, ns, "memcached-controller-0", workers)
+	ctrl.launch(b)
 	syncedAt := ctrl.synced(b)
-	settle := s.await(b, n, start, syncedAt)
+	settle := s.await(b, n, start)
+	progress(b, "synced in %s, settled in %s", syncedAt.Sub(start).Round(time.Millisecond), settle.Round(time.Millisecond))
 	// The reconciles, requests and CPU a cold start costs are counted once
 	// the App is idle: reconciles of settled objects come after they
 	// settled.
 	idle(b, ctrl, uint64(n))
-	cpu := usage() - cpuBefore
+	use := ctrl.p.usage(b)
 	reconciles := ctrl.reconciles(b)
-	requests, _, _, byMethod := ctrl.histogram(b, "http.client.request.duration", "http.request.method")
-	s.close()
-	s.forget() // the benchmark's own maps aren't the App's heap
-	heap := float64(heapInUse()) - float64(heapBefore)
-	peak := peakRSS()
+	requests := ctrl.histogram(b, "http.client.request.duration", "http.request.method")
 
 	b.ReportMetric(settle.Seconds(), "settle-s")
 	b.ReportMetric(syncedAt.Sub(start).Seconds(), "synced-s")
 	b.ReportMetric(float64(n)/settle.Seconds(), "objects/s")
 	b.ReportMetric(float64(reconciles)/float64(n), "reconciles/object")
-	b.ReportMetric(heap/float64(n), "heap-B/object")
-	b.ReportMetric(float64(cpu.Milliseconds())/float64(n), "cpu-ms/object")
-	b.ReportMetric(peak/(1<<20), "peak-RSS-MiB")
+	b.ReportMetric(use.HeapBytes/float64(n), "heap-B/object")
+	b.ReportMetric(use.CPU*1000/float64(n), "cpu-ms/object")
+	b.ReportMetric(use.PeakRSS/(1<<20), "peak-RSS-MiB")
 	// Every request but a watch, counted at the App's transport by
 	// otelhttp; the writes, by resource, from the API server's audit log.
-	b.ReportMetric(float64(requests)/float64(n), "requests/object")
-	for method, count := range byMethod {
+	b.ReportMetric(float64(requests.Count)/float64(n), "requests/object")
+	for method, count := range requests.Counts {
 		b.ReportMetric(float64(count)/float64(n), method+":requests/object")
 	}
 	time.Sleep(2 * time.Second) // for the audit log to hold the last writes
@@ -566,7 +457,10 @@ func idle(b *testing.B, ctrl *controller, n uint64) {
 // goroutines, the requests a settled Memcached costs: its finalizer
 // applied, the example's own Reconciler (its read of the Deployment, its
 // apply, and the Event it records in the background, as the App's does),
-// and its status applied. It returns objects a second.
+// and its status applied. It returns objects a second, timed as the App's
+// settling is: until the benchmark's watches have seen the last object
+// settled, so the ceiling bears their load on the API server and this
+// process too.
 func (bn *bench) ceiling(b *testing.B, n, workers int) float64 {
 	b.Helper()
 	ns := bn.c.Namespace(b)
@@ -588,14 +482,17 @@ func (bn *bench) ceiling(b *testing.B, n, workers int) float64 {
 	memcacheds := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns)
 	force := true
 	opts := metav1.PatchOptions{FieldManager: app.Name, Force: &force}
+	s := bn.track(b, ns, n)
+	defer s.close()
 	start := time.Now()
 	err = each(len(list.Items), workers, func(i int) error {
 		return bn.settleByHand(memcacheds, rec, &list.Items[i], opts)
 	})
-	elapsed := time.Since(start)
 	if err != nil {
 		b.Fatalf("the ceiling's writes: %v", err)
 	}
+	elapsed := s.await(b, n, start)
+	s.close()
 	// Untimed: the finalizers taken off, as the App would on deletion.
 	if err := each(len(list.Items), 16, func(i int) error {
 		u := &list.Items[i]
@@ -676,12 +573,10 @@ func (bn *bench) drop(b *testing.B, ns string, ctrls ...*controller) {
 	// another as it goes.
 	ctrls = slices.DeleteFunc(ctrls, func(c *controller) bool { return c == nil })
 	for _, c := range ctrls {
-		c.p.Signal()
+		c.p.signal(b)
 	}
 	for _, c := range ctrls {
-		if code := apptest.Wait(b, c.p); code != 0 {
-			b.Fatalf("the App exited %d, want 0", code)
-		}
+		c.p.wait(b)
 	}
 	if err := bn.kc.CoreV1().Namespaces().Delete(b.Context(), ns, metav1.DeleteOptions{}); err != nil {
 		b.Fatalf("deleting namespace %s: %v", ns, err)
@@ -765,18 +660,18 @@ func BenchmarkClusterChurn(b *testing.B) {
 			latencies = append(latencies, at["m-"+strconv.Itoa(i)].Sub(created[i]).Seconds())
 		}
 		slices.Sort(latencies)
-		_, bounds, buckets, _ := ctrl.histogram(b, "humus.kube.controller.queue.duration", "")
+		queued := ctrl.histogram(b, "humus.kube.controller.queue.duration", "")
 		b.ReportMetric(rate, "create-objects/s")
 		b.ReportMetric(latencies[len(latencies)/2], "latency-p50-s")
 		b.ReportMetric(latencies[len(latencies)*99/100], "latency-p99-s")
-		b.ReportMetric(quantile(0.99, bounds, buckets), "queue-p99-s")
+		b.ReportMetric(quantile(0.99, queued.Bounds, queued.Buckets), "queue-p99-s")
 		bn.drop(b, ns, ctrl)
 	}
 }
 
 // BenchmarkClusterShards is scaling out: ColdStart at N = 10,000 with
 // SHARDS=4, the API server's ShardedListAndWatch on, and 1, 2 and 4
-// replicas of the App in this process, started at once.
+// replicas of the App, each in a process of its own, started at once.
 func BenchmarkClusterShards(b *testing.B) {
 	cluster.Get(b).FeatureGates(b, "ShardedListAndWatch=true")
 	for _, r := range []int{1, 2, 4} {
@@ -807,7 +702,6 @@ func sharded(b *testing.B, n, shards, replicas int) {
 	for i := range ctrls {
 		ctrls[i] = bn.prepare(b, ns, "memcached-controller-"+strconv.Itoa(i), 4, map[string]string{"SHARDS": strconv.Itoa(shards)})
 	}
-	heapBefore := heapInUse()
 	start := time.Now()
 	for _, c := range ctrls {
 		c.launch(b)
@@ -819,20 +713,20 @@ func sharded(b *testing.B, n, shards, replicas int) {
 			syncedAt = at
 		}
 	}
-	settle := s.await(b, n, start, syncedAt)
+	settle := s.await(b, n, start)
+	progress(b, "synced in %s, settled in %s", syncedAt.Sub(start).Round(time.Millisecond), settle.Round(time.Millisecond))
 	bn.spread(b, ns, shards, replicas)
 	idleAll(b, ctrls, uint64(n))
 	var reconciles uint64
+	var heap float64
 	var received, busiest int64
 	for _, c := range ctrls {
 		reconciles += c.reconciles(b)
-		got := c.received.Load()
-		received += got
-		busiest = max(busiest, got)
+		use := c.p.usage(b)
+		heap += use.HeapBytes
+		received += use.Received
+		busiest = max(busiest, use.Received)
 	}
-	s.close()
-	s.forget() // the benchmark's own maps aren't the Apps' heap
-	heap := float64(heapInUse()) - float64(heapBefore)
 
 	b.ReportMetric(settle.Seconds(), "settle-s")
 	b.ReportMetric(syncedAt.Sub(start).Seconds(), "synced-s")
@@ -910,10 +804,8 @@ func idleAll(b *testing.B, ctrls []*controller, n uint64) {
 	for time.Now().Before(deadline) {
 		var got uint64
 		for _, c := range ctrls {
-			select {
-			case <-c.p.Done():
-				b.Fatalf("an App exited %d before it was idle", c.p.Wait())
-			default:
+			if c.p.exited() {
+				b.Fatalf("an App exited before it was idle: %v\n%s", c.p.err, c.p.out.String())
 			}
 			got += c.reconciles(b)
 		}
