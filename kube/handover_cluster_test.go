@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -193,32 +192,14 @@ func runReplicaProcess() int {
 	return code
 }
 
-// procOutput is a child's stdout and stderr together.
-type procOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *procOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *procOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
-
 // replicaProc is one replica process.
 type replicaProc struct {
 	name string // its identity, and its ServiceAccount's name
 	user string // as the audit log names it
 	cmd  *exec.Cmd
-	out  *procOutput
-	done chan struct{} // closed once it has exited
-	err  error         // cmd.Wait's, once done is closed
+	out  *cluster.SyncBuffer // its stdout and stderr together
+	done chan struct{}       // closed once it has exited
+	err  error               // cmd.Wait's, once done is closed
 }
 
 // procLauncher starts replica processes of one workload.
@@ -270,7 +251,7 @@ func (l *procLauncher) start(name string) *replicaProc {
 	if l.shards > 1 {
 		cmd.Env = append(cmd.Env, procShardsEnv+"="+strconv.Itoa(l.shards))
 	}
-	out := &procOutput{}
+	out := &cluster.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -92,7 +90,7 @@ func TestLockExcludes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var told syncBuffer
+	var told SyncBuffer
 	acquired := make(chan func())
 	go func() {
 		second, err := lock(context.Background(), path, &told, 100*time.Millisecond)
@@ -172,7 +170,7 @@ esac
 }
 
 func TestGoBuildProgress(t *testing.T) {
-	var out syncBuffer
+	var out SyncBuffer
 	g := goBuild{goTool: fakeGo(t), dir: t.TempDir(), env: os.Environ(), every: 100 * time.Millisecond, w: &out}
 	if err := g.program(t.Context(), "prog", t.TempDir(), "1 of 1"); err != nil {
 		t.Fatal(err)
@@ -220,7 +218,7 @@ func TestGoBuildRealGo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var out syncBuffer
+	var out SyncBuffer
 	bin := t.TempDir()
 	g := goBuild{goTool: "go", dir: src, env: append(os.Environ(), "GOWORK=off", "GOFLAGS="), every: time.Hour, w: &out}
 	if err := g.program(t.Context(), "prog", bin, "1 of 1"); err != nil {
@@ -245,22 +243,4 @@ func TestLineWriter(t *testing.T) {
 	if got, want := strings.Join(lines, "|"), "a|bc||d|e"; got != want {
 		t.Errorf("lines = %q, want %q", got, want)
 	}
-}
-
-// A syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

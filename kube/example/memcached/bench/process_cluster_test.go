@@ -33,6 +33,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
+	"github.com/z5labs/humus/kube/internal/cluster"
 )
 
 // Each App runs in a process of its own, this test binary started again
@@ -297,7 +298,7 @@ func peakRSS() float64 {
 type appProcess struct {
 	cmd     *exec.Cmd
 	control string // the child's control server's address
-	out     *lockedBuffer
+	out     *cluster.SyncBuffer
 	done    chan struct{} // closed once it has exited
 	err     error         // cmd.Wait's, once done is closed
 }
@@ -331,7 +332,7 @@ func spawn(b *testing.B, h *humustest.Host) *appProcess {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := &appProcess{cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &appProcess{cmd: cmd, out: &cluster.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.out
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -438,22 +439,4 @@ func (p *appProcess) wait(b *testing.B) {
 	if p.err != nil {
 		b.Fatalf("the App's process: %v\n%s", p.err, p.out.String())
 	}
-}
-
-// lockedBuffer is a child's output, written from two goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (o *lockedBuffer) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *lockedBuffer) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
 }
