@@ -63,8 +63,10 @@ fuzz:
 
 # Runs the benchmarks; BENCHMARKS.md holds the last committed results. The
 # Go micro-benchmarks first, then the scenarios on the local control plane
-# (kube/example/memcached/bench), three runs each, whose medians, mins and
-# maxes benchtab writes into kube/BENCHMARKS.md. The scenarios take about
+# (kube/example/memcached/bench), each App in a process of its own, three
+# runs each, whose medians, mins and maxes benchtab writes into
+# kube/BENCHMARKS.md, replacing the tables of the scenarios run and keeping
+# the others. The scenarios take about
 # 75 minutes on 2 cores (Shards about 30 of them), each saying what it does as it goes;
 # BENCH_SCALE=0.05 tries them in minutes, and BENCH_RUN='ColdStart/N=1000$$'
 # runs one (without the $$, N=10000 matches too); BENCH_RUN='Shards' runs
