@@ -102,23 +102,7 @@ func TestApp(t *testing.T) {
 	if cfg.Profile != "" {
 		runtime.MemProfileRate = 512 // the heap's profile finer than by default
 	}
-	h := humustest.NewHost()
-	maps.Copy(h.Env, cfg.Env)
-	for name, data := range cfg.Files {
-		h.Files[name] = &fstest.MapFile{Data: data}
-	}
-	host := h.Host()
-	// Its records go where the child's go, not into memory.
-	host.Stdout, host.Stderr = os.Stderr, os.Stderr
-	received := new(atomic.Int64)
-	dial := host.Dial
-	host.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return countingConn{Conn: conn, n: received}, nil
-	}
+	host, received := cfg.host()
 	var heapBefore float64
 	var cpuBefore time.Duration
 	reader := sdkmetric.NewManualReader()
@@ -217,6 +201,29 @@ func stopProfile(t *testing.T, prefix string) {
 	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
 		t.Error(err)
 	}
+}
+
+// host is the Host of cfg's pod, and the count of the bytes read from
+// the connections dialled through it.
+func (cfg appConfig) host() (humus.Host, *atomic.Int64) {
+	h := humustest.NewHost()
+	maps.Copy(h.Env, cfg.Env)
+	for name, data := range cfg.Files {
+		h.Files[name] = &fstest.MapFile{Data: data}
+	}
+	host := h.Host()
+	// Its records go where the child's go, not into memory.
+	host.Stdout, host.Stderr = os.Stderr, os.Stderr
+	received := new(atomic.Int64)
+	dial := host.Dial
+	host.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{Conn: conn, n: received}, nil
+	}
+	return host, received
 }
 
 func answer(w http.ResponseWriter, v any) {
