@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"go.opentelemetry.io/otel/attribute"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -260,25 +259,18 @@ func decode(u *unstructured.Unstructured, into any) error {
 }
 
 // controller is the Memcached App in a process of its own, as its pod
-// would run it, with a MeterProvider of its own to read its instruments,
-// and a count of the bytes it read from its connections to the API
-// server.
+// would run it: p starts it and reports its figures; probes is its
+// probes' address, and user the name the audit log gives it.
 type controller struct {
 	p      *appProcess
 	probes string
 	user   string
 }
 
-func (bn *bench) start(b *testing.B, ns, pod string, workers int) *controller {
-	b.Helper()
-	c := bn.prepare(b, ns, pod, workers, nil)
-	c.launch(b)
-	return c
-}
-
 // prepare starts the process of the App's pod, pod in ns, with workers
 // and env's variables on top of the pod's (its service account, token and
-// Host), for launch to start the App in it.
+// Host), ready for p.start to start the App in it: the time the process
+// takes to start counts in none of the figures.
 func (bn *bench) prepare(b *testing.B, ns, pod string, workers int, env map[string]string) *controller {
 	b.Helper()
 	host, probes := apptest.ClusterPodHost(b, bn.c, ns, pod, app.Name, apptest.RBACGrants(b, "../deploy/rbac.yaml", ns))
@@ -286,12 +278,6 @@ func (bn *bench) prepare(b *testing.B, ns, pod string, workers int, env map[stri
 	host.Env["WORKERS"] = strconv.Itoa(workers)
 	maps.Copy(host.Env, env)
 	return &controller{p: spawn(b, host), probes: probes, user: "system:serviceaccount:" + ns + ":" + app.Name}
-}
-
-// launch starts the App prepare set up.
-func (c *controller) launch(b *testing.B) {
-	b.Helper()
-	c.p.start(b)
 }
 
 // synced waits for the probes' /readyz, and returns when it first
@@ -308,15 +294,8 @@ func (c *controller) stop(b *testing.B) {
 	c.p.wait(b)
 }
 
-// histogram is the data points of the App's instrument named name,
-// merged, and their counts by the value of the attribute by.
-func (c *controller) histogram(b *testing.B, name string, by attribute.Key) histogramReport {
-	b.Helper()
-	return c.p.histogram(b, name, by)
-}
-
 func (c *controller) reconciles(b *testing.B) uint64 {
-	return c.histogram(b, "humus.kube.controller.reconcile.duration", "").Count
+	return c.p.histogram(b, "humus.kube.controller.reconcile.duration", "").Count
 }
 
 // quantile is the upper bound of the histogram bucket holding quantile q:
@@ -376,7 +355,7 @@ func coldStart(b *testing.B, n, workers int, restart bool) {
 
 	ctrl := bn.prepare(b, ns, "memcached-controller-0", workers, nil)
 	start := time.Now()
-	ctrl.launch(b)
+	ctrl.p.start(b)
 	syncedAt := ctrl.synced(b)
 	settle := s.await(b, n, start)
 	progress(b, "synced in %s, settled in %s", syncedAt.Sub(start).Round(time.Millisecond), settle.Round(time.Millisecond))
@@ -386,7 +365,7 @@ func coldStart(b *testing.B, n, workers int, restart bool) {
 	idle(b, ctrl, uint64(n))
 	use := ctrl.p.usage(b)
 	reconciles := ctrl.reconciles(b)
-	requests := ctrl.histogram(b, "http.client.request.duration", "http.request.method")
+	requests := ctrl.p.histogram(b, "http.client.request.duration", "http.request.method")
 
 	b.ReportMetric(settle.Seconds(), "settle-s")
 	b.ReportMetric(syncedAt.Sub(start).Seconds(), "synced-s")
@@ -427,8 +406,9 @@ func coldStart(b *testing.B, n, workers int, restart bool) {
 	ctrl.stop(b)
 	// Scenario 7: the App restarted on the settled objects.
 	progress(b, "restarting the App")
+	ctrl = bn.prepare(b, ns, "memcached-controller-1", workers, nil)
 	again := time.Now()
-	ctrl = bn.start(b, ns, "memcached-controller-1", workers)
+	ctrl.p.start(b)
 	syncedAt = ctrl.synced(b)
 	b.ReportMetric(syncedAt.Sub(again).Seconds(), "restart-synced-s")
 	idle(b, ctrl, uint64(n))
@@ -630,7 +610,8 @@ func BenchmarkClusterChurn(b *testing.B) {
 		total := max(1, int(rate*period.Seconds()))
 		progress(b, "creating %d Memcacheds at %.0f a second", total, rate)
 		s := bn.track(b, ns, total)
-		ctrl := bn.start(b, ns, "memcached-controller-0", 4)
+		ctrl := bn.prepare(b, ns, "memcached-controller-0", 4, nil)
+		ctrl.p.start(b)
 		ctrl.synced(b)
 
 		created := make([]time.Time, total)
@@ -660,7 +641,7 @@ func BenchmarkClusterChurn(b *testing.B) {
 			latencies = append(latencies, at["m-"+strconv.Itoa(i)].Sub(created[i]).Seconds())
 		}
 		slices.Sort(latencies)
-		queued := ctrl.histogram(b, "humus.kube.controller.queue.duration", "")
+		queued := ctrl.p.histogram(b, "humus.kube.controller.queue.duration", "")
 		b.ReportMetric(rate, "create-objects/s")
 		b.ReportMetric(latencies[len(latencies)/2], "latency-p50-s")
 		b.ReportMetric(latencies[len(latencies)*99/100], "latency-p99-s")
@@ -704,7 +685,7 @@ func sharded(b *testing.B, n, shards, replicas int) {
 	}
 	start := time.Now()
 	for _, c := range ctrls {
-		c.launch(b)
+		c.p.start(b)
 	}
 	// synced: when every replica's /readyz has answered ok.
 	var syncedAt time.Time

@@ -383,6 +383,9 @@ func (p *appProcess) start(b *testing.B) {
 		b.Fatalf("starting the App: %v", err)
 	}
 	_ = res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b.Fatalf("starting the App: %s", res.Status)
+	}
 }
 
 // get decodes the child's answer to GET path into v.
