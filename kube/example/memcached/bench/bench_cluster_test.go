@@ -29,10 +29,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
@@ -138,7 +140,7 @@ func newMemcached(i int) *unstructured.Unstructured {
 	}}
 }
 
-// settled tracks, from watches of ns's Memcacheds and Deployments, when
+// settled tracks, from informers of ns's Memcacheds and Deployments, when
 // each Memcached settled: Available=True for its generation, and its
 // Deployment applied with a controller reference to it.
 type settled struct {
@@ -157,27 +159,23 @@ func (bn *bench) track(b *testing.B, ns string, want int) *settled {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &settled{available: map[string]bool{}, owned: map[string]bool{}, at: map[string]time.Time{},
 		want: want, all: make(chan struct{}), stop: cancel}
-	mw, err := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		b.Fatal(err)
+	// Informers, not bare watches: the API server ends a watch that falls
+	// behind a burst of writes, and an informer watches again from where
+	// it was. The Deployments' metadata is all it needs: their owners.
+	informers := []cache.SharedIndexInformer{
+		dynamicinformer.NewFilteredDynamicInformer(bn.dyn, app.Memcached.GVR(), ns, 0, cache.Indexers{}, nil).Informer(),
+		metadatainformer.NewFilteredMetadataInformer(bn.md, appsv1.SchemeGroupVersion.WithResource("deployments"), ns, 0, cache.Indexers{}, nil).Informer(),
 	}
-	// The Deployments' metadata is all it needs: their owners.
-	dw, err := bn.md.Resource(appsv1.SchemeGroupVersion.WithResource("deployments")).Namespace(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s.done.Go(func() { s.watch(mw, s.memcached) })
-	s.done.Go(func() { s.watch(dw, s.deployment) })
-	return s
-}
-
-func (s *settled) watch(w watch.Interface, see func(obj any)) {
-	defer w.Stop()
-	for e := range w.ResultChan() {
-		if e.Type == watch.Added || e.Type == watch.Modified {
-			see(e.Object)
+	for i, see := range []func(obj any){s.memcached, s.deployment} {
+		if _, err := informers[i].AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { see(obj) },
+			UpdateFunc: func(_, obj any) { see(obj) },
+		}); err != nil {
+			b.Fatal(err)
 		}
+		s.done.Go(func() { informers[i].RunWithContext(ctx) })
 	}
+	return s
 }
 
 func (s *settled) memcached(obj any) {
