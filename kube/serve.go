@@ -7,8 +7,12 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/metadata/metadatainformer"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
@@ -136,11 +140,20 @@ func (c *Controller) informers(sh *shard, watch *servedWatch, foreign func()) ([
 		infs = c.shardInformers(sh.r, foreign)
 	} else {
 		ns := c.settings.Namespace
-		indexers := cache.Indexers{} // the workers only look keys up
-		infs = append(infs, dynamicinformer.NewFilteredDynamicInformer(c.clients.dynamic, c.gvr, ns, c.settings.Resync, indexers, nil).Informer())
+		res := c.clients.dynamic.Resource(c.gvr).Namespace(ns)
+		lw := cache.ListWatch{
+			ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
+			WatchFuncWithContext: res.Watch,
+		}
+		infs = append(infs, newInformer(lw, c.clients.dynamic, c.gvr, &unstructured.Unstructured{}, c.settings.Resync))
 		for _, gvr := range c.owned {
+			md := c.clients.metadata.Resource(gvr).Namespace(ns)
+			lw := cache.ListWatch{
+				ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return md.List(ctx, o) },
+				WatchFuncWithContext: md.Watch,
+			}
 			// An owned resource's resync would only repeat the owner's.
-			infs = append(infs, metadatainformer.NewFilteredMetadataInformer(c.clients.metadata, gvr, ns, 0, cache.Indexers{}, nil).Informer())
+			infs = append(infs, newInformer(lw, c.clients.metadata, gvr, &metav1.PartialObjectMetadata{}, 0))
 		}
 	}
 	handlers := []cache.ResourceEventHandler{c.objectKeys(sh)}
@@ -165,3 +178,40 @@ func (c *Controller) informers(sh *shard, watch *servedWatch, foreign func()) ([
 	}
 	return infs, nil
 }
+
+// newInformer is an informer of what lw lists and watches, through client,
+// which says whether it can stream a list in a watch. Its cache has no
+// index: the workers only look keys up.
+func newInformer(lw cache.ListWatch, client any, gvr schema.GroupVersionResource, example runtime.Object, resync time.Duration) cache.SharedIndexInformer {
+	watchFn := lw.WatchFuncWithContext
+	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		w, err := watchFn(ctx, o)
+		return w, refusedWatchList(o, err)
+	}
+	return cache.NewSharedIndexInformerWithOptions(
+		cache.ToListWatcherWithWatchListSemantics(&lw, client),
+		example,
+		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{}, ObjectDescription: gvr.String()},
+	)
+}
+
+// refusedWatchList keeps an informer stoppable while the API server refuses
+// its connections. When a request to stream a list in a watch is refused,
+// client-go's reflector (v0.37) sleeps out its backoff, which grows to 30 s
+// and is jittered up to twice that, without looking at its context; Serve,
+// which waits for its informers to stop, would wait that long too, and
+// return past the lost deadline. So that refusal is handed back as an error
+// that doesn't unwrap to ECONNREFUSED: the reflector then lists, is refused
+// again, and waits out the same backoff in its run loop, which stops with
+// the informer. Any other error, and any other request's, is err itself.
+func refusedWatchList(o metav1.ListOptions, err error) error {
+	if err == nil || o.SendInitialEvents == nil || !*o.SendInitialEvents || !utilnet.IsConnectionRefused(err) {
+		return err
+	}
+	return refusedError{err.Error()}
+}
+
+// refusedError is a refused connection's error text, without the error.
+type refusedError struct{ text string }
+
+func (e refusedError) Error() string { return e.text }

@@ -1,20 +1,29 @@
 package kube
 
 import (
+	"context"
 	"errors"
+	"net"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -395,4 +404,76 @@ func TestServeEndsWhenTheResourceMayBeListedButNotWatched(t *testing.T) {
 			t.Errorf("Serve = %v, want %q followed by the Forbidden", err, want)
 		}
 	})
+}
+
+// TestAnInformerRefusedByTheAPIServerStopsAtOnce: while every connection is
+// refused, an informer's reflector backs off, up to 30 s and more; stopped,
+// it returns at once, so Serve, which waits for its informers, does too.
+// client-go's reflector sleeps out a refused watch-list request's backoff
+// without looking at its context; newInformer keeps it from that sleep.
+func TestAnInformerRefusedByTheAPIServerStopsAtOnce(t *testing.T) {
+	resetErrorBackoff(t)
+	synctest.Test(t, func(t *testing.T) {
+		refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+		var watchLists atomic.Int32
+		lw := cache.ListWatch{
+			ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) { return nil, refused },
+			WatchFuncWithContext: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				if o.SendInitialEvents != nil && *o.SendInitialEvents {
+					watchLists.Add(1)
+				}
+				return nil, refused
+			},
+		}
+		inf := newInformer(lw, nil, clusterCaches.GVR(), &unstructured.Unstructured{}, 0)
+		ctx, stop := context.WithCancel(klog.NewContext(t.Context(), logr.Discard()))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			inf.RunWithContext(ctx)
+		}()
+		time.Sleep(2 * time.Minute) // the backoff has grown to its cap
+		stop()
+		stopped := time.Now()
+		<-done
+		if took := time.Since(stopped); took != 0 {
+			t.Errorf("the informer returned %s after it was stopped, want at once", took)
+		}
+		if n := watchLists.Load(); n < 5 {
+			t.Errorf("%d watch-list requests in 2 minutes, want the informer to keep trying", n)
+		}
+	})
+}
+
+// TestOnlyARefusedWatchListIsHandedBackAsAnotherError: the reflector sleeps
+// without looking at its context only after a refused watch-list request;
+// every other error, and a refusal of any other request, is kept as it is.
+func TestOnlyARefusedWatchListIsHandedBackAsAnotherError(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	watchList := metav1.ListOptions{SendInitialEvents: new(true)}
+	for _, tc := range []struct {
+		name string
+		o    metav1.ListOptions
+		err  error
+		same bool
+	}{
+		{"a refused watch-list", watchList, refused, false},
+		{"a refused watch", metav1.ListOptions{}, refused, true},
+		{"a refused watch without initial events", metav1.ListOptions{SendInitialEvents: new(false)}, refused, true},
+		{"a watch-list refused by the API server's limits", watchList, apierrors.NewTooManyRequests("busy", 1), true},
+		{"no error", watchList, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := refusedWatchList(tc.o, tc.err)
+			if tc.same {
+				if got != tc.err { //nolint:errorlint // the very error, unwrapped
+					t.Errorf("refusedWatchList = %v, want %v itself", got, tc.err)
+				}
+				return
+			}
+			if utilnet.IsConnectionRefused(got) || got == nil || got.Error() != tc.err.Error() {
+				t.Errorf("refusedWatchList = %#v, want the text %q, not a refusal", got, tc.err.Error())
+			}
+		})
+	}
 }

@@ -669,7 +669,7 @@ func (c *Controller) shardInformers(r shardRange, foreign func()) []cache.Shared
 		filter:   shardFilter{r: r, key: field, foreign: foreign},
 		selector: r.selector(by),
 	}
-	infs := []cache.SharedIndexInformer{c.shardInformer(lw, c.clients.dynamic, c.gvr, &unstructured.Unstructured{}, c.settings.Resync)}
+	infs := []cache.SharedIndexInformer{shardInformer(lw, c.clients.dynamic, c.gvr, &unstructured.Unstructured{}, c.settings.Resync)}
 	for _, gvr := range c.owned {
 		md := c.clients.metadata.Resource(gvr).Namespace(ns)
 		lw := &listWatch{
@@ -680,7 +680,7 @@ func (c *Controller) shardInformers(r shardRange, foreign func()) []cache.Shared
 		if by == ShardByNamespace {
 			lw.selector, lw.filter.foreign = r.selector(by), foreign
 		}
-		inf := c.shardInformer(lw, c.clients.metadata, gvr, &metav1.PartialObjectMetadata{}, 0)
+		inf := shardInformer(lw, c.clients.metadata, gvr, &metav1.PartialObjectMetadata{}, 0)
 		lw.known = func(obj any) (any, bool) {
 			o, ok, err := inf.GetStore().Get(obj)
 			return o, ok && err == nil
@@ -691,13 +691,9 @@ func (c *Controller) shardInformers(r shardRange, foreign func()) []cache.Shared
 }
 
 // shardInformer is an informer of what lw lists and watches, through
-// client, which says whether it can stream a list in a watch.
-func (c *Controller) shardInformer(lw *listWatch, client any, gvr schema.GroupVersionResource, example runtime.Object, resync time.Duration) cache.SharedIndexInformer {
-	return cache.NewSharedIndexInformerWithOptions(
-		cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: lw.ListWithContext, WatchFuncWithContext: lw.WatchWithContext}, client),
-		example,
-		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{}, ObjectDescription: gvr.String()},
-	)
+// client.
+func shardInformer(lw *listWatch, client any, gvr schema.GroupVersionResource, example runtime.Object, resync time.Duration) cache.SharedIndexInformer {
+	return newInformer(cache.ListWatch{ListWithContextFunc: lw.ListWithContext, WatchFuncWithContext: lw.WatchWithContext}, client, gvr, example, resync)
 }
 
 // ownerUID is the UID of o's controller owner when it is of the
