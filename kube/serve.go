@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -196,22 +197,27 @@ func newInformer(lw cache.ListWatch, client any, gvr schema.GroupVersionResource
 }
 
 // refusedWatchList keeps an informer stoppable while the API server refuses
-// its connections. When a request to stream a list in a watch is refused,
-// client-go's reflector (v0.37) sleeps out its backoff, which grows to 30 s
-// and is jittered up to twice that, without looking at its context; Serve,
-// which waits for its informers to stop, would wait that long too, and
-// return past the lost deadline. So that refusal is handed back as an error
-// that doesn't unwrap to ECONNREFUSED: the reflector then lists, is refused
-// again, and waits out the same backoff in its run loop, which stops with
-// the informer. Any other error, and any other request's, is err itself.
+// its connections or throttles it. When a request to stream a list in a
+// watch is refused at connect, or answered 429 Too Many Requests (after the
+// REST client's own retries), client-go's reflector (v0.37) sleeps out its
+// backoff, which grows to 30 s and is jittered up to twice that, without
+// looking at its context; Serve, which waits for its informers to stop,
+// would wait that long too, and return past the lost deadline. So that
+// error is handed back as one the reflector doesn't retry in place: it
+// then lists, as it did before it streamed lists, and when that fails too
+// it waits out the same backoff in its run loop, which stops with the
+// informer. Any other error, and any other request's, is err itself.
 func refusedWatchList(o metav1.ListOptions, err error) error {
-	if err == nil || o.SendInitialEvents == nil || !*o.SendInitialEvents || !utilnet.IsConnectionRefused(err) {
+	if err == nil || o.SendInitialEvents == nil || !*o.SendInitialEvents {
+		return err
+	}
+	if !utilnet.IsConnectionRefused(err) && !apierrors.IsTooManyRequests(err) {
 		return err
 	}
 	return refusedError{err.Error()}
 }
 
-// refusedError is a refused connection's error text, without the error.
+// refusedError is a refused request's error text, without the error.
 type refusedError struct{ text string }
 
 func (e refusedError) Error() string { return e.text }
