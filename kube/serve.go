@@ -142,17 +142,11 @@ func (c *Controller) informers(sh *shard, watch *servedWatch, foreign func()) ([
 	} else {
 		ns := c.settings.Namespace
 		res := c.clients.dynamic.Resource(c.gvr).Namespace(ns)
-		lw := cache.ListWatch{
-			ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
-			WatchFuncWithContext: res.Watch,
-		}
+		lw := cache.ListWatch{ListWithContextFunc: listing(res.List), WatchFuncWithContext: res.Watch}
 		infs = append(infs, newInformer(lw, c.clients.dynamic, c.gvr, &unstructured.Unstructured{}, c.settings.Resync))
 		for _, gvr := range c.owned {
 			md := c.clients.metadata.Resource(gvr).Namespace(ns)
-			lw := cache.ListWatch{
-				ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return md.List(ctx, o) },
-				WatchFuncWithContext: md.Watch,
-			}
+			lw := cache.ListWatch{ListWithContextFunc: listing(md.List), WatchFuncWithContext: md.Watch}
 			// An owned resource's resync would only repeat the owner's.
 			infs = append(infs, newInformer(lw, c.clients.metadata, gvr, &metav1.PartialObjectMetadata{}, 0))
 		}
@@ -194,6 +188,17 @@ func newInformer(lw cache.ListWatch, client any, gvr schema.GroupVersionResource
 		example,
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{}, ObjectDescription: gvr.String()},
 	)
+}
+
+// listing is a client's typed list as an informer's list.
+func listing[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error)) func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		l, err := list(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
 }
 
 // refusedWatchList keeps an informer stoppable while the API server refuses

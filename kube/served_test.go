@@ -55,10 +55,13 @@ func (l *failingLists) count() int {
 const listingCaches = "kube: listing cache.example.com/v1alpha1, Resource=memcacheds: "
 
 var (
-	errRefused  = errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
-	unavailable = apierrors.NewServiceUnavailable("the API server is shutting down")
-	forbidden   = apierrors.NewForbidden(cachesGVR.GroupResource(), "", errors.New("the ServiceAccount default/memcached may not list it"))
-	notServed   = apierrors.NewNotFound(cachesGVR.GroupResource(), "")
+	errRefused = errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+	// errRefusedAtConnect is a dial refused as net gives it, ECONNREFUSED
+	// within: what client-go's reflector takes for a refusal.
+	errRefusedAtConnect = &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	unavailable         = apierrors.NewServiceUnavailable("the API server is shutting down")
+	forbidden           = apierrors.NewForbidden(cachesGVR.GroupResource(), "", errors.New("the ServiceAccount default/memcached may not list it"))
+	notServed           = apierrors.NewNotFound(cachesGVR.GroupResource(), "")
 )
 
 func TestServeRetriesATransientErrorAtStart(t *testing.T) {
@@ -417,7 +420,7 @@ func TestAnInformerRefusedByTheAPIServerStopsAtOnce(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}},
+		{"refused", errRefusedAtConnect},
 		{"throttled", apierrors.NewTooManyRequests("busy", 1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -460,7 +463,6 @@ func TestAnInformerRefusedByTheAPIServerStopsAtOnce(t *testing.T) {
 // at connect or throttled; every other error, and those of any other
 // request, are kept as they are.
 func TestOnlyARefusedWatchListIsHandedBackAsAnotherError(t *testing.T) {
-	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	watchList := metav1.ListOptions{SendInitialEvents: new(true)}
 	for _, tc := range []struct {
 		name string
@@ -468,9 +470,9 @@ func TestOnlyARefusedWatchListIsHandedBackAsAnotherError(t *testing.T) {
 		err  error
 		same bool
 	}{
-		{"a refused watch-list", watchList, refused, false},
-		{"a refused watch", metav1.ListOptions{}, refused, true},
-		{"a refused watch without initial events", metav1.ListOptions{SendInitialEvents: new(false)}, refused, true},
+		{"a refused watch-list", watchList, errRefusedAtConnect, false},
+		{"a refused watch", metav1.ListOptions{}, errRefusedAtConnect, true},
+		{"a refused watch without initial events", metav1.ListOptions{SendInitialEvents: new(false)}, errRefusedAtConnect, true},
 		{"a watch-list throttled", watchList, apierrors.NewTooManyRequests("busy", 1), false},
 		{"a watch throttled", metav1.ListOptions{}, apierrors.NewTooManyRequests("busy", 1), true},
 		{"a watch-list refused as forbidden", watchList, apierrors.NewForbidden(clusterCaches.GVR().GroupResource(), "", errors.New("no")), true},

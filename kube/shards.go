@@ -664,7 +664,7 @@ func (c *Controller) shardInformers(r shardRange, foreign func()) []cache.Shared
 	}
 	res := c.clients.dynamic.Resource(c.gvr).Namespace(ns)
 	lw := &listWatch{
-		list:     func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
+		list:     listing(res.List),
 		watch:    res.Watch,
 		filter:   shardFilter{r: r, key: field, foreign: foreign},
 		selector: r.selector(by),
@@ -673,7 +673,7 @@ func (c *Controller) shardInformers(r shardRange, foreign func()) []cache.Shared
 	for _, gvr := range c.owned {
 		md := c.clients.metadata.Resource(gvr).Namespace(ns)
 		lw := &listWatch{
-			list:   func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return md.List(ctx, o) },
+			list:   listing(md.List),
 			watch:  md.Watch,
 			filter: shardFilter{r: r, key: ownerField, foreign: func() {}},
 		}
