@@ -42,13 +42,13 @@ lint: $(BIN)/golangci-lint
 # Builds etcd, kube-apiserver and kube-controller-manager from source into
 # .bin/controlplane, if they are missing or stale.
 controlplane:
-	$(GO) run ./kube/internal/cluster/cmd/cluster -build
+	$(GO) run ./kube/clustertest/cmd/cluster -build
 
 # Starts the tests' control plane in the foreground, writes
 # .cluster/kubeconfig and prints the export KUBECONFIG=... line; Ctrl-C
 # stops it.
 cluster:
-	$(GO) run ./kube/internal/cluster/cmd/cluster
+	$(GO) run ./kube/clustertest/cmd/cluster
 
 # Runs each of kube's fuzz targets for FUZZTIME, one after another: go test
 # -fuzz takes one target at a time. A failing input is written under

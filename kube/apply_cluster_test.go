@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // TestClusterFaultAWriteFromAStaleCacheIsRefused checks what the API server
@@ -21,7 +21,7 @@ import (
 // so a stale cache can never recreate a deleted object, nor write an old
 // object's status or finalizer onto a new one.
 func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	installCRD(t, c, clusterCaches)
 	gvr := clusterCaches.GVR()
 	ns := c.Namespace(t)

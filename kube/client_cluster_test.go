@@ -15,7 +15,7 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // selfSubject asks the API server who c's credentials are.
@@ -33,7 +33,7 @@ func selfSubject(t testing.TB, c *Client) authenticationv1.UserInfo {
 }
 
 func TestClusterClientListsNamespaces(t *testing.T) {
-	cl := cluster.Get(t)
+	cl := clustertest.Get(t)
 	h := humustest.NewHost()
 	tok := cl.AdminToken()
 	c := newTestClient(t, &humus.Setup{Host: h.Host()}, Connection{
@@ -56,7 +56,7 @@ func TestClusterClientListsNamespaces(t *testing.T) {
 }
 
 func TestClusterClientCertificateWithoutToken(t *testing.T) {
-	cl := cluster.Get(t)
+	cl := clustertest.Get(t)
 	cert := cl.ClientCert(t, "alice", "devs")
 	c := newTestClient(t, &humus.Setup{Host: humustest.NewHost().Host()}, Connection{
 		Server: cl.Server(),
@@ -74,7 +74,7 @@ func TestClusterClientCertificateWithoutToken(t *testing.T) {
 }
 
 func TestClusterClientServiceAccountToken(t *testing.T) {
-	cl := cluster.Get(t)
+	cl := clustertest.Get(t)
 	ns := cl.Namespace(t)
 	tok := cl.ServiceAccount(t, ns, "reader")
 	c := newTestClient(t, &humus.Setup{Host: humustest.NewHost().Host()}, Connection{
@@ -88,7 +88,7 @@ func TestClusterClientServiceAccountToken(t *testing.T) {
 }
 
 func TestClusterClientRefusesAServerItsCADidNotSign(t *testing.T) {
-	cl := cluster.Get(t)
+	cl := clustertest.Get(t)
 	other := newTestPKI(t)
 	tok := cl.AdminToken()
 	c := newTestClient(t, &humus.Setup{Host: humustest.NewHost().Host()}, Connection{
@@ -104,7 +104,7 @@ func TestClusterClientRefusesAServerItsCADidNotSign(t *testing.T) {
 }
 
 func TestClusterClientWrongTokenIsUnauthorized(t *testing.T) {
-	cl := cluster.Get(t)
+	cl := clustertest.Get(t)
 	c := newTestClient(t, &humus.Setup{Host: humustest.NewHost().Host()}, Connection{
 		Server: cl.Server(),
 		TLS:    &tls.Config{RootCAs: cl.CA()},

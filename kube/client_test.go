@@ -15,7 +15,7 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 func TestCheckServer(t *testing.T) {
@@ -165,7 +165,7 @@ func assertErrText(t testing.TB, err error, want string) {
 
 // testPKI is a CA and a serving certificate it signed, for localhost,
 // kube.test, 127.0.0.1 and ::1, whose chain holds the CA too. Like every
-// cluster.CA's, they are valid from 1990 to 2100, so a synctest bubble's
+// clustertest.CA's, they are valid from 1990 to 2100, so a synctest bubble's
 // clock, which starts in 2000, accepts them too.
 type testPKI struct {
 	roots *x509.CertPool
@@ -174,7 +174,7 @@ type testPKI struct {
 
 func newTestPKI(t testing.TB) testPKI {
 	t.Helper()
-	ca, err := cluster.NewCA("kube test CA")
+	ca, err := clustertest.NewCA("kube test CA")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // The fault suite's scenarios of the connection: a token rotated and then
@@ -85,7 +85,7 @@ func TestClusterFaultARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401(
 	// token is in use within a minute, which the Lease's renewals show.
 	tok.set(second)
 	rotated := time.Now()
-	ev := w.c.AwaitAudit(t, 75*time.Second, func(e cluster.AuditEvent) bool {
+	ev := w.c.AwaitAudit(t, 75*time.Second, func(e clustertest.AuditEvent) bool {
 		return e.User == user("token-b") && e.Resource == "leases"
 	})
 	if took := ev.RequestReceived.Sub(rotated); took > time.Minute+5*time.Second {
@@ -105,7 +105,7 @@ func TestClusterFaultARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401(
 	if err := w.kube.CoreV1().ServiceAccounts(w.ns).Delete(t.Context(), "token-b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ev = w.c.AwaitAudit(t, 30*time.Second, func(e cluster.AuditEvent) bool {
+	ev = w.c.AwaitAudit(t, 30*time.Second, func(e clustertest.AuditEvent) bool {
 		return e.User == user("token-c") && e.Resource == "leases"
 	})
 	// kube-apiserver caches a token's authentication for 10s, so the first
@@ -152,7 +152,7 @@ func unauthorized(tel *humustest.Telemetry) []time.Time {
 // signed by the Connection's CA, and one not for the Connection's
 // ServerName: refused, with an error naming the server.
 func TestClusterFaultAServerTheConnectionMustNotTrustIsRefused(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	tok := c.AdminToken()
 	for _, tc := range []struct {
 		name string

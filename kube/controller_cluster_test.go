@@ -22,7 +22,7 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // clusterCaches is the real-cluster tests' resource: a group of its own,
@@ -37,8 +37,8 @@ var clusterCaches = Resource[cacheSpec, cacheStatus]{
 
 // controllerRBAC is what the package doc lists for a Controller, in ns for
 // its objects and its Lease, plus what the test's Reconciler applies.
-func controllerRBAC(group, plural, ns string) []cluster.Grant {
-	return []cluster.Grant{{Namespace: ns, Rules: []rbacv1.PolicyRule{
+func controllerRBAC(group, plural, ns string) []clustertest.Grant {
+	return []clustertest.Grant{{Namespace: ns, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{group}, Resources: []string{plural}, Verbs: []string{"list", "watch", "patch"}},
 		{APIGroups: []string{group}, Resources: []string{plural + "/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
@@ -51,7 +51,7 @@ func controllerRBAC(group, plural, ns string) []cluster.Grant {
 // installCRD installs r's CRD, as whatever deploys the controller would,
 // and waits until it is served. It is left in place for the package's
 // other tests.
-func installCRD[Spec, Status any](t *testing.T, c *cluster.Cluster, r Resource[Spec, Status]) {
+func installCRD[Spec, Status any](t *testing.T, c *clustertest.Cluster, r Resource[Spec, Status]) {
 	t.Helper()
 	crd, err := r.CRD()
 	if err != nil {
@@ -62,7 +62,7 @@ func installCRD[Spec, Status any](t *testing.T, c *cluster.Cluster, r Resource[S
 
 // clientAs returns a Client that authenticates with token, recording into
 // tel.
-func clientAs(t *testing.T, c *cluster.Cluster, tel *humustest.Telemetry, token string) (*humus.Setup, *Client) {
+func clientAs(t *testing.T, c *clustertest.Cluster, tel *humustest.Telemetry, token string) (*humus.Setup, *Client) {
 	t.Helper()
 	s := &humus.Setup{Host: humustest.NewHost().Host(), Telemetry: tel.Telemetry()}
 	client, err := NewClient(s, Connection{
@@ -158,7 +158,7 @@ func statusApplies(tel *humustest.Telemetry) int {
 }
 
 func TestClusterMemcachedReconcilesIntoADeploymentItControls(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	installCRD(t, c, clusterCaches)
 	gvr := clusterCaches.GVR()
 	ns := c.Namespace(t)
@@ -187,7 +187,7 @@ func TestClusterMemcachedReconcilesIntoADeploymentItControls(t *testing.T) {
 	adminKube := kubernetes.NewForConfigOrDie(c.AdminConfig())
 	createCache(t, admin, gvr, ns, "m", 2)
 
-	cluster.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
 		return readyReplicasAre(ctx, admin, ns, "m", 2)
 	})
 	// What the package promises, whatever order the events come in: one
@@ -239,7 +239,7 @@ func TestClusterMemcachedReconcilesIntoADeploymentItControls(t *testing.T) {
 	if _, err := adminKube.AppsV1().Deployments(ns).Patch(t.Context(), "m", types.MergePatchType, scale, metav1.PatchOptions{FieldManager: "kubectl-scale"}); err != nil {
 		t.Fatal(err)
 	}
-	cluster.Eventually(t, time.Second, func(ctx context.Context) error {
+	clustertest.Eventually(t, time.Second, func(ctx context.Context) error {
 		d, err := adminKube.AppsV1().Deployments(ns).Get(ctx, "m", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -255,16 +255,16 @@ func TestClusterMemcachedReconcilesIntoADeploymentItControls(t *testing.T) {
 	if err := admin.Resource(gvr).Namespace(ns).Delete(t.Context(), "m", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cluster.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
 		_, err := admin.Resource(gvr).Namespace(ns).Get(ctx, "m", metav1.GetOptions{})
-		return cluster.Gone("the Memcached", err)
+		return clustertest.Gone("the Memcached", err)
 	})
 	if got := finalized.get("m"); got != 1 {
 		t.Errorf("f ran %d times, want 1", got)
 	}
-	cluster.Eventually(t, 60*time.Second, func(ctx context.Context) error {
+	clustertest.Eventually(t, 60*time.Second, func(ctx context.Context) error {
 		_, err := adminKube.AppsV1().Deployments(ns).Get(ctx, "m", metav1.GetOptions{})
-		return cluster.Gone("the Deployment", err)
+		return clustertest.Gone("the Deployment", err)
 	})
 
 	if err := stop(); err != nil {
@@ -280,7 +280,7 @@ func TestClusterMemcachedReconcilesIntoADeploymentItControls(t *testing.T) {
 }
 
 func TestClusterServeFailsOnAResourceThatIsNotServed(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	absent := clusterCaches
 	absent.Kind, absent.Plural = "Absent", "absents"
 	tel := humustest.NewTelemetry()
@@ -301,7 +301,7 @@ func TestClusterServeFailsOnAResourceThatIsNotServed(t *testing.T) {
 }
 
 func TestClusterOnlyTheLeaseHolderReconciles(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	installCRD(t, c, clusterCaches)
 	gvr := clusterCaches.GVR()
 	ns := c.Namespace(t)
@@ -324,13 +324,13 @@ func TestClusterOnlyTheLeaseHolderReconciles(t *testing.T) {
 		return replica{ctrl: ctrl, calls: &calls, stop: served(t, ctrl)}
 	}
 	first := start("replica-1")
-	cluster.Eventually(t, 30*time.Second, first.ctrl.Synced().Healthy)
+	clustertest.Eventually(t, 30*time.Second, first.ctrl.Synced().Healthy)
 	second := start("replica-2")
-	cluster.Eventually(t, 30*time.Second, second.ctrl.Synced().Healthy)
+	clustertest.Eventually(t, 30*time.Second, second.ctrl.Synced().Healthy)
 
 	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
 	createCache(t, admin, gvr, ns, "a", 1)
-	cluster.Eventually(t, 30*time.Second, func(context.Context) error { return reconciled(first.calls, "a") })
+	clustertest.Eventually(t, 30*time.Second, func(context.Context) error { return reconciled(first.calls, "a") })
 	time.Sleep(time.Second)
 	if got := second.calls.get("a"); got != 0 {
 		t.Errorf("the standby reconciled a %d times, want none", got)
@@ -340,14 +340,14 @@ func TestClusterOnlyTheLeaseHolderReconciles(t *testing.T) {
 		t.Errorf("the holder's Serve = %v, want nil", err)
 	}
 	createCache(t, admin, gvr, ns, "b", 1)
-	cluster.Eventually(t, 30*time.Second, func(context.Context) error { return reconciled(second.calls, "b") })
+	clustertest.Eventually(t, 30*time.Second, func(context.Context) error { return reconciled(second.calls, "b") })
 	if err := second.stop(); err != nil {
 		t.Errorf("the new holder's Serve = %v, want nil", err)
 	}
 }
 
 func TestClusterAnAPIServerGoneLongerThanRenewDeadlineLosesTheLease(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	installCRD(t, c, clusterCaches)
 	ns := c.Namespace(t)
 	setup, client := clientAs(t, c, humustest.NewTelemetry(), c.AdminToken())
@@ -360,7 +360,7 @@ func TestClusterAnAPIServerGoneLongerThanRenewDeadlineLosesTheLease(t *testing.T
 	}
 	stop := served(t, ctrl)
 	adminKube := kubernetes.NewForConfigOrDie(c.AdminConfig())
-	cluster.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
 		l, err := adminKube.CoordinationV1().Leases(ns).Get(ctx, s.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -383,7 +383,7 @@ func TestClusterAnAPIServerGoneLongerThanRenewDeadlineLosesTheLease(t *testing.T
 }
 
 func TestClusterAControllerPassesTestService(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	installCRD(t, c, clusterCaches)
 	ns := c.Namespace(t)
 	setup, client := clientAs(t, c, humustest.NewTelemetry(), c.AdminToken())
@@ -396,7 +396,7 @@ func TestClusterAControllerPassesTestService(t *testing.T) {
 	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
 	humustest.TestService(t, ctrl, humustest.During(func(ctx context.Context) {
 		createCache(t, admin, clusterCaches.GVR(), ns, "m", 1)
-		cluster.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
 			return readyReplicasAre(ctx, admin, ns, "m", 1)
 		})
 	}))

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/z5labs/humus/kube"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // installed is a CRD the API server has accepted and serves.
@@ -35,7 +35,7 @@ type installed struct {
 // until it is served, and deletes it at cleanup.
 func install[Spec, Status any](t *testing.T, r kube.Resource[Spec, Status]) installed {
 	t.Helper()
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	crd, err := r.CRD()
 	if err != nil {
 		t.Fatalf("CRD(): %v", err)
@@ -209,7 +209,7 @@ func applyStatus(t *testing.T, in installed, name, manager string, status any) *
 // in OpenAPI 3.1's dialect, with a type array, as openapi.SchemaOf writes a
 // pointer: the API server can't even decode it.
 func TestClusterTypeArrayRejected(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ext, err := apiextensionsclient.NewForConfig(c.AdminConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +293,7 @@ func TestClusterCELValidation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CRD() = %v; it doesn't compile CEL, so it has no error to find", err)
 	}
-	ext, err := apiextensionsclient.NewForConfig(cluster.Get(t).AdminConfig())
+	ext, err := apiextensionsclient.NewForConfig(clustertest.Get(t).AdminConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // The fault suite's scenarios about what the API server serves and lets the
@@ -75,17 +75,17 @@ func TestClusterFaultAnObjectDeletedWhileNoReplicaRunsIsFinalizedOnceOneStarts(t
 	started := time.Now()
 	b := w.replica("replica-b", s)
 	const bound = time.Minute
-	cluster.Eventually(t, bound, func(ctx context.Context) error {
+	clustertest.Eventually(t, bound, func(ctx context.Context) error {
 		_, err := w.admin.Resource(gvr).Namespace(w.ns).Get(ctx, "m-0", metav1.GetOptions{})
-		return cluster.Gone("m-0, to be finalized,", err)
+		return clustertest.Gone("m-0, to be finalized,", err)
 	})
 	finalized := time.Since(started)
 	// kube-controller-manager's garbage collector watches a new CRD's
 	// resource only from its next discovery (every 30s): the first test
 	// to install the CRD waits for that too.
-	cluster.Eventually(t, bound, func(ctx context.Context) error {
+	clustertest.Eventually(t, bound, func(ctx context.Context) error {
 		_, err := w.kube.AppsV1().Deployments(w.ns).Get(ctx, "m-0", metav1.GetOptions{})
-		return cluster.Gone("m-0's Deployment, to be garbage-collected,", err)
+		return clustertest.Gone("m-0's Deployment, to be garbage-collected,", err)
 	})
 	collected := time.Since(started)
 	w.converged(30 * time.Second) // the others are untouched
@@ -94,7 +94,7 @@ func TestClusterFaultAnObjectDeletedWhileNoReplicaRunsIsFinalizedOnceOneStarts(t
 	// nothing once its Serve had returned.
 	time.Sleep(time.Second) // for the last writes to reach the log
 	events := w.c.Audit(t)
-	removed := slices.ContainsFunc(w.writes(events, b.user), func(e cluster.AuditEvent) bool {
+	removed := slices.ContainsFunc(w.writes(events, b.user), func(e clustertest.AuditEvent) bool {
 		return e.Verb == "patch" && e.Resource == "memcacheds" && e.Subresource == "" && e.Name == "m-0" && e.RequestReceived.After(started)
 	})
 	if !removed {
@@ -146,9 +146,9 @@ func TestClusterFaultACRDDeletedWhileTheControllerRunsEndsServe(t *testing.T) {
 	if err := ext.ApiextensionsV1().CustomResourceDefinitions().Delete(t.Context(), apiCRDName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cluster.Eventually(t, time.Minute, func(ctx context.Context) error {
+	clustertest.Eventually(t, time.Minute, func(ctx context.Context) error {
 		_, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, apiCRDName, metav1.GetOptions{})
-		return cluster.Gone("the CRD", err)
+		return clustertest.Gone("the CRD", err)
 	})
 	gone := time.Now()
 
@@ -171,7 +171,7 @@ func TestClusterFaultACRDDeletedWhileTheControllerRunsEndsServe(t *testing.T) {
 	events := w.writes(w.c.Audit(t), a.user)
 	for i := range n {
 		name := fmt.Sprintf("m-%d", i)
-		if !slices.ContainsFunc(events, func(e cluster.AuditEvent) bool {
+		if !slices.ContainsFunc(events, func(e clustertest.AuditEvent) bool {
 			return e.Verb == "patch" && e.Resource == "memcacheds" && e.Subresource == "" && e.Name == name &&
 				e.RequestReceived.After(deleted) && !e.StageTime.After(gone)
 		}) {
@@ -210,7 +210,7 @@ var looserCaches = Resource[cacheSpec, cacheStatus]{
 // writes it), the error names it and the field, and every other object
 // converges.
 func TestClusterFaultAnObjectStoredThroughALooserCRDIsAnErrorNamingTheField(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	apiInstallLooserCRD(t, c)
 	ns := c.Namespace(t)
 	gvr := looserCaches.GVR()
@@ -229,7 +229,7 @@ func TestClusterFaultAnObjectStoredThroughALooserCRDIsAnErrorNamingTheField(t *t
 
 	r := startAPIReplica(t, c, ns, "replica-a", looserCaches, controllerRBAC(gvr.Group, gvr.Resource, ns))
 	started := time.Now()
-	cluster.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
+	clustertest.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
 		return unconvergedIn(ctx, admin, adminKube, gvr, ns, func(name string) bool { return name == "bad" })
 	})
 	t.Logf("%d objects converged in %s", faultObjects, time.Since(started).Round(time.Millisecond))
@@ -336,7 +336,7 @@ func TestClusterFaultEachRuleOfTheRBACRemovedSaysWhichRequestWasForbidden(t *tes
 			// with backoff; the controller serves on, and says so. Only its
 			// records show what it saw: the one case where a log record is
 			// the observable.
-			cluster.Eventually(t, bound, func(context.Context) error {
+			clustertest.Eventually(t, bound, func(context.Context) error {
 				for i := range n {
 					name := fmt.Sprintf("m-%d", i)
 					if !slices.ContainsFunc(apiFailedReconciles(r.tel, name), func(e string) bool {
@@ -406,7 +406,7 @@ type apiReplica struct {
 	stop func() error
 }
 
-func startAPIReplica(t *testing.T, c *cluster.Cluster, ns, name string, r Resource[cacheSpec, cacheStatus], grants []cluster.Grant) *apiReplica {
+func startAPIReplica(t *testing.T, c *clustertest.Cluster, ns, name string, r Resource[cacheSpec, cacheStatus], grants []clustertest.Grant) *apiReplica {
 	t.Helper()
 	token := c.ServiceAccount(t, ns, name, grants...)
 	tel := humustest.NewTelemetry()
@@ -442,12 +442,12 @@ func (r *apiReplica) running() bool {
 
 // apiGrantsWithout is grants with verb taken out of the rule naming
 // resource; a rule left without a verb is dropped.
-func apiGrantsWithout(t *testing.T, grants []cluster.Grant, resource, verb string) []cluster.Grant {
+func apiGrantsWithout(t *testing.T, grants []clustertest.Grant, resource, verb string) []clustertest.Grant {
 	t.Helper()
-	out := make([]cluster.Grant, 0, len(grants))
+	out := make([]clustertest.Grant, 0, len(grants))
 	removed := false
 	for _, g := range grants {
-		ng := cluster.Grant{Namespace: g.Namespace}
+		ng := clustertest.Grant{Namespace: g.Namespace}
 		for _, r := range g.Rules {
 			r = *r.DeepCopy()
 			if slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
@@ -538,7 +538,7 @@ func apiReleaseOthers(t *testing.T, d dynamic.Interface, gvr schema.GroupVersion
 // apiRestoreSharedCRD leaves clusterCaches' CRD installed and served, as
 // the package's other tests need it: once a deletion under way has ended,
 // it is created again. It runs at cleanup, so not on t's context.
-func apiRestoreSharedCRD(t *testing.T, c *cluster.Cluster) {
+func apiRestoreSharedCRD(t *testing.T, c *clustertest.Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	ext := apiextensions.NewForConfigOrDie(c.AdminConfig())
@@ -575,7 +575,7 @@ func apiRestoreSharedCRD(t *testing.T, c *cluster.Cluster) {
 
 // apiInstallLooserCRD installs looserCaches' CRD with spec.size an
 // integer or a string, and deletes it at t's cleanup.
-func apiInstallLooserCRD(t *testing.T, c *cluster.Cluster) {
+func apiInstallLooserCRD(t *testing.T, c *clustertest.Cluster) {
 	t.Helper()
 	crd, err := looserCaches.CRD()
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // The fault suite: the Memcached controller, with Owns and Finalize, on the
@@ -38,7 +38,7 @@ const faultObjects = 200
 // tells their writes apart.
 type workload struct {
 	t     *testing.T
-	c     *cluster.Cluster
+	c     *clustertest.Cluster
 	ns    string
 	admin dynamic.Interface
 	kube  kubernetes.Interface
@@ -46,7 +46,7 @@ type workload struct {
 
 func newWorkload(t *testing.T) *workload {
 	t.Helper()
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	installCRD(t, c, clusterCaches)
 	return &workload{
 		t:     t,
@@ -133,7 +133,7 @@ func unconvergedIn(ctx context.Context, admin dynamic.Interface, kube kubernetes
 // converged waits for the workload to converge.
 func (w *workload) converged(within time.Duration) {
 	w.t.Helper()
-	cluster.Eventually(w.t, within, w.unconverged)
+	clustertest.Eventually(w.t, within, w.unconverged)
 }
 
 // faultReplica is one replica of the controller: its own ServiceAccount,
@@ -141,7 +141,7 @@ func (w *workload) converged(within time.Duration) {
 type faultReplica struct {
 	name  string
 	user  string // as the audit log names it
-	link  *cluster.Link
+	link  *clustertest.Link
 	tel   *humustest.Telemetry
 	ctrl  *Controller
 	stop  func() error // cancels Serve's context, and returns what Serve returned
@@ -160,7 +160,7 @@ func (w *workload) replicaWith(name string, s Settings, wrap func(*deployer) Rec
 	w.t.Helper()
 	gvr := clusterCaches.GVR()
 	token := w.c.ServiceAccount(w.t, w.ns, name, controllerRBAC(gvr.Group, gvr.Resource, w.ns)...)
-	link := cluster.NewLink(w.t)
+	link := clustertest.NewLink(w.t)
 	host := humustest.NewHost().Host()
 	host.Dial = link.Dial
 	tel := humustest.NewTelemetry()
@@ -209,7 +209,7 @@ func (w *workload) leaderAndStandby(s Settings) (leader, standby *faultReplica) 
 // identity.
 func (w *workload) holds(name, identity string, within time.Duration) {
 	w.t.Helper()
-	cluster.Eventually(w.t, within, func(context.Context) error {
+	clustertest.Eventually(w.t, within, func(context.Context) error {
 		if h := w.leaseHolder(name); h != identity {
 			return fmt.Errorf("the Lease's holder = %q, want %s", h, identity)
 		}
@@ -232,8 +232,8 @@ func (w *workload) leaseHolder(name string) string {
 
 // writes is the audit log's writes by the replicas to the workload's
 // objects: everything but the Lease, in the namespace.
-func (w *workload) writes(events []cluster.AuditEvent, users ...string) []cluster.AuditEvent {
-	var out []cluster.AuditEvent
+func (w *workload) writes(events []clustertest.AuditEvent, users ...string) []clustertest.AuditEvent {
+	var out []clustertest.AuditEvent
 	for _, e := range events {
 		if e.Namespace == w.ns && e.Resource != "leases" && slices.Contains(users, e.User) && e.Code < 300 {
 			out = append(out, e)
@@ -243,8 +243,8 @@ func (w *workload) writes(events []cluster.AuditEvent, users ...string) []cluste
 }
 
 // renewals is user's successful writes of the Lease.
-func (w *workload) renewals(events []cluster.AuditEvent, user string) []cluster.AuditEvent {
-	var out []cluster.AuditEvent
+func (w *workload) renewals(events []clustertest.AuditEvent, user string) []clustertest.AuditEvent {
+	var out []clustertest.AuditEvent
 	for _, e := range events {
 		if e.Namespace == w.ns && e.Resource == "leases" && e.User == user && e.Code < 300 {
 			out = append(out, e)
@@ -257,7 +257,7 @@ func (w *workload) renewals(events []cluster.AuditEvent, user string) []cluster.
 // every write old's requests made was complete before new's first write was
 // received, and before old's Lease could expire (LeaseDuration after its
 // last renewal was received). It returns how many writes broke each.
-func (w *workload) oneWriterAtATime(events []cluster.AuditEvent, old, new *faultReplica, leaseDuration time.Duration) (overlapping, afterExpiry int) {
+func (w *workload) oneWriterAtATime(events []clustertest.AuditEvent, old, new *faultReplica, leaseDuration time.Duration) (overlapping, afterExpiry int) {
 	w.t.Helper()
 	newWrites := w.writes(events, new.user)
 	if len(newWrites) == 0 {
@@ -560,10 +560,10 @@ func TestClusterFaultAPoisonObjectDelaysNoOther(t *testing.T) {
 			createCache(t, w.admin, clusterCaches.GVR(), w.ns, "poison-panic", 1)
 		}
 		a := w.replicaWith("replica-a", s, poison)
-		cluster.Eventually(t, 30*time.Second, a.ctrl.Synced().Healthy)
+		clustertest.Eventually(t, 30*time.Second, a.ctrl.Synced().Healthy)
 		start := time.Now()
 		w.create(faultObjects)
-		cluster.Eventually(t, 2*time.Minute, w.othersUnconverged)
+		clustertest.Eventually(t, 2*time.Minute, w.othersUnconverged)
 		took := time.Since(start)
 		if withPoison {
 			// Let the backoff reach RetryMaxDelay: 0.1+0.2+...+3.2 is 6.3s,
@@ -585,7 +585,7 @@ func TestClusterFaultAPoisonObjectDelaysNoOther(t *testing.T) {
 			if _, err := w.admin.Resource(clusterCaches.GVR()).Namespace(w.ns).Patch(t.Context(), "poison-panic", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			cluster.Eventually(t, 30*time.Second, func(context.Context) error {
+			clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
 				if n := panicked.get("poison-panic"); n != 2 {
 					return fmt.Errorf("the panicking object was reconciled %d times, want 2: once more for its change", n)
 				}

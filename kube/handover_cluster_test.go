@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // The handover tests run each replica of the Memcached controller as a
@@ -197,7 +197,7 @@ type replicaProc struct {
 	name string // its identity, and its ServiceAccount's name
 	user string // as the audit log names it
 	cmd  *exec.Cmd
-	out  *cluster.SyncBuffer // its stdout and stderr together
+	out  *clustertest.SyncBuffer // its stdout and stderr together
 	done chan struct{}       // closed once it has exited
 	err  error               // cmd.Wait's, once done is closed
 }
@@ -251,7 +251,7 @@ func (l *procLauncher) start(name string) *replicaProc {
 	if l.shards > 1 {
 		cmd.Env = append(cmd.Env, procShardsEnv+"="+strconv.Itoa(l.shards))
 	}
-	out := &cluster.SyncBuffer{}
+	out := &clustertest.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -299,7 +299,7 @@ func (p *replicaProc) exited(t *testing.T, within time.Duration) int {
 // synced waits until the process's caches have synced, so it campaigns.
 func (p *replicaProc) synced(t *testing.T, within time.Duration) {
 	t.Helper()
-	cluster.Eventually(t, within, func(context.Context) error {
+	clustertest.Eventually(t, within, func(context.Context) error {
 		select {
 		case <-p.done:
 			t.Fatalf("%s exited before it synced: %s", p.name, p.cmd.ProcessState)
@@ -338,8 +338,8 @@ func (p *replicaProc) returned() (time.Duration, bool) {
 
 // procLeaseWrites is user's successful writes of the Lease in ns, in the
 // order received.
-func procLeaseWrites(events []cluster.AuditEvent, ns, user string) []cluster.AuditEvent {
-	var out []cluster.AuditEvent
+func procLeaseWrites(events []clustertest.AuditEvent, ns, user string) []clustertest.AuditEvent {
+	var out []clustertest.AuditEvent
 	for _, e := range events {
 		if e.Namespace == ns && e.Resource == "leases" && e.User == user && e.Code < 300 {
 			out = append(out, e)
@@ -349,8 +349,8 @@ func procLeaseWrites(events []cluster.AuditEvent, ns, user string) []cluster.Aud
 }
 
 // procWrites is user's successful writes in ns, the Lease's included.
-func procWrites(events []cluster.AuditEvent, ns, user string) []cluster.AuditEvent {
-	var out []cluster.AuditEvent
+func procWrites(events []clustertest.AuditEvent, ns, user string) []clustertest.AuditEvent {
+	var out []clustertest.AuditEvent
 	for _, e := range events {
 		if e.Namespace == ns && e.User == user && e.Code < 300 {
 			out = append(out, e)
@@ -365,10 +365,10 @@ func procWrites(events []cluster.AuditEvent, ns, user string) []cluster.AuditEve
 // (its acquisition) was complete, and every write of its, the Lease's
 // included, was complete before the next holder's acquisition was
 // received. It returns how many writes broke the rule.
-func procTerms(t *testing.T, events []cluster.AuditEvent, ns string, holders, others []*replicaProc) int {
+func procTerms(t *testing.T, events []clustertest.AuditEvent, ns string, holders, others []*replicaProc) int {
 	t.Helper()
 	broken := 0
-	acquired := make([]cluster.AuditEvent, len(holders))
+	acquired := make([]clustertest.AuditEvent, len(holders))
 	for i, p := range holders {
 		lw := procLeaseWrites(events, ns, p.user)
 		if len(lw) == 0 {
@@ -407,7 +407,7 @@ func procTerms(t *testing.T, events []cluster.AuditEvent, ns string, holders, ot
 // SIGTERMed released it after its workers stopped: every write of its was
 // complete before its last write of the Lease, the release, was received.
 // It returns how many writes broke the rule.
-func procReleasedLast(t *testing.T, events []cluster.AuditEvent, ns string, p *replicaProc) int {
+func procReleasedLast(t *testing.T, events []clustertest.AuditEvent, ns string, p *replicaProc) int {
 	t.Helper()
 	lw := procLeaseWrites(events, ns, p.user)
 	if len(lw) == 0 {
@@ -507,7 +507,7 @@ func TestClusterFaultHandoversBySIGTERMAndSIGKILLKeepOneWriterAtATime(t *testing
 			}
 		}
 		w.holds(name, standby.name, 2*killBound)
-		acq := w.c.AwaitAudit(t, 30*time.Second, func(e cluster.AuditEvent) bool {
+		acq := w.c.AwaitAudit(t, 30*time.Second, func(e clustertest.AuditEvent) bool {
 			return e.Namespace == w.ns && e.Resource == "leases" && e.User == standby.user && e.Code < 300
 		})
 		took := acq.RequestReceived.Sub(sent)

@@ -4,9 +4,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // TestMain starts the real control plane only when a TestCluster test asks
 // for it, and stops it when the tests end.
-func TestMain(m *testing.M) { os.Exit(cluster.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(clustertest.Run(m)) }

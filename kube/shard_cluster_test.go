@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // The sharded replica processes report on their stdout each reconcile, and
@@ -28,8 +28,8 @@ const (
 
 // shardRBAC is what a sharded controller needs on top of controllerRBAC:
 // to list the Leases, to share them out.
-func shardRBAC(ns string) cluster.Grant {
-	return cluster.Grant{Namespace: ns, Rules: []rbacv1.PolicyRule{
+func shardRBAC(ns string) clustertest.Grant {
+	return clustertest.Grant{Namespace: ns, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list"}},
 	}}
 }
@@ -140,7 +140,7 @@ func shardHolders(ctx context.Context, w *workload, n int) ([]string, error) {
 func awaitShares(t *testing.T, w *workload, n int, want map[string]int, within time.Duration) []string {
 	t.Helper()
 	var holders []string
-	cluster.Eventually(t, within, func(ctx context.Context) error {
+	clustertest.Eventually(t, within, func(ctx context.Context) error {
 		var err error
 		if holders, err = shardHolders(ctx, w, n); err != nil {
 			return err
@@ -187,7 +187,7 @@ func resizeAll(t *testing.T, w *workload, n int, size int64) {
 // was applied with that size.
 func awaitSettled(t *testing.T, w *workload, n int, size int64, within time.Duration) {
 	t.Helper()
-	cluster.Eventually(t, within, func(ctx context.Context) error {
+	clustertest.Eventually(t, within, func(ctx context.Context) error {
 		list, err := w.admin.Resource(clusterCaches.GVR()).Namespace(w.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -214,7 +214,7 @@ func checkCaches(t *testing.T, w *workload, n int, reps []*replicaProc) {
 	for _, i := range shardsOfObjects(t, w, n) {
 		perShard[i]++
 	}
-	cluster.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
 		holders, err := shardHolders(ctx, w, n)
 		if err != nil {
 			return err

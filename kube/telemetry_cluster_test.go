@@ -19,7 +19,7 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // telemetryCaches is the telemetry tests' resource: a group of its own, so
@@ -34,7 +34,7 @@ var telemetryCaches = Resource[cacheSpec, cacheStatus]{
 
 // establishCRD creates r's CRD, waits until it is served, and deletes it
 // when the test ends.
-func establishCRD[Spec, Status any](t *testing.T, c *cluster.Cluster, r Resource[Spec, Status]) {
+func establishCRD[Spec, Status any](t *testing.T, c *clustertest.Cluster, r Resource[Spec, Status]) {
 	t.Helper()
 	crd, err := r.CRD()
 	if err != nil {
@@ -53,7 +53,7 @@ func establishCRD[Spec, Status any](t *testing.T, c *cluster.Cluster, r Resource
 }
 
 func TestClusterAReconcilesSpansIncludeItsRequestsAndNoWatch(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	establishCRD(t, c, telemetryCaches)
 	ns := c.Namespace(t)
 
@@ -103,7 +103,7 @@ func TestClusterAReconcilesSpansIncludeItsRequestsAndNoWatch(t *testing.T) {
 	}
 	// Settled: the status applied, by the one reconcile; its watch event
 	// reconciles nothing.
-	cluster.Eventually(t, time.Minute, func(ctx context.Context) error {
+	clustertest.Eventually(t, time.Minute, func(ctx context.Context) error {
 		got, err := admin.Get(ctx, "cache", metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/z5labs/humus/kube/example/deploytest"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // fieldManager is the field manager of this test's applies.
@@ -37,7 +37,7 @@ const fieldManager = "deploytest"
 // applied for real (strictly too) and deleted at the test's cleanup. The
 // control plane is this test binary's own.
 func TestClusterDeploy(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	cfg := c.AdminConfig()
 	warnings := &warningRecorder{}
 	cfg.WarningHandler = warnings

@@ -14,7 +14,7 @@ import (
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/example/defaultdeny/app"
 	"github.com/z5labs/humus/kube/example/internal/apptest"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // The whole App, on humustest's Host and a real control plane, runs as its
@@ -23,7 +23,7 @@ import (
 // collected, but not enforced.
 
 func TestClusterDefaultDeny(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	admin, err := kubernetes.NewForConfig(c.AdminConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +33,7 @@ func TestClusterDefaultDeny(t *testing.T) {
 	host, probes := apptest.ClusterPodHost(t, c, home, pod, app.Name, apptest.RBACGrants(t, "../deploy/rbac.yaml", home))
 
 	p := humustest.Start(t, host.Host(), app.Init)
-	cluster.Eventually(t, time.Minute, func(context.Context) error { return apptest.Ready(probes) })
+	clustertest.Eventually(t, time.Minute, func(context.Context) error { return apptest.Ready(probes) })
 
 	// A namespace made while the controller runs.
 	shop := c.Namespace(t)
@@ -44,7 +44,7 @@ func TestClusterDefaultDeny(t *testing.T) {
 
 	ok := t.Run("gives every namespace its NetworkPolicy and ConfigMap", func(t *testing.T) {
 		for _, ns := range []string{home, shop, "default"} {
-			cluster.Eventually(t, 30*time.Second, func(context.Context) error { return applied(t, admin, ns) })
+			clustertest.Eventually(t, 30*time.Second, func(context.Context) error { return applied(t, admin, ns) })
 		}
 		cm, err := admin.CoreV1().ConfigMaps(shop).Get(t.Context(), app.Name, metav1.GetOptions{})
 		if err != nil {
@@ -74,7 +74,7 @@ func TestClusterDefaultDeny(t *testing.T) {
 			t.Fatal(err)
 		}
 		deleted := time.Now()
-		cluster.Eventually(t, 10*time.Second, func(context.Context) error {
+		clustertest.Eventually(t, 10*time.Second, func(context.Context) error {
 			got, err := admin.CoreV1().ConfigMaps(shop).Get(t.Context(), app.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -95,7 +95,7 @@ func TestClusterDefaultDeny(t *testing.T) {
 		if _, err := admin.CoreV1().ConfigMaps(shop).Patch(t.Context(), app.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		cluster.Eventually(t, 10*time.Second, func(context.Context) error { return applied(t, admin, shop) })
+		clustertest.Eventually(t, 10*time.Second, func(context.Context) error { return applied(t, admin, shop) })
 	})
 	if !ok {
 		return

@@ -2,7 +2,7 @@
 // the kubelet sets up a pod, with or without a control plane behind it,
 // the RBAC of a deploy/rbac.yaml, the wait for an App's exit, and who
 // manages an object's fields. The control plane's own waits, Eventually
-// and InstallCRD, are the cluster package's. Like podenv, an operator
+// and InstallCRD, are the clustertest package's. Like podenv, an operator
 // author who copies an example's tests copies this package with them.
 package apptest
 
@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // The service account's files, as the kubelet mounts them, in the Host's
@@ -44,7 +44,7 @@ func PodHost(t testing.TB, namespace, pod string) *humustest.Host {
 	h.Env["KUBERNETES_SERVICE_PORT"] = "443"
 	h.Env["POD_NAMESPACE"] = namespace
 	h.Env["POD_NAME"] = pod
-	ca, err := cluster.NewCA("test CA")
+	ca, err := clustertest.NewCA("test CA")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func PodHost(t testing.TB, namespace, pod string) *humustest.Host {
 // service account's files, and the downward API's POD_NAMESPACE and
 // POD_NAME. PROBES_ADDR is a free loopback address, which it returns: the
 // probes' Service serves /readyz, /livez and /metrics there.
-func ClusterPodHost(t testing.TB, c *cluster.Cluster, ns, pod, account string, grants []cluster.Grant) (*humustest.Host, string) {
+func ClusterPodHost(t testing.TB, c *clustertest.Cluster, ns, pod, account string, grants []clustertest.Grant) (*humustest.Host, string) {
 	t.Helper()
 	token := c.ServiceAccount(t, ns, account, grants...)
 	_, port, err := net.SplitHostPort(c.Server())
@@ -81,13 +81,13 @@ func ClusterPodHost(t testing.TB, c *cluster.Cluster, ns, pod, account string, g
 // RBACGrants are the rules of the ClusterRoles and Roles in the YAML file
 // at path, a Role's granted in ns, the controller's namespace. It fails t
 // if the file has neither.
-func RBACGrants(t testing.TB, path, ns string) []cluster.Grant {
+func RBACGrants(t testing.TB, path, ns string) []clustertest.Grant {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var grants []cluster.Grant
+	var grants []clustertest.Grant
 	for _, doc := range bytes.Split(data, []byte("\n---\n")) {
 		var role struct {
 			Kind  string              `json:"kind"`
@@ -98,9 +98,9 @@ func RBACGrants(t testing.TB, path, ns string) []cluster.Grant {
 		}
 		switch role.Kind {
 		case "ClusterRole":
-			grants = append(grants, cluster.Grant{Rules: role.Rules})
+			grants = append(grants, clustertest.Grant{Rules: role.Rules})
 		case "Role":
-			grants = append(grants, cluster.Grant{Namespace: ns, Rules: role.Rules})
+			grants = append(grants, clustertest.Grant{Namespace: ns, Rules: role.Rules})
 		}
 	}
 	if len(grants) == 0 {

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 func TestReadFromAKubeconfig(t *testing.T) {
@@ -17,7 +17,7 @@ func TestReadFromAKubeconfig(t *testing.T) {
 	delete(h.Env, "KUBERNETES_SERVICE_HOST")
 	delete(h.Env, "KUBERNETES_SERVICE_PORT")
 	h.Env["KUBECONFIG"] = "/home/me/.kube/config"
-	ca, err := cluster.NewCA("test CA")
+	ca, err := clustertest.NewCA("test CA")
 	if err != nil {
 		t.Fatal(err)
 	}

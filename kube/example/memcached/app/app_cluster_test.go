@@ -26,7 +26,7 @@ import (
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/example/internal/apptest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // The whole App, on humustest's Host and a real control plane, runs as its
@@ -37,7 +37,7 @@ import (
 type memcachedObject = kube.Object[app.MemcachedSpec, app.MemcachedStatus]
 
 func TestClusterMemcached(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	admin, dyn := adminClients(t, c)
 	installCRD(t, c)
 	ns := c.Namespace(t)
@@ -52,7 +52,7 @@ func TestClusterMemcached(t *testing.T) {
 	p := start()
 
 	t.Log("the probes' /readyz answers ok once the caches have synced")
-	cluster.Eventually(t, time.Minute, func(context.Context) error { return apptest.Ready(probes) })
+	clustertest.Eventually(t, time.Minute, func(context.Context) error { return apptest.Ready(probes) })
 
 	memcacheds := dyn.Resource(app.Memcached.GVR()).Namespace(ns)
 	created, err := memcacheds.Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
@@ -68,7 +68,7 @@ func TestClusterMemcached(t *testing.T) {
 
 	ok := t.Run("reconciles into a Deployment it controls, and applies its status", func(t *testing.T) {
 		var m memcachedObject
-		cluster.Eventually(t, 30*time.Second, func(context.Context) error {
+		clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
 			var err error
 			m, err = getMemcached(t, memcacheds, "sessions")
 			if err != nil {
@@ -111,7 +111,7 @@ func TestClusterMemcached(t *testing.T) {
 		}
 
 		// client-go's recorder writes its Events in the background.
-		cluster.Eventually(t, 30*time.Second, func(context.Context) error {
+		clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
 			created, err := eventsOf(t, admin, ns, uid, "DeploymentCreated")
 			if err != nil {
 				return err
@@ -142,7 +142,7 @@ func TestClusterMemcached(t *testing.T) {
 			"humus_kube_controller_reconcile_unfinished_duration_seconds",
 			"humus_kube_controller_reconcile_longest_unfinished_duration_seconds",
 		}
-		cluster.Eventually(t, 30*time.Second, func(context.Context) error {
+		clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
 			text, err := apptest.Metrics(probes)
 			if err != nil {
 				return err
@@ -171,7 +171,7 @@ func TestClusterMemcached(t *testing.T) {
 			t.Fatalf("scaling the Deployment to 3: %v", err)
 		}
 		scaled := time.Now()
-		cluster.Eventually(t, 5*time.Second, func(context.Context) error {
+		clustertest.Eventually(t, 5*time.Second, func(context.Context) error {
 			d, err := deployments.Get(t.Context(), "sessions", metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -206,7 +206,7 @@ func TestClusterMemcached(t *testing.T) {
 		p = start()
 		// The new App's reconcile of the Memcached, counted in its
 		// metrics.
-		cluster.Eventually(t, time.Minute, func(context.Context) error {
+		clustertest.Eventually(t, time.Minute, func(context.Context) error {
 			text, err := apptest.Metrics(probes)
 			if err != nil {
 				return err
@@ -240,14 +240,14 @@ func TestClusterMemcached(t *testing.T) {
 		if err := memcacheds.Delete(t.Context(), "sessions", metav1.DeleteOptions{}); err != nil {
 			t.Fatalf("deleting the Memcached: %v", err)
 		}
-		cluster.Eventually(t, 30*time.Second, func(context.Context) error {
+		clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
 			_, err := memcacheds.Get(t.Context(), "sessions", metav1.GetOptions{})
-			return cluster.Gone("the Memcached", err)
+			return clustertest.Gone("the Memcached", err)
 		})
 
 		// client-go's recorder writes its Events in the background.
 		var finalized []eventsv1.Event
-		cluster.Eventually(t, 30*time.Second, func(context.Context) error {
+		clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
 			var err error
 			finalized, err = eventsOf(t, admin, ns, uid, "Finalized")
 			if err != nil {
@@ -273,9 +273,9 @@ func TestClusterMemcached(t *testing.T) {
 
 		// The garbage collector finds a new CRD's resources at its next
 		// discovery, every 30s.
-		cluster.Eventually(t, 2*time.Minute, func(context.Context) error {
+		clustertest.Eventually(t, 2*time.Minute, func(context.Context) error {
 			_, err := admin.AppsV1().Deployments(ns).Get(t.Context(), "sessions", metav1.GetOptions{})
-			return cluster.Gone("the Deployment", err)
+			return clustertest.Gone("the Deployment", err)
 		})
 	})
 	if !ok {
@@ -319,11 +319,11 @@ func TestClusterMemcached(t *testing.T) {
 // Limited to one namespace, the controller lists and watches only there,
 // so deploy/rbac.yaml's ClusterRole can be a Role in that namespace.
 func TestClusterMemcachedInOneNamespace(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	_, dyn := adminClients(t, c)
 	installCRD(t, c)
 	ns := c.Namespace(t)
-	var grants []cluster.Grant
+	var grants []clustertest.Grant
 	for _, g := range apptest.RBACGrants(t, "../deploy/rbac.yaml", ns) {
 		g.Namespace = ns
 		grants = append(grants, g)
@@ -342,7 +342,7 @@ func TestClusterMemcachedInOneNamespace(t *testing.T) {
 	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the Memcached: %v", err)
 	}
-	cluster.Eventually(t, 30*time.Second, func(context.Context) error {
+	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
 		m, err := getMemcached(t, memcacheds, "sessions")
 		if err != nil {
 			return err
@@ -357,9 +357,9 @@ func TestClusterMemcachedInOneNamespace(t *testing.T) {
 	if err := memcacheds.Delete(t.Context(), "sessions", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cluster.Eventually(t, 30*time.Second, func(context.Context) error {
+	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
 		_, err := memcacheds.Get(t.Context(), "sessions", metav1.GetOptions{})
-		return cluster.Gone("the Memcached", err)
+		return clustertest.Gone("the Memcached", err)
 	})
 
 	p.Signal()
@@ -369,7 +369,7 @@ func TestClusterMemcachedInOneNamespace(t *testing.T) {
 }
 
 func TestClusterMissingCRDExits1(t *testing.T) {
-	c := cluster.Get(t)
+	c := clustertest.Get(t)
 	ns := c.Namespace(t)
 
 	// A Resource of the same types whose CRD no one installed, as when the
@@ -377,10 +377,10 @@ func TestClusterMissingCRDExits1(t *testing.T) {
 	absent := app.Memcached
 	absent.Kind, absent.Plural = "Absent", "absents"
 	token := c.ServiceAccount(t, ns, "absent-controller",
-		cluster.Grant{Rules: []rbacv1.PolicyRule{
+		clustertest.Grant{Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{absent.Group}, Resources: []string{absent.Plural}, Verbs: []string{"get", "list", "watch", "patch"}},
 		}},
-		cluster.Grant{Namespace: ns, Rules: []rbacv1.PolicyRule{
+		clustertest.Grant{Namespace: ns, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 		}},
 	)
@@ -423,7 +423,7 @@ func TestClusterMissingCRDExits1(t *testing.T) {
 // installCRD installs the CRD that Memcached.CRD returns, as whatever
 // deploys the controller would, and waits until it is served. It is left
 // in place for the test binary's other tests.
-func installCRD(t *testing.T, c *cluster.Cluster) {
+func installCRD(t *testing.T, c *clustertest.Cluster) {
 	t.Helper()
 	crd, err := app.Memcached.CRD()
 	if err != nil {
@@ -432,7 +432,7 @@ func installCRD(t *testing.T, c *cluster.Cluster) {
 	c.InstallCRD(t, crd)
 }
 
-func adminClients(t *testing.T, c *cluster.Cluster) (kubernetes.Interface, dynamic.Interface) {
+func adminClients(t *testing.T, c *clustertest.Cluster) (kubernetes.Interface, dynamic.Interface) {
 	t.Helper()
 	kc, err := kubernetes.NewForConfig(c.AdminConfig())
 	if err != nil {

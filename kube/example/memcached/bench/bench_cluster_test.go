@@ -41,10 +41,10 @@ import (
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/example/internal/apptest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
-func TestMain(m *testing.M) { os.Exit(cluster.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(clustertest.Run(m)) }
 
 // scale multiplies every scenario's N, for a quick try of the benchmarks
 // (-scale 0.05); BENCHMARKS.md's figures are at 1.
@@ -62,7 +62,7 @@ type memcached = kube.Object[app.MemcachedSpec, app.MemcachedStatus]
 // bench is one benchmark's view of the control plane: admin clients with
 // no client-side rate limit, and the Memcached CRD installed.
 type bench struct {
-	c   *cluster.Cluster
+	c   *clustertest.Cluster
 	dyn dynamic.Interface
 	kc  kubernetes.Interface
 	md  metadata.Interface
@@ -70,7 +70,7 @@ type bench struct {
 
 func newBench(b *testing.B) *bench {
 	b.Helper()
-	c := cluster.Get(b)
+	c := clustertest.Get(b)
 	cfg := c.AdminConfig()
 	cfg.QPS, cfg.Burst = -1, 0
 	dyn, err := dynamic.NewForConfig(cfg)
@@ -282,7 +282,7 @@ func (bn *bench) prepare(b *testing.B, ns, pod string, workers int, env map[stri
 // answered ok.
 func (c *controller) synced(b *testing.B) time.Time {
 	b.Helper()
-	cluster.Eventually(b, 5*time.Minute, func(context.Context) error { return apptest.Ready(c.probes) })
+	clustertest.Eventually(b, 5*time.Minute, func(context.Context) error { return apptest.Ready(c.probes) })
 	return time.Now()
 }
 
@@ -547,7 +547,7 @@ func (bn *bench) drop(b *testing.B, ns string, ctrls ...*controller) {
 	}); err != nil {
 		b.Fatalf("deleting the Memcacheds: %v", err)
 	}
-	cluster.Eventually(b, 15*time.Minute, func(ctx context.Context) error {
+	clustertest.Eventually(b, 15*time.Minute, func(ctx context.Context) error {
 		list, err := memcacheds.List(ctx, metav1.ListOptions{Limit: 1})
 		if err != nil {
 			return err
@@ -569,7 +569,7 @@ func (bn *bench) drop(b *testing.B, ns string, ctrls ...*controller) {
 	if err := bn.kc.CoreV1().Namespaces().Delete(b.Context(), ns, metav1.DeleteOptions{}); err != nil {
 		b.Fatalf("deleting namespace %s: %v", ns, err)
 	}
-	cluster.Eventually(b, 15*time.Minute, func(ctx context.Context) error {
+	clustertest.Eventually(b, 15*time.Minute, func(ctx context.Context) error {
 		_, err := bn.kc.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
@@ -662,7 +662,7 @@ func BenchmarkClusterChurn(b *testing.B) {
 // SHARDS=4, the API server's ShardedListAndWatch on, and 1, 2 and 4
 // replicas of the App, each in a process of its own, started at once.
 func BenchmarkClusterShards(b *testing.B) {
-	cluster.Get(b).FeatureGates(b, "ShardedListAndWatch=true")
+	clustertest.Get(b).FeatureGates(b, "ShardedListAndWatch=true")
 	for _, r := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("replicas=%d", r), func(b *testing.B) {
 			for range b.N {
@@ -758,7 +758,7 @@ func (bn *bench) filters(b *testing.B, ns string) {
 func (bn *bench) spread(b *testing.B, ns string, shards, replicas int) {
 	b.Helper()
 	suffix := "-of-" + strconv.Itoa(shards)
-	cluster.Eventually(b, 5*time.Minute, func(ctx context.Context) error {
+	clustertest.Eventually(b, 5*time.Minute, func(ctx context.Context) error {
 		leases, err := bn.kc.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err

@@ -28,7 +28,7 @@ import (
 
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/example/memcached/app"
-	"github.com/z5labs/humus/kube/internal/cluster"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // The files the demo applies, from the repository root.
@@ -95,7 +95,7 @@ func run(ctx context.Context, o options) (err error) {
 
 	term.step("Starting a control plane of its own: etcd, kube-apiserver and kube-controller-manager, " +
 		"built from Kubernetes' source into .bin/controlplane if they are missing (a cold build takes 13 to 18 minutes on two cores).")
-	c, err := cluster.Launch(ctx, dir, term.prefixed("    "))
+	c, err := clustertest.Launch(ctx, dir, term.prefixed("    "))
 	if err != nil {
 		return fmt.Errorf("starting the control plane: %w", err)
 	}
@@ -178,7 +178,7 @@ func run(ctx context.Context, o options) (err error) {
 		ctrlOut.skip = belowInfo
 	}
 	ctrl.Stdout, ctrl.Stderr = ctrlOut, ctrlOut
-	if err := cluster.Spawn(ctrl); err != nil {
+	if err := clustertest.Spawn(ctrl); err != nil {
 		return fmt.Errorf("starting the controller: %w", err)
 	}
 	exited := make(chan struct{})
@@ -318,7 +318,7 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	err = await(ctx, term, stepTimeout, "the Memcached to be finalized and gone", func(ctx context.Context) error {
 		_, err := memcacheds.Get(ctx, name, metav1.GetOptions{})
-		return cluster.Gone("the Memcached", err)
+		return clustertest.Gone("the Memcached", err)
 	})
 	if err != nil {
 		return err
@@ -348,7 +348,7 @@ func run(ctx context.Context, o options) (err error) {
 		"resources at its next discovery, every 30s, so this can take 30 to 60 seconds.")
 	err = awaitReminding(ctx, term, gcTimeout, "the garbage collector to delete the Deployment", func(ctx context.Context) error {
 		_, err := deployments.Get(ctx, name, metav1.GetOptions{})
-		return cluster.Gone("the Deployment", err)
+		return clustertest.Gone("the Deployment", err)
 	})
 	if err != nil {
 		return err

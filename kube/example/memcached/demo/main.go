@@ -4,7 +4,7 @@
 //	go run ./kube/example/memcached/demo [-v]
 //
 // It needs only Go. It builds the control plane if it is missing (the
-// tests' control plane, see kube/internal/cluster), starts it in a
+// tests' control plane, see kube/clustertest), starts it in a
 // temporary folder, applies the Memcached CRD, builds the controller from
 // ./kube/example/memcached and runs it as a process of its own with its
 // lines on the terminal (but for DEBUG and TRACE, which -v adds), then applies deploy/samples/memcached.yaml and

@@ -1,0 +1,346 @@
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// programs are the control plane's commands, each a main package in
+// tools/controlplane and a binary of the same name in .bin/controlplane.
+var programs = []string{"etcd", "kube-apiserver", "kube-controller-manager"}
+
+// ldflags stamps the version kube-apiserver reports at /version. A build
+// with other flags misses Go's build cache, so every build of the control
+// plane uses exactly these.
+const ldflags = "-X k8s.io/component-base/version.gitVersion=v1.37.2" +
+	" -X k8s.io/component-base/version.gitMajor=1" +
+	" -X k8s.io/component-base/version.gitMinor=37" +
+	" -X k8s.io/component-base/version.gitTreeState=clean"
+
+// Build builds the control plane's binaries into .bin/controlplane at the
+// repository root (the folder holding go.work, above the working directory)
+// unless they are already built from tools/controlplane's current source.
+// A build holds a lock on .bin/controlplane.lock, so two processes
+// building at once build once; the one that waits says so on stderr. A
+// warm start runs no go command at all. A cold build takes 13 to 18
+// minutes on two cores: it builds each program in turn, and says on
+// stderr when each begins and ends, and, at least every 30s, how many
+// packages it has compiled.
+func Build(ctx context.Context) error {
+	_, err := build(ctx, os.Stderr)
+	return err
+}
+
+// progressEvery is how often a build, or a wait for another's, writes a
+// line saying how far it got.
+const progressEvery = 30 * time.Second
+
+// build is Build, returning the folder that holds the binaries and
+// writing its progress to w.
+func build(ctx context.Context, w io.Writer) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	src := filepath.Join(root, "tools", "controlplane")
+	bin := filepath.Join(root, ".bin", "controlplane")
+	want, err := sourceStamp(src)
+	if err != nil {
+		return "", err
+	}
+	if upToDate(bin, want) {
+		return bin, nil
+	}
+
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return "", fmt.Errorf("clustertest: %w", err)
+	}
+	unlock, err := lock(ctx, filepath.Join(root, ".bin", "controlplane.lock"), w, progressEvery)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if upToDate(bin, want) { // built by another process while this one waited
+		_, _ = fmt.Fprintln(w, "clustertest: the other process built the control plane")
+		return bin, nil
+	}
+
+	_, _ = fmt.Fprintf(w, "clustertest: building the control plane (%s) from tools/controlplane into .bin/controlplane;"+
+		" a cold build takes 13 to 18 minutes on two cores\n", strings.Join(programs, ", "))
+	stampPath := filepath.Join(bin, "stamp")
+	if err := os.Remove(stampPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("clustertest: %w", err)
+	}
+	g := goBuild{
+		goTool: "go",
+		dir:    src,
+		env:    append(os.Environ(), "GOWORK=off"),
+		flags:  []string{"-ldflags", ldflags},
+		every:  progressEvery,
+		w:      w,
+	}
+	begin := time.Now()
+	for i, p := range programs {
+		if err := g.program(ctx, p, bin, fmt.Sprintf("%d of %d", i+1, len(programs))); err != nil {
+			return "", err
+		}
+	}
+	if err := os.WriteFile(stampPath, []byte(want+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("clustertest: %w", err)
+	}
+	_, _ = fmt.Fprintf(w, "clustertest: built the control plane in %s\n", since(begin))
+	return bin, nil
+}
+
+// A goBuild builds main packages of one module with the go command,
+// saying how far it got.
+type goBuild struct {
+	goTool string        // the go command
+	dir    string        // the module's folder, where the go command runs
+	env    []string      // the go command's environment
+	flags  []string      // go build's flags besides -v and -o
+	every  time.Duration // how often a line says how far it got
+	w      io.Writer     // where the lines go
+}
+
+// program builds the main package ./name into the folder out, as number
+// nth of the build (such as "2 of 3"). It first lists the package's
+// dependencies with go list -deps, which downloads the modules that are
+// missing, for their count; then go build -v names each package as it
+// compiles it (not those it finds in Go's build cache), which it counts.
+func (g goBuild) program(ctx context.Context, name, out, nth string) error {
+	begin := time.Now()
+	_, _ = fmt.Fprintf(g.w, "clustertest: %s (%s): listing its packages, and downloading the modules missing\n", name, nth)
+	var list bytes.Buffer
+	downloads := 0
+	err := g.run(ctx, []string{"list", "-deps", "./" + name}, &list,
+		func(line string) {
+			if strings.HasPrefix(line, "go: downloading ") {
+				downloads++
+			}
+		},
+		func() string { return fmt.Sprintf("%d modules downloaded", downloads) },
+		name)
+	if err != nil {
+		return err
+	}
+	total := len(strings.Fields(list.String()))
+
+	_, _ = fmt.Fprintf(g.w, "clustertest: %s (%s): compiling; it depends on %d packages\n", name, nth, total)
+	compiled := 0
+	args := append(append([]string{"build", "-v"}, g.flags...), "-o", out+string(filepath.Separator), "./"+name)
+	err = g.run(ctx, args, io.Discard,
+		func(line string) {
+			if isImportPath(line) {
+				compiled++
+			}
+		},
+		func() string {
+			return fmt.Sprintf("%d of its %d packages compiled (the rest are in Go's build cache, or still to come)", compiled, total)
+		},
+		name)
+	if err != nil {
+		return err
+	}
+	_, _ = fmt.Fprintf(g.w, "clustertest: %s (%s): built in %s, %d packages compiled\n", name, nth, since(begin), compiled)
+	return nil
+}
+
+// run runs the go command with args in g.dir, its stdout to stdout,
+// calling line under a lock with each line of its stderr, and writing
+// "clustertest: what: progress(), elapsed" to g.w every g.every until it
+// exits. Its error holds stderr's last lines.
+func (g goBuild) run(ctx context.Context, args []string, stdout io.Writer, line func(string), progress func() string, what string) error {
+	begin := time.Now()
+	cmd := exec.CommandContext(ctx, g.goTool, args...)
+	cmd.Dir, cmd.Env = g.dir, g.env
+	var mu sync.Mutex
+	var tailBuf bytes.Buffer
+	cmd.Stdout = stdout
+	cmd.Stderr = &lineWriter{fn: func(l string) {
+		mu.Lock()
+		defer mu.Unlock()
+		line(l)
+		tailBuf.WriteString(l + "\n")
+		if tailBuf.Len() > 64<<10 {
+			tailBuf.Next(tailBuf.Len() - 32<<10)
+		}
+	}}
+	cmd.Cancel = func() error {
+		killGroup(cmd.Process.Pid)
+		return nil
+	}
+	cmd.WaitDelay = 10 * time.Second
+	if err := spawn(cmd); err != nil {
+		return fmt.Errorf("clustertest: building the control plane: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(g.every)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				mu.Lock()
+				defer mu.Unlock()
+				return fmt.Errorf("clustertest: building the control plane in %s: %s %s: %w\n%s",
+					g.dir, g.goTool, strings.Join(args, " "), err, lastLines(tailBuf.Bytes(), 40))
+			}
+			return nil
+		case <-tick.C:
+			mu.Lock()
+			p := progress()
+			mu.Unlock()
+			_, _ = fmt.Fprintf(g.w, "clustertest: %s: %s, %s\n", what, p, since(begin))
+		}
+	}
+}
+
+// isImportPath reports whether a line of go build -v is a package's
+// import path, rather than an error, a "# package" header or a note of
+// the go command's.
+func isImportPath(line string) bool {
+	return line != "" && !strings.ContainsAny(line, " \t:") && !strings.HasPrefix(line, "#")
+}
+
+// since is the time since begin, to the second.
+func since(begin time.Time) time.Duration {
+	return time.Since(begin).Round(time.Second)
+}
+
+// A lineWriter calls fn with each whole line written to it, without its
+// newline. exec.Cmd writes to it from one goroutine.
+type lineWriter struct {
+	fn      func(string)
+	partial []byte
+}
+
+func (lw *lineWriter) Write(p []byte) (int, error) {
+	lw.partial = append(lw.partial, p...)
+	for {
+		i := bytes.IndexByte(lw.partial, '\n')
+		if i < 0 {
+			break
+		}
+		lw.fn(string(lw.partial[:i]))
+		lw.partial = lw.partial[i+1:]
+	}
+	return len(p), nil
+}
+
+// repoRoot is the nearest folder at or above the working directory that
+// holds go.work.
+func repoRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("clustertest: %w", err)
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		if dir == filepath.Dir(dir) {
+			return "", fmt.Errorf("clustertest: no go.work in %s or any folder above it", wd)
+		}
+	}
+}
+
+// sourceStamp is a hash of what the binaries are built from: the build
+// flags, and tools/controlplane's go.mod, go.sum and Go files.
+func sourceStamp(src string) (string, error) {
+	var files []string
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if !d.IsDir() && (name == "go.mod" || name == "go.sum" || strings.HasSuffix(name, ".go")) {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("clustertest: reading the control plane's source: %w", err)
+	}
+	slices.Sort(files)
+	h := sha256.New()
+	_, _ = fmt.Fprintf(h, "ldflags %q\n", ldflags)
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return "", fmt.Errorf("clustertest: reading the control plane's source: %w", err)
+		}
+		rel, _ := filepath.Rel(src, path)
+		_, _ = fmt.Fprintf(h, "%s %d\n", filepath.ToSlash(rel), len(data))
+		_, _ = h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// upToDate reports whether bin holds every program and a stamp equal to
+// want.
+func upToDate(bin, want string) bool {
+	got, err := os.ReadFile(filepath.Join(bin, "stamp"))
+	if err != nil || strings.TrimSpace(string(got)) != want {
+		return false
+	}
+	for _, p := range programs {
+		if _, err := os.Stat(filepath.Join(bin, p)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// lock takes an exclusive flock on path, waiting for it, and returns its
+// release. The kernel releases it too when the process dies. When another
+// process holds it, lock says so on w, and again every interval while it
+// waits.
+func lock(ctx context.Context, path string, w io.Writer, every time.Duration) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("clustertest: %w", err)
+	}
+	begin := time.Now()
+	next, told := begin, false
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { _ = f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			_ = f.Close()
+			return nil, fmt.Errorf("clustertest: locking %s: %w", path, err)
+		}
+		if now := time.Now(); !now.Before(next) {
+			if !told {
+				told = true
+				_, _ = fmt.Fprintf(w, "clustertest: another process is building the control plane (it holds %s); waiting for it\n", path)
+			} else {
+				_, _ = fmt.Fprintf(w, "clustertest: still waiting for the other process's build of the control plane, %s\n", since(begin))
+			}
+			next = now.Add(every)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("clustertest: waiting for %s: %w", path, context.Cause(ctx))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,636 @@
+package clustertest
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Bounds on the control plane's steps.
+const (
+	// stopGrace is how long a component has to exit after SIGTERM before
+	// it is killed. kube-apiserver doesn't exit on SIGTERM within 30s once
+	// etcd is gone.
+	stopGrace = 10 * time.Second
+	// readyTimeout is how long a component has to become ready after it
+	// is started, on a machine busy with other builds.
+	readyTimeout = 3 * time.Minute
+	// logLines is how many of each log's last lines a failure shows.
+	logLines = 40
+)
+
+// A Cluster is a running control plane: etcd, kube-apiserver and
+// kube-controller-manager (the garbage collector and namespace controllers
+// only), each listening on 127.0.0.1 only. Its methods are safe for
+// concurrent use; stopping and starting components are serialised.
+type Cluster struct {
+	dir        string
+	ca         *CA
+	caPool     *x509.CertPool
+	adminToken string
+	server     string
+	kubeconfig []byte
+	admin      kubernetes.Interface
+	http       *http.Client // trusts the CA, keeps no idle connections
+	audit      auditReader
+
+	mu                sync.Mutex // guards the processes
+	etcd              *process
+	apiserver         *process
+	controllerManager *process
+}
+
+// shared is the test binary's one control plane, started by the first Get.
+var shared struct {
+	mu      sync.Mutex
+	running bool // Run is running the tests
+	started bool // Get tried to start c
+	c       *Cluster
+	dir     string
+	err     error
+}
+
+// Run is a test binary's TestMain body:
+//
+//	func TestMain(m *testing.M) { os.Exit(clustertest.Run(m)) }
+//
+// It runs m's tests; a control plane is started only when a test first
+// calls Get, and stopped when they end. When a test failed, it prints the
+// last lines of each component's log to stderr.
+func Run(m *testing.M) int {
+	shared.mu.Lock()
+	shared.running = true
+	shared.mu.Unlock()
+
+	code := m.Run()
+
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if c := shared.c; c != nil {
+		if code != 0 {
+			c.writeLogs(os.Stderr)
+		}
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	if shared.dir != "" {
+		if err := os.RemoveAll(shared.dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	return code
+}
+
+// Get returns the test binary's one control plane, building missing
+// binaries and starting it on first use; it fails t if it can't. The test
+// binary's TestMain must call Run. Under go test -short it skips t
+// instead: -short runs only the tests that need no control plane.
+func Get(t testing.TB) *Cluster {
+	t.Helper()
+	SkipShort(t)
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if !shared.running {
+		t.Fatal("clustertest: Get needs the test binary's TestMain to call clustertest.Run")
+	}
+	if !shared.started {
+		shared.started = true
+		shared.c, shared.dir, shared.err = startShared()
+	}
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.c
+}
+
+// SkipShort skips t under go test -short, saying it needs the control
+// plane. Get calls it; a test that builds or starts a control plane
+// another way calls it first.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("clustertest: needs the control plane; -short runs only the tests that don't")
+	}
+}
+
+// startShared starts a control plane in a fresh temporary folder, first
+// removing the folders of test binaries that died without removing
+// theirs.
+func startShared() (*Cluster, string, error) {
+	removeOrphans()
+	dir, err := os.MkdirTemp("", tempPrefix)
+	if err != nil {
+		return nil, "", fmt.Errorf("clustertest: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return nil, dir, fmt.Errorf("clustertest: %w", err)
+	}
+	c, err := Start(context.Background(), dir)
+	return c, dir, err
+}
+
+// tempPrefix names the temporary folders of test binaries' control planes.
+const tempPrefix = "humus-controlplane-"
+
+// removeOrphans removes the temporary folders whose test binary is gone.
+func removeOrphans() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempPrefix+"*"))
+	for _, dir := range dirs {
+		data, err := os.ReadFile(filepath.Join(dir, "pid"))
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(string(data)); err == nil && !alive(pid) {
+			_ = os.RemoveAll(dir) // best effort: the next test binary tries again
+		}
+	}
+}
+
+// Start builds missing binaries (see Build) and starts a control plane
+// that keeps its certificates, tokens, etcd data, logs and kubeconfig in
+// dir, which must exist. It returns once every component is ready. Tests
+// call Get instead; a program for a person calls Launch. The caller stops
+// it with Stop.
+func Start(ctx context.Context, dir string) (*Cluster, error) {
+	return start(ctx, dir, os.Stderr)
+}
+
+// Launch starts a control plane for a person at a terminal, as the
+// cluster command and the Memcached demo do: it empties dir, creating it
+// if need be, builds missing binaries with their progress on w (see
+// Build), starts the control plane in dir with a line on w, and returns
+// it once every component is ready. Its kubeconfig, with the admin's
+// credentials embedded, is KubeconfigPath, in dir. The caller stops it
+// with Stop, which leaves dir in place.
+func Launch(ctx context.Context, dir string, w io.Writer) (*Cluster, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("clustertest: %w", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("clustertest: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("clustertest: %w", err)
+	}
+	bin, err := build(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = fmt.Fprintln(w, "clustertest: starting etcd, kube-apiserver and kube-controller-manager")
+	return startBuilt(ctx, dir, bin)
+}
+
+func start(ctx context.Context, dir string, w io.Writer) (*Cluster, error) {
+	bin, err := build(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	return startBuilt(ctx, dir, bin)
+}
+
+// startBuilt starts a control plane of the binaries in bin; see Start.
+func startBuilt(ctx context.Context, dir, bin string) (*Cluster, error) {
+	c, err := newCluster(dir, bin)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err = c.startEtcd(ctx)
+	if err == nil {
+		err = c.startAPIServer(ctx)
+	}
+	if err == nil {
+		err = c.startControllerManager(ctx)
+	}
+	if err != nil {
+		_ = c.stopAll() // err says which component failed
+		return nil, err
+	}
+	return c, nil
+}
+
+// newCluster writes the control plane's files into dir and sets up its
+// components' command lines, on free loopback ports.
+func newCluster(dir, bin string) (*Cluster, error) {
+	ca, err := NewCA("humus test control plane CA")
+	if err != nil {
+		return nil, err
+	}
+	servingCert, servingKey, err := ca.Serving("localhost", "127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	saKey, saPub, err := signingKey()
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(4)
+	if err != nil {
+		return nil, err
+	}
+	etcdClient, etcdPeer, apiPort, kcmPort := ports[0], ports[1], ports[2], ports[3]
+
+	c := &Cluster{
+		dir:        dir,
+		ca:         ca,
+		caPool:     ca.Pool(),
+		adminToken: newToken(),
+		server:     "127.0.0.1:" + strconv.Itoa(apiPort),
+	}
+	c.http = &http.Client{
+		Timeout:   5 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: tlsConfig(c.caPool), DisableKeepAlives: true},
+	}
+	kcmToken := newToken()
+	c.kubeconfig, err = kubeconfig(c.server, ca.pem, "admin", c.adminToken)
+	if err != nil {
+		return nil, err
+	}
+	kcmKubeconfig, err := kubeconfig(c.server, ca.pem, "kube-controller-manager", kcmToken)
+	if err != nil {
+		return nil, err
+	}
+	c.admin, err = kubernetes.NewForConfig(c.AdminConfig())
+	if err != nil {
+		return nil, fmt.Errorf("clustertest: %w", err)
+	}
+
+	path := func(name string) string { return filepath.Join(dir, name) }
+	files := map[string][]byte{
+		"ca.crt":                             ca.pem,
+		"serving.crt":                        servingCert,
+		"serving.key":                        servingKey,
+		"service-account.key":                saKey,
+		"service-account.pub":                saPub,
+		"kubeconfig":                         c.kubeconfig,
+		"kube-controller-manager.kubeconfig": kcmKubeconfig,
+		// token,user,uid,"group,..."
+		"tokens.csv": []byte(c.adminToken + `,admin,admin,"system:masters"` + "\n" +
+			kcmToken + `,system:kube-controller-manager,kube-controller-manager,"system:masters"` + "\n"),
+		auditPolicyFile: []byte(auditPolicy),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(path(name), data, 0o600); err != nil {
+			return nil, fmt.Errorf("clustertest: %w", err)
+		}
+	}
+
+	loopback := func(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
+	c.etcd = &process{
+		name: "etcd",
+		path: filepath.Join(bin, "etcd"),
+		log:  path("etcd.log"),
+		args: []string{
+			"--name=default",
+			"--data-dir=" + path("etcd"),
+			"--listen-client-urls=" + loopback(etcdClient),
+			"--advertise-client-urls=" + loopback(etcdClient),
+			"--listen-peer-urls=" + loopback(etcdPeer),
+			"--initial-advertise-peer-urls=" + loopback(etcdPeer),
+			"--initial-cluster=default=" + loopback(etcdPeer),
+			// The data outlives a stop and a start; only a crash of the
+			// machine could lose it, and then the control plane is gone too.
+			"--unsafe-no-fsync",
+		},
+	}
+	c.apiserver = &process{
+		name: "kube-apiserver",
+		path: filepath.Join(bin, "kube-apiserver"),
+		log:  path("kube-apiserver.log"),
+		args: []string{
+			"--etcd-servers=" + loopback(etcdClient),
+			"--bind-address=127.0.0.1",
+			"--advertise-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(apiPort),
+			// The default reconciler refuses to advertise 127.0.0.1.
+			"--endpoint-reconciler-type=none",
+			"--cert-dir=" + path("kube-apiserver"),
+			"--tls-cert-file=" + path("serving.crt"),
+			"--tls-private-key-file=" + path("serving.key"),
+			"--client-ca-file=" + path("ca.crt"),
+			"--token-auth-file=" + path("tokens.csv"),
+			"--authorization-mode=RBAC",
+			"--service-account-issuer=https://kubernetes.default.svc",
+			"--service-account-key-file=" + path("service-account.pub"),
+			"--service-account-signing-key-file=" + path("service-account.key"),
+			"--service-cluster-ip-range=10.0.0.0/24",
+			// Without it, SIGTERM waits up to a minute for open watches.
+			"--shutdown-watch-termination-grace-period=2s",
+			// Every write, at Metadata level, once complete (see Audit),
+			// appended to one file that outlives restarts: no rotation, and
+			// each event written before its request's handler returns.
+			"--audit-policy-file=" + path(auditPolicyFile),
+			"--audit-log-path=" + path(auditLogFile),
+			"--audit-log-format=json",
+			"--audit-log-mode=blocking",
+			"--audit-log-maxsize=0",
+		},
+	}
+	c.controllerManager = &process{
+		name: "kube-controller-manager",
+		path: filepath.Join(bin, "kube-controller-manager"),
+		log:  path("kube-controller-manager.log"),
+		args: []string{
+			"--kubeconfig=" + path("kube-controller-manager.kubeconfig"),
+			"--controllers=garbagecollector,namespace",
+			"--leader-elect=false",
+			"--use-service-account-credentials=false",
+			"--bind-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(kcmPort),
+			"--tls-cert-file=" + path("serving.crt"),
+			"--tls-private-key-file=" + path("serving.key"),
+		},
+	}
+	return c, nil
+}
+
+// kubeconfig is a kubeconfig for server with the CA and a bearer token
+// embedded.
+func kubeconfig(server string, caPEM []byte, user, token string) ([]byte, error) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["controlplane"] = &clientcmdapi.Cluster{Server: "https://" + server, CertificateAuthorityData: caPEM}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts[user] = &clientcmdapi.Context{Cluster: "controlplane", AuthInfo: user}
+	cfg.CurrentContext = user
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clustertest: writing a kubeconfig: %w", err)
+	}
+	return data, nil
+}
+
+// Stop stops kube-controller-manager, kube-apiserver and etcd, in that
+// order; a component that hasn't exited 10s after SIGTERM is killed. It
+// leaves the folder given to Start in place, and reports any component
+// that had already exited on its own. Tests don't call it: Run does.
+func (c *Cluster) Stop() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopAll()
+}
+
+func (c *Cluster) stopAll() error {
+	return errors.Join(
+		c.controllerManager.stop(stopGrace),
+		c.apiserver.stop(stopGrace),
+		c.etcd.stop(stopGrace),
+	)
+}
+
+// writeLogs writes the last lines of each component's log to w.
+func (c *Cluster) writeLogs(w io.Writer) {
+	for _, p := range []*process{c.etcd, c.apiserver, c.controllerManager} {
+		_, _ = fmt.Fprintf(w, "=== cluster: the last %d lines of %s's log\n%s\n", logLines, p.name, tail(p.log, logLines))
+	}
+}
+
+// Server is kube-apiserver's address, "127.0.0.1:PORT"; it serves HTTPS
+// with a certificate signed by CA.
+func (c *Cluster) Server() string { return c.server }
+
+// CA is a pool holding the CA that signed kube-apiserver's serving
+// certificate and the client certificates of ClientCert.
+func (c *Cluster) CA() *x509.CertPool { return c.caPool.Clone() }
+
+// CAPEM is the CA of CA, PEM-encoded.
+func (c *Cluster) CAPEM() []byte { return append([]byte(nil), c.ca.pem...) }
+
+// AdminToken is a bearer token for user "admin" in group system:masters.
+func (c *Cluster) AdminToken() string { return c.adminToken }
+
+// AdminConfig is a fresh client-go config for the admin: Server, the CA
+// and AdminToken, with client-side rate limiting off. It keeps working
+// across restarts of kube-apiserver and etcd.
+func (c *Cluster) AdminConfig() *rest.Config {
+	return &rest.Config{
+		Host:            "https://" + c.server,
+		BearerToken:     c.adminToken,
+		TLSClientConfig: rest.TLSClientConfig{CAData: c.CAPEM()},
+		QPS:             -1, // no client-side rate limit
+	}
+}
+
+// Kubeconfig is a kubeconfig with Server, the CA and AdminToken embedded,
+// for clientcmd.Load and kubectl.
+func (c *Cluster) Kubeconfig() []byte { return append([]byte(nil), c.kubeconfig...) }
+
+// KubeconfigPath is the file holding Kubeconfig, which lives as long as
+// the control plane.
+func (c *Cluster) KubeconfigPath() string { return filepath.Join(c.dir, "kubeconfig") }
+
+// StopAPIServer stops kube-apiserver, killing it if it hasn't exited 10s
+// after SIGTERM. Unless the test starts it again, it is started at the
+// test's cleanup, so later tests find it running. The control plane is
+// shared: call it only from tests that don't run in parallel.
+func (c *Cluster) StopAPIServer(t testing.TB) {
+	t.Helper()
+	c.stopComponent(t, c.apiserver, c.startAPIServer)
+}
+
+// StartAPIServer starts kube-apiserver again, on the same port and with
+// the same certificates, tokens and data, and returns once it is ready.
+func (c *Cluster) StartAPIServer(t testing.TB) {
+	t.Helper()
+	c.startComponent(t, c.apiserver, c.startAPIServer)
+}
+
+// StopEtcd stops etcd, killing it if it hasn't exited 10s after SIGTERM.
+// kube-apiserver keeps running and fails requests that need storage.
+// Unless the test starts it again, it is started at the test's cleanup.
+// The control plane is shared: call it only from tests that don't run in
+// parallel.
+func (c *Cluster) StopEtcd(t testing.TB) {
+	t.Helper()
+	c.stopComponent(t, c.etcd, c.startEtcd)
+}
+
+// StartEtcd starts etcd again, on the same ports and with the same data,
+// and returns once it is healthy and, when kube-apiserver is running,
+// kube-apiserver is ready again.
+func (c *Cluster) StartEtcd(t testing.TB) {
+	t.Helper()
+	c.startComponent(t, c.etcd, c.startEtcd)
+}
+
+func (c *Cluster) stopComponent(t testing.TB, p *process, start func(context.Context) error) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := p.stop(stopGrace); err != nil {
+		t.Fatal(err)
+	}
+	c.restoreAtCleanup(t, p, start)
+}
+
+// restoreAtCleanup resumes p at t's cleanup if it is paused then, and
+// starts it if it isn't running then, so later tests find it running.
+func (c *Cluster) restoreAtCleanup(t testing.TB, p *process, start func(context.Context) error) {
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if p.paused {
+			if err := c.resumeReady(context.Background(), p); err != nil {
+				t.Error(err)
+			}
+		}
+		if !p.running() {
+			if err := start(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
+
+func (c *Cluster) startComponent(t testing.TB, p *process, start func(context.Context) error) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.running() {
+		t.Fatalf("clustertest: %s is already running", p.name)
+	}
+	if err := start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startEtcd starts etcd and waits until it reports itself healthy, and
+// then until kube-apiserver, when it runs, is ready again.
+func (c *Cluster) startEtcd(ctx context.Context) error {
+	if err := c.etcd.start(); err != nil {
+		return err
+	}
+	return c.waitEtcd(ctx)
+}
+
+// waitEtcd waits until etcd reports itself healthy, and then until
+// kube-apiserver, when it runs unpaused, is ready again.
+func (c *Cluster) waitEtcd(ctx context.Context) error {
+	url := c.etcd.flag("--advertise-client-urls") + "/health"
+	err := c.waitReady(ctx, c.etcd, func(ctx context.Context) error {
+		return c.get(ctx, url, "", `"health":"true"`)
+	})
+	if err != nil || !c.apiserver.running() || c.apiserver.paused {
+		return err
+	}
+	return c.waitAPIServer(ctx)
+}
+
+// startAPIServer starts kube-apiserver and waits until /readyz says ok.
+func (c *Cluster) startAPIServer(ctx context.Context) error {
+	if err := c.apiserver.start(); err != nil {
+		return err
+	}
+	return c.waitAPIServer(ctx)
+}
+
+func (c *Cluster) waitAPIServer(ctx context.Context) error {
+	return c.waitReady(ctx, c.apiserver, func(ctx context.Context) error {
+		return c.get(ctx, "https://"+c.server+"/readyz", c.adminToken, "ok")
+	})
+}
+
+// startControllerManager starts kube-controller-manager and waits until
+// its health check lists both controllers as ok.
+func (c *Cluster) startControllerManager(ctx context.Context) error {
+	if err := c.controllerManager.start(); err != nil {
+		return err
+	}
+	url := "https://127.0.0.1:" + c.controllerManager.flag("--secure-port") + "/healthz?verbose"
+	return c.waitReady(ctx, c.controllerManager, func(ctx context.Context) error {
+		return c.get(ctx, url, "", "]garbage-collector-controller ok", "]namespace-controller ok")
+	})
+}
+
+// waitReady polls ready until it succeeds, p exits, or readyTimeout
+// passes.
+func (c *Cluster) waitReady(ctx context.Context, p *process, ready func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := ready(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("clustertest: %s exited before it was ready: %w\n%s", p.name, p.exitError(), tail(p.log, logLines))
+		case <-ctx.Done():
+			return fmt.Errorf("clustertest: %s not ready: %w (%w)\n%s", p.name, err, context.Cause(ctx), tail(p.log, logLines))
+		case <-tick.C:
+		}
+	}
+}
+
+// get GETs url, with token as bearer when it isn't empty, and reports an
+// error unless the answer is 200 OK with a body holding every one of want.
+func (c *Cluster) get(ctx context.Context, url, token string, want ...string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, lastLines(body, 10))
+	}
+	for _, w := range want {
+		if !strings.Contains(string(body), w) {
+			return fmt.Errorf("GET %s: %q lacks %q", url, lastLines(body, 10), w)
+		}
+	}
+	return nil
+}
+
+// freePorts picks n distinct ports that are free on 127.0.0.1, below the
+// usual ephemeral range (32768 and up), so no outgoing connection takes
+// one of them between a stop and a start.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			return nil, fmt.Errorf("clustertest: found only %d of %d free ports on 127.0.0.1", len(ports), n)
+		}
+		port := 20000 + rand.IntN(12000)
+		if slices.Contains(ports, port) {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
