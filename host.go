@@ -3,10 +3,14 @@ package humus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
 	"os"
+	"path"
+	"path/filepath"
+	"strings"
 )
 
 // Host is the process's boundary, passed in as a value: everything an App
@@ -30,6 +34,11 @@ type Host struct {
 	// set, as os.LookupEnv does.
 	LookupEnv func(key string) (string, bool)
 
+	// Dir is the working directory, an absolute path such as
+	// "/home/me/app", that a relative path the App is given, in an
+	// environment variable say, is taken against. HostPath does that.
+	Dir string
+
 	// Stdout and Stderr are the process's standard output and error.
 	Stdout io.Writer
 	Stderr io.Writer
@@ -37,15 +46,20 @@ type Host struct {
 
 // OSHost returns the real process's Host: the network through net.Dialer
 // and net.ListenConfig, the root directory through os.DirFS("/"), the real
-// environment, and os.Stdout and os.Stderr.
+// environment, the working directory, and os.Stdout and os.Stderr.
 func OSHost() Host {
 	var d net.Dialer
 	var lc net.ListenConfig
+	dir, err := os.Getwd()
+	if err != nil {
+		dir = "/" // a working directory that was removed: relative paths name nothing
+	}
 	return Host{
 		Dial:      d.DialContext,
 		Listen:    lc.Listen,
 		FS:        os.DirFS("/"),
 		LookupEnv: os.LookupEnv,
+		Dir:       dir,
 		Stdout:    os.Stdout,
 		Stderr:    os.Stderr,
 	}
@@ -63,7 +77,25 @@ func (h Host) check() error {
 	missing(h.Listen != nil, "Listen")
 	missing(h.FS != nil, "FS")
 	missing(h.LookupEnv != nil, "LookupEnv")
+	if !path.IsAbs(filepath.ToSlash(h.Dir)) {
+		errs = append(errs, fmt.Errorf("humus: Host.Dir %q isn't an absolute path", h.Dir))
+	}
 	missing(h.Stdout != nil, "Stdout")
 	missing(h.Stderr != nil, "Stderr")
 	return errors.Join(errs...)
+}
+
+// HostPath is the path in FS of the file p names: p itself when it is
+// absolute, and otherwise p taken against Dir, as a process opening p
+// would. "/etc/kube/config" and, with Dir "/home/me", "../me/config" are
+// "etc/kube/config" and "home/me/config".
+func (h Host) HostPath(p string) string {
+	p = filepath.ToSlash(p)
+	if !path.IsAbs(p) {
+		p = path.Join(filepath.ToSlash(h.Dir), p)
+	}
+	if p = strings.TrimPrefix(path.Clean(p), "/"); p == "" {
+		return "." // the root, as fs.FS names it
+	}
+	return p
 }

@@ -32,3 +32,28 @@ func TestOSHostIsTheRealProcess(t *testing.T) {
 		t.Errorf("reading %s/token through OSHost's FS = %q, %v; want secret", dir, b, err)
 	}
 }
+
+func TestHostPathTakesARelativePathAgainstDir(t *testing.T) {
+	h := humus.Host{Dir: "/home/me/app"}
+	for p, want := range map[string]string{
+		"/etc/kube/config":      "etc/kube/config",
+		"kubeconfig":            "home/me/app/kubeconfig",
+		"./.cluster/kubeconfig": "home/me/app/.cluster/kubeconfig",
+		"../other/config":       "home/me/other/config",
+		"/":                     ".",
+	} {
+		if got := h.HostPath(p); got != want {
+			t.Errorf("HostPath(%q) = %q, want %q", p, got, want)
+		}
+	}
+}
+
+func TestOSHostsDirIsTheWorkingDirectory(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := humus.OSHost().Dir; got != wd {
+		t.Errorf("OSHost().Dir = %q, want %q", got, wd)
+	}
+}

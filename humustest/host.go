@@ -2,6 +2,7 @@ package humustest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -24,6 +25,9 @@ type Host struct {
 	// Files is the file system FS serves, such as
 	// Files["var/run/secrets/kubernetes.io/serviceaccount/token"].
 	Files fstest.MapFS
+
+	// Dir is the working directory, "/" unless set.
+	Dir string
 
 	mu     sync.Mutex
 	stdout bytes.Buffer
@@ -50,6 +54,7 @@ func (h *Host) Host() humus.Host {
 			v, ok := env[key]
 			return v, ok
 		},
+		Dir:    cmp.Or(h.Dir, "/"),
 		Stdout: lockedWriter{mu: &h.mu, w: &h.stdout},
 		Stderr: lockedWriter{mu: &h.mu, w: &h.stderr},
 	}

@@ -16,7 +16,7 @@ import (
 // test can hold, release, refuse and accept; its Dial stands in for a
 // humus.Host's:
 //
-//	link := cluster.NewLink(t)
+//	link := clustertest.NewLink(t)
 //	h := humustest.NewHost().Host()
 //	h.Dial = link.Dial
 //

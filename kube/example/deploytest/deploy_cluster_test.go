@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/z5labs/humus/kube/example/deploytest"
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/example/deploytest"
 )
 
 // fieldManager is the field manager of this test's applies.

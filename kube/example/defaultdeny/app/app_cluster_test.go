@@ -12,9 +12,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/clustertest"
 	"github.com/z5labs/humus/kube/example/defaultdeny/app"
 	"github.com/z5labs/humus/kube/example/internal/apptest"
-	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // The whole App, on humustest's Host and a real control plane, runs as its

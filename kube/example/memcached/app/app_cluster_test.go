@@ -24,9 +24,9 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/clustertest"
 	"github.com/z5labs/humus/kube/example/internal/apptest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
-	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // The whole App, on humustest's Host and a real control plane, runs as its

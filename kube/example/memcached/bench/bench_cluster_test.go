@@ -39,9 +39,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/clustertest"
 	"github.com/z5labs/humus/kube/example/internal/apptest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
-	"github.com/z5labs/humus/kube/clustertest"
 )
 
 func TestMain(m *testing.M) { os.Exit(clustertest.Run(m)) }

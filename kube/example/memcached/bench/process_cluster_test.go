@@ -32,8 +32,8 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube/example/memcached/app"
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/example/memcached/app"
 )
 
 // Each App runs in a process of its own, this test binary started again

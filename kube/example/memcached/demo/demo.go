@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/z5labs/humus/kube"
-	"github.com/z5labs/humus/kube/example/memcached/app"
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/example/memcached/app"
 )
 
 // The files the demo applies, from the repository root.
