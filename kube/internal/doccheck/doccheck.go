@@ -32,6 +32,11 @@
 //	    fragment takes as given, and its results what a return in it returns.
 //	  - imports PATH... imports each path, as NAME=PATH to name it, beside the
 //	    imports of Imports that the block uses.
+//	  - file PATH says the block is the file at PATH of the docs' own module:
+//	    a module outside the repository, as a user's is, which Module
+//	    assembles from every such block, of any language (a YAML manifest
+//	    too). TestDocs leaves these blocks to the test that builds that
+//	    module and runs its tests against the control plane.
 //
 // Every generated file carries //line comments, so that the compiler's
 // errors name the Markdown file and its line.
@@ -98,9 +103,10 @@ type Block struct {
 	Line int    // the line of the block's first line of code, from 1
 	Code string
 
-	In      string            // the in directive's DIR, or ""
-	Func    string            // the func directive's signature, or ""
-	Imports map[string]string // the imports directive's, by name
+	In         string            // the in directive's DIR, or ""
+	Func       string            // the func directive's signature, or ""
+	Imports    map[string]string // the imports directive's, by name
+	ModuleFile string            // the file directive's PATH, or ""
 }
 
 func (b Block) String() string { return fmt.Sprintf("%s:%d", b.File, b.Line) }
@@ -146,11 +152,11 @@ func Blocks(root, file string) ([]Block, error) {
 		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
 			fence = trimmed[:3]
 			lang := strings.TrimSpace(strings.TrimLeft(trimmed, "`~"))
-			if lang == "go" {
-				b := Block{File: file, Line: n + 1}
-				if err := b.directives(pending); err != nil {
-					return nil, fmt.Errorf("%s:%d: %w", file, n-1, err)
-				}
+			b := Block{File: file, Line: n + 1}
+			if err := b.directives(pending); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", file, n-1, err)
+			}
+			if lang == "go" || b.ModuleFile != "" {
 				cur = &b
 				code.Reset()
 			}
@@ -188,6 +194,8 @@ func (b *Block) directives(text string) error {
 			b.In = value
 		case strings.HasPrefix(d, "func("):
 			b.Func = d
+		case key == "file" && value != "" && filepath.IsLocal(value):
+			b.ModuleFile = value
 		case key == "imports" && value != "":
 			b.Imports = map[string]string{}
 			for _, imp := range strings.Fields(value) {
@@ -202,6 +210,28 @@ func (b *Block) directives(text string) error {
 		}
 	}
 	return nil
+}
+
+// Module returns the files of the docs' own module, by their paths in it,
+// from the blocks with a file directive: each file is the blocks naming it,
+// in order, so a file can be shown a part at a time. It is an error for a
+// block to have a file directive beside another.
+func Module(blocks []Block) (map[string]string, error) {
+	files := map[string]string{}
+	var errs []error
+	for _, b := range blocks {
+		if b.ModuleFile == "" {
+			continue
+		}
+		if b.In != "" || b.Func != "" || b.Imports != nil {
+			errs = append(errs, fmt.Errorf("%s: a file directive stands alone", b))
+		}
+		if files[b.ModuleFile] != "" {
+			files[b.ModuleFile] += "\n"
+		}
+		files[b.ModuleFile] += b.Code
+	}
+	return files, errors.Join(errs...)
 }
 
 // A Source is one generated Go file, and where the compiler is to think
