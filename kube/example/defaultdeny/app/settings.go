@@ -7,7 +7,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/config"
 	"github.com/z5labs/humus/kube"
-	"github.com/z5labs/humus/kube/example/internal/podenv"
+	"github.com/z5labs/humus/kube/kubeenv"
 )
 
 // settings is everything the App reads from its Host.
@@ -21,23 +21,23 @@ type settings struct {
 // files, and returns every missing or invalid value in one error, each
 // named by its variable or file:
 //
-//   - the Connection, as podenv.ReadConnection reads it: from the
+//   - the Connection, as kubeenv.Connection reads it: from the
 //     kubeconfig KUBECONFIG names, or in a pod from KUBERNETES_SERVICE_HOST,
 //     KUBERNETES_SERVICE_PORT and the service account's CA and token;
-//   - POD_NAMESPACE, POD_NAME and WORKERS, how many Namespaces are
-//     reconciled at once, as podenv.Controller reads them, and
-//     PROBES_ADDR, where the probes and BuildTelemetry's metrics are
-//     served, as podenv.ProbesAddr does.
+//   - POD_NAMESPACE, POD_NAME, WORKERS, how many Namespaces are
+//     reconciled at once, and SHARDS, as kubeenv.Settings reads them;
+//   - PROBES_ADDR, this App's own, where the probes and BuildTelemetry's
+//     metrics are served, ":8081" unless set.
 //
 // There is no WATCH_NAMESPACE: a Namespace is cluster-scoped, so
 // Settings.Namespace is "".
 func readSettings(ctx context.Context, s *humus.Setup) (settings, error) {
-	conn, connErr := podenv.ReadConnection(ctx, s.Host)
+	conn, connErr := kubeenv.Connection(ctx, s.Host)
 
 	set, setErr := config.Struct(func(r *config.Resolver) settings {
 		return settings{
-			controller: podenv.Controller(r, s.Host, Name),
-			probesAddr: podenv.ProbesAddr(r, s.Host),
+			controller: kubeenv.Settings(r, s.Host, Name),
+			probesAddr: r.Get(config.Default(config.Env(s.Host, "PROBES_ADDR"), ":8081")),
 		}
 	}).Read(ctx)
 

@@ -9,7 +9,7 @@ import (
 	"github.com/z5labs/humus/kube/example/internal/apptest"
 )
 
-// podenv's tests cover what every example reads; this is what differs:
+// kubeenv's tests cover what every controller reads; this is what differs:
 // the name, and no namespace to watch.
 func TestReadSettingsInAPod(t *testing.T) {
 	h := apptest.PodHost(t, "default-deny", "default-deny-5c7b9-qx2lm")

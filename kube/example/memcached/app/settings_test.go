@@ -10,8 +10,9 @@ import (
 	"github.com/z5labs/humus/kube/example/internal/apptest"
 )
 
-// podenv's tests cover what every example reads; these cover what is this
-// App's own: its name, and the namespace it may be limited to.
+// kubeenv's tests cover what every controller reads; these cover what is
+// this App's own: its name, the namespace it may be limited to, and where
+// its probes are served.
 
 func TestReadSettingsInAPod(t *testing.T) {
 	h := apptest.PodHost(t, "memcached-system", "memcached-controller-7d9f-x2k4q")
@@ -43,6 +44,19 @@ func TestReadSettingsWatchesOneNamespace(t *testing.T) {
 	}
 	if got.controller.Namespace != "shop" {
 		t.Errorf("Namespace = %q, want shop", got.controller.Namespace)
+	}
+}
+
+func TestReadSettingsServesTheProbesWherePROBES_ADDRSays(t *testing.T) {
+	h := apptest.PodHost(t, "memcached-system", "memcached-controller-7d9f-x2k4q")
+	h.Env["PROBES_ADDR"] = "127.0.0.1:9000"
+
+	got, err := readSettings(context.Background(), &humus.Setup{Host: h.Host()})
+	if err != nil {
+		t.Fatalf("readSettings: %v", err)
+	}
+	if got.probesAddr != "127.0.0.1:9000" {
+		t.Errorf("probes' address = %q, want 127.0.0.1:9000", got.probesAddr)
 	}
 }
 

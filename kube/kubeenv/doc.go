@@ -1,0 +1,81 @@
+// Package kubeenv reads what a controller needs to run from its
+// humus.Host: the kube.Connection to its API server, from a kubeconfig or
+// from the pod it runs in, and the kube.Settings every controller has.
+//
+// kube itself reads no environment variable and no file, and defines no
+// variable name: a Connection and Settings are plain values the App fills
+// in its Init. kubeenv is how most Apps fill them, as kubectl and
+// client-go's in-cluster config would, but through the Host:
+//
+//	func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
+//		conn, connErr := kubeenv.Connection(ctx, s.Host)
+//		settings, setErr := config.Struct(func(r *config.Resolver) kube.Settings {
+//			return kubeenv.Settings(r, s.Host, "memcached-controller")
+//		}).Read(ctx)
+//		if err := errors.Join(connErr, setErr); err != nil {
+//			return nil, err
+//		}
+//		client, err := kube.NewClient(s, conn)
+//		...
+//	}
+//
+// What it reads:
+//
+//   - [Connection]: the kubeconfig KUBECONFIG names, when it is set, as
+//     [Kubeconfig] reads it; otherwise the pod's, as [InCluster] reads it.
+//   - [Kubeconfig]: a kubeconfig's context, or several kubeconfigs merged
+//     as kubectl merges them, and the CA, client certificate, key and
+//     token files it names.
+//   - [InCluster]: KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT and
+//     the service account's ca.crt and token in
+//     /var/run/secrets/kubernetes.io/serviceaccount/.
+//   - [Settings]: POD_NAMESPACE, POD_NAME, WORKERS and SHARDS, in a
+//     config.Struct; [Checked] and [Text] read an App's own settings the
+//     same way.
+//
+// What it guarantees:
+//
+//   - Everything is read through the Host: the environment through
+//     LookupEnv, files through FS, and relative paths against Dir (see
+//     humus.Host.HostPath). Nothing reads the process's environment or
+//     disk, and nothing runs a program, so a test sets it all on
+//     humustest.NewHost.
+//   - Every problem is reported at once, in one error: each missing or
+//     invalid variable named, and each kubeconfig problem named by its
+//     file, its context and its field.
+//   - A kubeconfig is taken as kubectl takes it, or refused: what kubeenv
+//     can't follow faithfully (exec plugins, auth providers,
+//     insecure-skip-tls-verify, proxy-url, basic auth, impersonation) is
+//     an error naming it and saying what to do instead, never ignored.
+//   - A token in a file (the pod's, a kubeconfig's tokenFile) is read again
+//     on each call of Connection.Token, which the kube Client makes at
+//     most once a minute, so a token the kubelet rotates, or that is
+//     rewritten in its file, is picked up without a restart.
+//   - No token, key or password is ever in an error.
+//
+// A kubeconfig is decoded with client-go's clientcmd.Load, which reads
+// nothing; none of clientcmd's loaders, which read the process's
+// environment and disk, is used. Importing clientcmd does read $HOME once,
+// as its package is initialised, to name its default kubeconfig path,
+// which kubeenv doesn't use.
+//
+// # Running locally with the controller's own rights
+//
+// To run a controller on a workstation with the rights its RBAC gives its
+// ServiceAccount, rather than an admin's, give it a kubeconfig with a
+// token of that ServiceAccount (kubectl create token) and the cluster's CA
+// in a file beside it:
+//
+//	kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > ca.crt
+//	kubectl config set-cluster sa --kubeconfig=sa.kubeconfig --certificate-authority=ca.crt \
+//		--server="$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
+//	kubectl config set-credentials memcached-controller --kubeconfig=sa.kubeconfig \
+//		--token="$(kubectl create token memcached-controller -n memcached-system)"
+//	kubectl config set-context sa --kubeconfig=sa.kubeconfig --cluster=sa --user=memcached-controller
+//	kubectl config use-context sa --kubeconfig=sa.kubeconfig
+//	KUBECONFIG=sa.kubeconfig go run ./cmd/memcached
+//
+// A request its RBAC doesn't allow is then refused with a 403, as it would
+// be in the cluster. The token expires (in an hour unless --duration says
+// otherwise); run set-credentials again for a new one.
+package kubeenv

@@ -1,0 +1,54 @@
+package kubeenv
+
+import (
+	"strconv"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/config"
+	"github.com/z5labs/humus/kube"
+)
+
+// Settings is kube.DefaultSettings with the controller's name, and what r
+// reads from h's environment, each value checked with kube's own Check
+// function as it is read, so a bad one is named by its variable:
+//
+//   - POD_NAMESPACE and POD_NAME, required, are the Lease's namespace and
+//     this replica's identity in it, which the pod's spec sets from the
+//     downward API (fieldRef metadata.namespace and metadata.name);
+//   - WORKERS is how many objects are reconciled at once, 1 unless set;
+//   - SHARDS is how many shards the objects are divided into among the
+//     replicas, 1 unless set.
+//
+// Settings.Namespace is left "", every namespace: an App that can be
+// limited to one reads its own variable for it, with Checked and
+// kube.CheckWatchNamespace.
+func Settings(r *config.Resolver, h humus.Host, name string) kube.Settings {
+	env := func(name string) config.Source { return config.Env(h, name) }
+	ks := kube.DefaultSettings()
+	ks.Name = name
+	ks.Workers = config.Parse(r, config.Default(env("WORKERS"), strconv.Itoa(ks.Workers)), Checked(strconv.Atoi, kube.CheckWorkers))
+	ks.Shards = config.Parse(r, config.Default(env("SHARDS"), strconv.Itoa(ks.Shards)), Checked(strconv.Atoi, kube.CheckShards))
+	ks.LeaderElection.Namespace = config.Parse(r, env("POD_NAMESPACE"), Checked(Text, kube.CheckNamespace))
+	ks.LeaderElection.Identity = config.Parse(r, env("POD_NAME"), Checked(Text, kube.CheckIdentity))
+	return ks
+}
+
+// Checked is a config.Parse parser that parses a value with parse, then
+// checks it with check, one of kube's Check functions, so that a bad value
+// is named by the variable it came from:
+//
+//	ks.Resync = config.Parse(r, config.Env(h, "RESYNC"), kubeenv.Checked(time.ParseDuration, kube.CheckResync))
+func Checked[T any](parse func(string) (T, error), check func(T) error) func(string) (T, error) {
+	return func(s string) (T, error) {
+		v, err := parse(s)
+		if err != nil {
+			return v, err
+		}
+		return v, check(v)
+	}
+}
+
+// Text is the parser of a value taken as it is, for Checked:
+//
+//	ks.Namespace = config.Parse(r, config.Env(h, "WATCH_NAMESPACE"), kubeenv.Checked(kubeenv.Text, kube.CheckWatchNamespace))
+func Text(s string) (string, error) { return s, nil }
