@@ -29,6 +29,17 @@ var (
 		Kind:    "Memcached",
 		Plural:  "memcacheds",
 		Scope:   kube.Namespaced,
+
+		ShortNames: []string{"mc"},
+		Categories: []string{"example"},
+		Columns: []kube.Column{
+			{Name: "Size", JSONPath: ".spec.size"},
+			{Name: "Ready", JSONPath: ".status.readyReplicas"},
+			{Name: "Available", JSONPath: `.status.conditions[?(@.type=="Available")].status`},
+			{Name: "Age", JSONPath: ".metadata.creationTimestamp"},
+		},
+		Scale: &kube.Scale{SpecReplicasPath: ".spec.size", StatusReplicasPath: ".status.readyReplicas"},
+
 		Rules: []kube.TypeRules{
 			kube.Rules(&spec,
 				kube.Field(&spec.Size).Minimum(1).Maximum(3).Description("How many memcached pods run."),

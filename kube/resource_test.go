@@ -5,13 +5,13 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	"github.com/z5labs/humus/kube"
 )
@@ -25,7 +25,7 @@ func TestMemcachedCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := yaml.Marshal(crd)
+	got, err := kube.MarshalCRD(crd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,8 @@ func TestResourceCRDShape(t *testing.T) {
 			if crd.Spec.Scope != apiextensionsv1.ResourceScope(scope) {
 				t.Errorf("Scope = %q, want %q", crd.Spec.Scope, scope)
 			}
-			wantNames := apiextensionsv1.CustomResourceDefinitionNames{Plural: "memcacheds", Singular: "memcached", Kind: "Memcached", ListKind: "MemcachedList"}
+			wantNames := apiextensionsv1.CustomResourceDefinitionNames{Plural: "memcacheds", Singular: "memcached", Kind: "Memcached", ListKind: "MemcachedList",
+				ShortNames: []string{"mc"}, Categories: []string{"example"}}
 			if !namesEqual(crd.Spec.Names, wantNames) {
 				t.Errorf("Names = %+v, want %+v", crd.Spec.Names, wantNames)
 			}
@@ -80,8 +81,18 @@ func TestResourceCRDShape(t *testing.T) {
 			if v.Name != "v1alpha1" || !v.Served || !v.Storage {
 				t.Errorf("version %q served %v storage %v, want v1alpha1 served and stored", v.Name, v.Served, v.Storage)
 			}
-			if v.Subresources == nil || v.Subresources.Status == nil || v.Subresources.Scale != nil {
-				t.Errorf("Subresources = %+v, want the status subresource alone", v.Subresources)
+			wantScale := &apiextensionsv1.CustomResourceSubresourceScale{SpecReplicasPath: ".spec.size", StatusReplicasPath: ".status.readyReplicas"}
+			if v.Subresources == nil || v.Subresources.Status == nil || !reflect.DeepEqual(v.Subresources.Scale, wantScale) {
+				t.Errorf("Subresources = %+v, want the status subresource and the scale %+v", v.Subresources, wantScale)
+			}
+			wantColumns := []apiextensionsv1.CustomResourceColumnDefinition{
+				{Name: "Size", Type: "integer", JSONPath: ".spec.size"},
+				{Name: "Ready", Type: "integer", JSONPath: ".status.readyReplicas"},
+				{Name: "Available", Type: "string", JSONPath: `.status.conditions[?(@.type=="Available")].status`},
+				{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
+			}
+			if !reflect.DeepEqual(v.AdditionalPrinterColumns, wantColumns) {
+				t.Errorf("AdditionalPrinterColumns = %+v, want %+v", v.AdditionalPrinterColumns, wantColumns)
 			}
 			root := v.Schema.OpenAPIV3Schema
 			if root.Type != "object" || !slices.Equal(root.Required, []string{"spec"}) {
@@ -105,7 +116,22 @@ func TestResourceCRDShape(t *testing.T) {
 
 func namesEqual(a, b apiextensionsv1.CustomResourceDefinitionNames) bool {
 	return a.Plural == b.Plural && a.Singular == b.Singular && a.Kind == b.Kind && a.ListKind == b.ListKind &&
-		len(a.ShortNames) == 0 && len(a.Categories) == 0
+		slices.Equal(a.ShortNames, b.ShortNames) && slices.Equal(a.Categories, b.Categories)
+}
+
+// A Resource with no ShortNames, Categories, Columns or Scale has none in
+// its CRD: the API server's defaults (NAME and AGE) stand.
+func TestResourceCRDWithoutDetails(t *testing.T) {
+	r := Memcached
+	r.ShortNames, r.Categories, r.Columns, r.Scale = nil, nil, nil, nil
+	crd, err := r.CRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, v := crd.Spec.Names, crd.Spec.Versions[0]
+	if n.ShortNames != nil || n.Categories != nil || v.AdditionalPrinterColumns != nil || v.Subresources.Scale != nil {
+		t.Errorf("names %+v, columns %+v, scale %+v: want none", n, v.AdditionalPrinterColumns, v.Subresources.Scale)
+	}
 }
 
 // TestResourceCRDErrors checks that CRD names every mistake at once, each in
