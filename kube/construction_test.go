@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/z5labs/humus"
@@ -23,6 +24,9 @@ func TestCheckFunctionsNameTheValueAndTheProblem(t *testing.T) {
 		{"a name", CheckName("memcached-controller"), ""},
 		{"no name", CheckName(""), `kube: name "" is required`},
 		{"a name with capitals", CheckName("Memcached"), `kube: name "Memcached" must be a DNS-1123 subdomain: a lowercase RFC 1123 subdomain`},
+		{"a name of 128 characters", CheckName(strings.Repeat("a", 128)), ""},
+		{"a name of 129 characters", CheckName(strings.Repeat("a", 129)), fmt.Sprintf("kube: name %q is 129 characters long: at most 128, since it is the controller's field manager, and the API server refuses every write whose field manager is longer", strings.Repeat("a", 129))},
+		{"a name of 254 characters", CheckName(strings.Repeat("a", 254)), fmt.Sprintf("kube: name %q must be a DNS-1123 subdomain: must be no more than 253 characters", strings.Repeat("a", 254))},
 		{"every namespace", CheckWatchNamespace(""), ""},
 		{"a watch namespace", CheckWatchNamespace("team-a"), ""},
 		{"a dotted watch namespace", CheckWatchNamespace("team.a"), `kube: namespace "team.a" must be a DNS-1123 label`},
@@ -204,10 +208,62 @@ func TestShardingByNamespaceNeedsNamespacesToDivide(t *testing.T) {
 	}
 }
 
-func TestAShardedControllersNameLeavesRoomForItsLeases(t *testing.T) {
+// A Name of 129 to 253 characters was accepted, and then every apply was
+// refused: the API server takes a field manager of at most 128.
+func TestAControllersNameIsAFieldManagerOfAtMost128Characters(t *testing.T) {
+	if maxFieldManager != metav1validation.FieldManagerMaxLength {
+		t.Errorf("maxFieldManager = %d, and the API server's FieldManagerMaxLength %d", maxFieldManager, metav1validation.FieldManagerMaxLength)
+	}
 	setup := &humus.Setup{Host: humustest.NewHost().Host()}
 	s := testSettings()
-	s.Name, s.Shards = strings.Repeat("a", 245), 100
+	s.Name, s.Shards = strings.Repeat("a", 200), 256
 	_, err := NewController(setup, testClient(t, setup), s, caches, readyReplicas(&counter{}))
-	wantMistakes(t, err, fmt.Sprintf(`kube: Settings.Name %q is too long for its shards' Lease names, such as "%[1]s-99-of-100": at most 253 characters`, s.Name))
+	wantMistakes(t, err, fmt.Sprintf(`kube: Settings.Name %q is 200 characters long: at most 128, since it is the controller's field manager`, s.Name))
+
+	// The longest name leaves room for its shards' Lease names.
+	s.Name = strings.Repeat("a", 128)
+	if _, err := NewController(setup, testClient(t, setup), s, caches, readyReplicas(&counter{})); err != nil {
+		t.Errorf("a Name of 128 characters with 256 shards: %v", err)
+	}
+}
+
+// A finalizer's name without a domain was accepted: the API server only
+// warns of one on a custom resource's object.
+func TestAFinalizersNameIsDomainQualified(t *testing.T) {
+	setup := &humus.Setup{Host: humustest.NewHost().Host()}
+	fin := func(name string) Part {
+		return Finalize(name, func(context.Context, Object[cacheSpec, cacheStatus]) error { return nil })
+	}
+	for _, tc := range []struct{ name, want string }{
+		{"cache.example.com/finalizer", ""},
+		{"example.com/a.b_c-d", ""},
+		{"x-k8s.io/finalizer", ""},
+		{"finalizer", `kube: Finalize("finalizer"): the name must be domain-qualified, such as example.com/finalizer, as the API server prefers a finalizer name to be, to avoid accidental conflicts with other finalizer writers`},
+		{"cache.example.com", `kube: Finalize("cache.example.com"): the name must be domain-qualified, such as example.com/finalizer`},
+		{"kubernetes.io/pv-protection", `kube: Finalize("kubernetes.io/pv-protection"): the name's prefix kubernetes.io is in kubernetes.io, which Kubernetes keeps for its own finalizers: use a domain of your own`},
+		{"node.kubernetes.io/x", `kube: Finalize("node.kubernetes.io/x"): the name's prefix node.kubernetes.io is in kubernetes.io, which Kubernetes keeps for its own finalizers`},
+		{"gateway.networking.k8s.io/x", `kube: Finalize("gateway.networking.k8s.io/x"): the name's prefix gateway.networking.k8s.io is in k8s.io, which Kubernetes keeps for its own finalizers`},
+		{"Example.com/x", `kube: Finalize("Example.com/x"): the name must be a qualified name, such as example.com/finalizer: prefix part a lowercase RFC 1123 subdomain`},
+		{"example.com/", `kube: Finalize("example.com/"): the name must be a qualified name, such as example.com/finalizer: name part must be non-empty`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewController(setup, testClient(t, setup), testSettings(), caches, readyReplicas(&counter{}), fin(tc.name))
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("refused: %v", err)
+				}
+				return
+			}
+			wantMistakes(t, err, tc.want)
+		})
+	}
+
+	// Every mistake at once: the finalizer's with the rest.
+	s := testSettings()
+	s.Name = strings.Repeat("b", 129)
+	_, err := NewController(setup, testClient(t, setup), s, caches, readyReplicas(&counter{}), fin("cleanup"))
+	wantMistakes(t, err,
+		fmt.Sprintf(`kube: Settings.Name %q is 129 characters long`, s.Name),
+		`kube: Finalize("cleanup"): the name must be domain-qualified`,
+	)
 }

@@ -27,7 +27,8 @@ type LeaderElection struct {
 // NewKindController check them all, and DefaultSettings fills the defaults.
 type Settings struct {
 	// Name is the controller's field manager, and its Lease's name.
-	// Required: a DNS-1123 subdomain (CheckName).
+	// Required: a DNS-1123 subdomain of at most 128 characters, the API
+	// server's limit for a field manager (CheckName).
 	Name string
 
 	// Namespace limits the controller to one namespace. "" means every
@@ -99,8 +100,16 @@ func DefaultSettings() Settings {
 const jitterFactor = 1.2
 
 // CheckName checks a controller's name: a DNS-1123 subdomain, as a Lease's
-// name and a field manager's must be.
+// name must be, of at most 128 characters, as a field manager's must be.
 func CheckName(name string) error { return named("name", name, checkName(name)) }
+
+// maxFieldManager is the longest field manager the API server takes:
+// FieldManagerMaxLength in k8s.io/apimachinery/pkg/apis/meta/v1/validation,
+// which ValidatePatchOptions, ValidateCreateOptions and
+// ValidateUpdateOptions check for every write, so a longer Settings.Name
+// would have every apply refused. It leaves room for the shards' Lease
+// names, Name-i-of-Shards, within a DNS-1123 subdomain's 253 characters.
+const maxFieldManager = 128
 
 // CheckWatchNamespace checks the namespace a controller is limited to: "",
 // for every namespace, or a DNS-1123 label.
@@ -137,7 +146,13 @@ func checkName(name string) error {
 	if name == "" {
 		return errors.New("is required")
 	}
-	return dns("a DNS-1123 subdomain", validation.IsDNS1123Subdomain(name))
+	if err := dns("a DNS-1123 subdomain", validation.IsDNS1123Subdomain(name)); err != nil {
+		return err
+	}
+	if len(name) > maxFieldManager {
+		return fmt.Errorf("is %d characters long: at most %d, since it is the controller's field manager, and the API server refuses every write whose field manager is longer", len(name), maxFieldManager)
+	}
+	return nil
 }
 
 func checkWatchNamespace(ns string) error {
@@ -245,11 +260,6 @@ func (s Settings) check(scope Scope) error {
 		}
 		if s.Namespace != "" {
 			errs = append(errs, fmt.Errorf("kube: Settings.ShardBy %q with Settings.Namespace %q puts every object in one shard", s.ShardBy, s.Namespace))
-		}
-	}
-	if s.Shards > 1 && s.Name != "" {
-		if lease := shardLeaseName(s.Name, s.Shards-1, s.Shards); len(lease) > validation.DNS1123SubdomainMaxLength {
-			errs = append(errs, fmt.Errorf("kube: Settings.Name %q is too long for its shards' Lease names, such as %q: at most %d characters", s.Name, lease, validation.DNS1123SubdomainMaxLength))
 		}
 	}
 	return errors.Join(errs...)
