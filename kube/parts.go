@@ -46,7 +46,8 @@ func (owns) part() {}
 //
 // T is the Controller's object type: Object[Spec, Status] for a Resource,
 // and T for a Kind[T]. NewController and NewKindController check it, and
-// that name is a qualified name such as "cache.example.com/finalizer".
+// that name is a domain-qualified name, such as
+// "cache.example.com/finalizer", as checkFinalizerName says.
 func Finalize[T any](name string, f func(ctx context.Context, obj T) error) Part {
 	return finalize{name: name, f: f, typ: reflect.TypeFor[T]()}
 }
@@ -82,8 +83,8 @@ func checkParts[T any](parts []Part) (fin func(context.Context, T) error, name s
 				errs = append(errs, fmt.Errorf("kube: Finalize(%q) is a second finalizer; a controller has one, %q", p.name, name))
 				continue
 			}
-			if problems := validation.IsQualifiedName(p.name); len(problems) > 0 {
-				errs = append(errs, fmt.Errorf("kube: Finalize(%q): the name must be a qualified name, such as example.com/finalizer: %s", p.name, strings.Join(problems, "; ")))
+			if err := checkFinalizerName(p.name); err != nil {
+				errs = append(errs, fmt.Errorf("kube: Finalize(%q): %w", p.name, err))
 			}
 			f, ok := p.f.(func(context.Context, T) error)
 			if !ok {
@@ -97,6 +98,33 @@ func checkParts[T any](parts []Part) (fin func(context.Context, T) error, name s
 		}
 	}
 	return fin, name, owned, errors.Join(errs...)
+}
+
+// checkFinalizerName returns what is wrong with a finalizer's name. The API
+// server takes any qualified name (IsQualifiedName, in
+// k8s.io/apimachinery's ValidateFinalizerName), and for a custom
+// resource's object only warns of one without a domain prefix
+// (validateKubeFinalizerName in apiextensions-apiserver's
+// registry/customresource: "prefer a domain-qualified finalizer name to
+// avoid accidental conflicts with other finalizer writers"); for its own
+// kinds, such as a Namespace, it refuses one ("name is neither a standard
+// finalizer name nor is it fully qualified"). kube refuses it for every
+// kind, and a prefix in kubernetes.io or k8s.io, which Kubernetes keeps
+// for its own finalizers, such as kubernetes.io/pv-protection.
+func checkFinalizerName(name string) error {
+	if problems := validation.IsQualifiedName(name); len(problems) > 0 {
+		return fmt.Errorf("the name must be a qualified name, such as example.com/finalizer: %s", strings.Join(problems, "; "))
+	}
+	prefix, _, ok := strings.Cut(name, "/")
+	if !ok {
+		return errors.New("the name must be domain-qualified, such as example.com/finalizer, as the API server prefers a finalizer name to be, to avoid accidental conflicts with other finalizer writers")
+	}
+	for _, reserved := range []string{"kubernetes.io", "k8s.io"} {
+		if prefix == reserved || strings.HasSuffix(prefix, "."+reserved) {
+			return fmt.Errorf("the name's prefix %s is in %s, which Kubernetes keeps for its own finalizers: use a domain of your own", prefix, reserved)
+		}
+	}
+	return nil
 }
 
 // checkGVR returns what is missing from gvr. Its group is "" for the core
