@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"k8s.io/client-go/rest"
 
@@ -51,8 +52,20 @@ type Connection struct {
 }
 
 // CheckServer returns an error unless addr is host:port, with a host and a
-// port from 1 to 65535, such as "10.96.0.1:443" or "[fd00::1]:6443".
+// port from 1 to 65535, such as "10.96.0.1:443" or "[fd00::1]:6443". A
+// URL, such as a kubeconfig's server "https://127.0.0.1:6443", is refused
+// with the host:port to write instead: the Client always speaks HTTPS.
 func CheckServer(addr string) error {
+	if scheme, rest, ok := strings.Cut(addr, "://"); ok {
+		hostPort, _, _ := strings.Cut(rest, "/")
+		if hostPort == "" || strings.ContainsAny(scheme, "/:[") {
+			return fmt.Errorf("kube: server %q: want host:port, not a URL", addr)
+		}
+		if _, _, err := net.SplitHostPort(hostPort); err != nil && scheme == "https" {
+			hostPort = net.JoinHostPort(strings.Trim(hostPort, "[]"), "443")
+		}
+		return fmt.Errorf("kube: server %q: want host:port, such as %s, not a URL", addr, hostPort)
+	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("kube: server %q isn't host:port: %w", addr, err)

@@ -30,7 +30,12 @@ func TestCheckServer(t *testing.T) {
 		{addr: "h:1"},
 		{addr: "", want: `kube: server "" isn't host:port: missing port in address`},
 		{addr: "10.96.0.1", want: `kube: server "10.96.0.1" isn't host:port: address 10.96.0.1: missing port in address`},
-		{addr: "https://10.96.0.1:443", want: `kube: server "https://10.96.0.1:443" isn't host:port: address https://10.96.0.1:443: too many colons in address`},
+		// A kubeconfig's server is a URL: the error says what to write.
+		{addr: "https://127.0.0.1:6443", want: `kube: server "https://127.0.0.1:6443": want host:port, such as 127.0.0.1:6443, not a URL`},
+		{addr: "https://10.96.0.1:443/", want: `kube: server "https://10.96.0.1:443/": want host:port, such as 10.96.0.1:443, not a URL`},
+		{addr: "https://[fd00::1]:6443", want: `kube: server "https://[fd00::1]:6443": want host:port, such as [fd00::1]:6443, not a URL`},
+		{addr: "https://kubernetes.example.com", want: `kube: server "https://kubernetes.example.com": want host:port, such as kubernetes.example.com:443, not a URL`},
+		{addr: "https://", want: `kube: server "https://": want host:port, not a URL`},
 		{addr: "fd00::1:6443", want: `kube: server "fd00::1:6443" isn't host:port: address fd00::1:6443: too many colons in address`},
 		{addr: ":443", want: `kube: server ":443" has no host`},
 		{addr: "h:0", want: `kube: server "h:0" has port "0", which isn't a number from 1 to 65535`},
@@ -45,6 +50,13 @@ func TestCheckServer(t *testing.T) {
 			assertErrText(t, CheckServer(tt.addr), tt.want)
 		})
 	}
+}
+
+// NewClient names a kubeconfig's URL, given as Server, with what to write:
+// it said "too many colons in address".
+func TestNewClientSaysAURLIsntHostPort(t *testing.T) {
+	_, err := NewClient(&humus.Setup{Host: humustest.NewHost().Host()}, Connection{Server: "https://127.0.0.1:6443", TLS: &tls.Config{}})
+	assertErrText(t, err, `kube: server "https://127.0.0.1:6443": want host:port, such as 127.0.0.1:6443, not a URL`)
 }
 
 func TestCheckTLS(t *testing.T) {
