@@ -12,11 +12,21 @@ import (
 // Reconciler brings the cluster to what an object's spec declares.
 //
 // Reconcile must be idempotent: it is called again for the same object
-// after a change, a resync, an error, a new leader, or a change that only
-// its own status made, and must do nothing more the second time. It may be
-// cut off (its context is cancelled when the Lease is lost or Shutdown's
-// context ends), so it must leave the cluster in a state a later call can
-// finish from.
+// after a change to it or to a resource it Owns, a resync, an error,
+// Result.After, or a new leader, and must do nothing more the second time.
+// It may be cut off (its context is cancelled when the Lease is lost or
+// Shutdown's context ends), so it must leave the cluster in a state a
+// later call can finish from.
+//
+// A reconcile's own writes don't call it again: the watch events of the
+// finalizer and the status the controller applies for it queue nothing,
+// unless by then the object changed in anything else (its generation,
+// labels, annotations, owner references, others' finalizers, or a
+// deletion begun); nor do those of its writes to the resources it Owns,
+// when made through a clientset built from Client.Config with the
+// context Reconcile is handed, whose answers the Client's transport reads
+// for their resourceVersion. A write made any other way calls it again, as
+// anyone's change does.
 type Reconciler[Spec, Status any] interface {
 	// Reconcile is handed obj, its own copy of the object as the cache last
 	// saw it, and returns what obj's status is now.
