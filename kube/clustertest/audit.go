@@ -103,6 +103,7 @@ var eventStart = []byte(`{"kind":"Event"`)
 // and so is a line a killed kube-apiserver left unfinished.
 func (c *Cluster) Audit(t testing.TB) []AuditEvent {
 	t.Helper()
+	c.ownsProcesses(t, "the audit log")
 	events, err := c.audit.read(filepath.Join(c.dir, auditLogFile))
 	if err != nil {
 		t.Fatal(err)

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,46 +21,99 @@ import (
 	"time"
 )
 
-// programs are the control plane's commands, each a main package in
-// tools/controlplane and a binary of the same name in .bin/controlplane.
+// programs are the control plane's commands, each a main package of the
+// embedded source (source/NAME.go.txt, written as NAME/main.go) and a
+// binary of the same name in the build folder.
 var programs = []string{"etcd", "kube-apiserver", "kube-controller-manager"}
+
+// kubernetesVersion is the release the control plane is built from: the
+// embedded go.mod's k8s.io/kubernetes, and what /version reports.
+const kubernetesVersion = "v1.37.2"
 
 // ldflags stamps the version kube-apiserver reports at /version. A build
 // with other flags misses Go's build cache, so every build of the control
 // plane uses exactly these.
-const ldflags = "-X k8s.io/component-base/version.gitVersion=v1.37.2" +
+const ldflags = "-X k8s.io/component-base/version.gitVersion=" + kubernetesVersion +
 	" -X k8s.io/component-base/version.gitMajor=1" +
 	" -X k8s.io/component-base/version.gitMinor=37" +
 	" -X k8s.io/component-base/version.gitTreeState=clean"
 
-// Build builds the control plane's binaries into .bin/controlplane at the
-// repository root (the folder holding go.work, above the working directory)
-// unless they are already built from tools/controlplane's current source.
-// A build holds a lock on .bin/controlplane.lock, so two processes
-// building at once build once; the one that waits says so on stderr. A
-// warm start runs no go command at all. A cold build takes 13 to 18
-// minutes on two cores: it builds each program in turn, and says on
-// stderr when each begins and ends, and, at least every 30s, how many
-// packages it has compiled.
-func Build(ctx context.Context) error {
-	_, err := build(ctx, os.Stderr)
-	return err
+// source is the control plane's module, named so that the go command
+// doesn't take it for a nested module or for part of this package; see
+// source/README.md. sourceFiles maps each embedded file to the path it is
+// written to.
+//
+//go:embed source/*.txt
+var source embed.FS
+
+var sourceFiles = map[string]string{
+	"source/go.mod.txt":                     "go.mod",
+	"source/go.sum.txt":                     "go.sum",
+	"source/etcd.go.txt":                    "etcd/main.go",
+	"source/kube-apiserver.go.txt":          "kube-apiserver/main.go",
+	"source/kube-controller-manager.go.txt": "kube-controller-manager/main.go",
+}
+
+// EnvDir is the environment variable naming the folder the control plane
+// is built into and run from, in place of the default under the user's
+// cache folder; see BuildDir.
+const EnvDir = "HUMUS_CONTROLPLANE"
+
+// BuildDir is the folder that holds the built control plane: the folder
+// HUMUS_CONTROLPLANE names, made absolute, when it is set and not empty,
+// and otherwise humus/controlplane-v1.37.2 in the user's cache folder
+// (os.UserCacheDir: $XDG_CACHE_HOME or ~/.cache on Linux, ~/Library/Caches
+// on macOS). Every test binary on the machine, of any module, that finds
+// the same folder shares one build.
+func BuildDir() (string, error) {
+	if dir := os.Getenv(EnvDir); dir != "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return "", fmt.Errorf("clustertest: %s=%q: %w", EnvDir, dir, err)
+		}
+		return abs, nil
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("clustertest: no folder to build the control plane in: set %s: %w", EnvDir, err)
+	}
+	return filepath.Join(cache, "humus", "controlplane-"+kubernetesVersion), nil
+}
+
+// Build builds the control plane's binaries into BuildDir, unless they are
+// already built there from the embedded source with the same flags, and
+// returns that folder. A warm start runs no go command at all. The build
+// writes the source into the folder's src/ and runs the go command there,
+// from any module: the go command on PATH, with GOWORK=off and
+// GOFLAGS=-mod=mod -buildvcs=false, and the rest of the environment as it
+// is (GOPROXY, GOCACHE, ...). It holds a lock on the file beside the folder
+// named FOLDER.lock, so two processes building at once build once; the one
+// that waits says so on stderr. A cold build takes 13 to 18 minutes on two
+// cores, its Go build cache empty: it builds each program in turn, and
+// says on stderr when each begins and ends, and, at least every 30s, how
+// many packages it has compiled. With the Go build cache warm (the folder
+// removed, or another one named), it links the programs in a minute or
+// two.
+func Build(ctx context.Context) (string, error) {
+	return build(ctx, os.Stderr)
 }
 
 // progressEvery is how often a build, or a wait for another's, writes a
 // line saying how far it got.
 const progressEvery = 30 * time.Second
 
-// build is Build, returning the folder that holds the binaries and
-// writing its progress to w.
+// build is Build, writing its progress to w.
 func build(ctx context.Context, w io.Writer) (string, error) {
-	root, err := repoRoot()
+	bin, err := BuildDir()
 	if err != nil {
 		return "", err
 	}
-	src := filepath.Join(root, "tools", "controlplane")
-	bin := filepath.Join(root, ".bin", "controlplane")
-	want, err := sourceStamp(src)
+	return buildIn(ctx, bin, w)
+}
+
+// buildIn builds the control plane into bin unless it is up to date.
+func buildIn(ctx context.Context, bin string, w io.Writer) (string, error) {
+	want, err := sourceStamp()
 	if err != nil {
 		return "", err
 	}
@@ -69,7 +124,7 @@ func build(ctx context.Context, w io.Writer) (string, error) {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		return "", fmt.Errorf("clustertest: %w", err)
 	}
-	unlock, err := lock(ctx, filepath.Join(root, ".bin", "controlplane.lock"), w, progressEvery)
+	unlock, err := lock(ctx, bin+".lock", w, progressEvery)
 	if err != nil {
 		return "", err
 	}
@@ -79,16 +134,24 @@ func build(ctx context.Context, w io.Writer) (string, error) {
 		return bin, nil
 	}
 
-	_, _ = fmt.Fprintf(w, "clustertest: building the control plane (%s) from tools/controlplane into .bin/controlplane;"+
-		" a cold build takes 13 to 18 minutes on two cores\n", strings.Join(programs, ", "))
+	_, _ = fmt.Fprintf(w, "clustertest: building the control plane (%s) from Kubernetes %s's source into %s;"+
+		" a cold build takes 13 to 18 minutes on two cores\n", strings.Join(programs, ", "), kubernetesVersion, bin)
 	stampPath := filepath.Join(bin, "stamp")
 	if err := os.Remove(stampPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("clustertest: %w", err)
 	}
+	src := filepath.Join(bin, "src")
+	if err := writeSource(src); err != nil {
+		return "", err
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("clustertest: building the control plane needs the go command on PATH: %w", err)
+	}
 	g := goBuild{
-		goTool: "go",
+		goTool: goTool,
 		dir:    src,
-		env:    append(os.Environ(), "GOWORK=off"),
+		env:    append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false"),
 		flags:  []string{"-ldflags", ldflags},
 		every:  progressEvery,
 		w:      w,
@@ -104,6 +167,28 @@ func build(ctx context.Context, w io.Writer) (string, error) {
 	}
 	_, _ = fmt.Fprintf(w, "clustertest: built the control plane in %s\n", since(begin))
 	return bin, nil
+}
+
+// writeSource writes the embedded source into the folder src as the
+// module it is, replacing whatever src held.
+func writeSource(src string) error {
+	if err := os.RemoveAll(src); err != nil {
+		return fmt.Errorf("clustertest: %w", err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(sourceFiles)) {
+		data, err := source.ReadFile(name)
+		if err != nil {
+			return fmt.Errorf("clustertest: the embedded source: %w", err)
+		}
+		path := filepath.Join(src, filepath.FromSlash(sourceFiles[name]))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("clustertest: %w", err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return fmt.Errorf("clustertest: %w", err)
+		}
+	}
+	return nil
 }
 
 // A goBuild builds main packages of one module with the go command,
@@ -243,50 +328,18 @@ func (lw *lineWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// repoRoot is the nearest folder at or above the working directory that
-// holds go.work.
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("clustertest: %w", err)
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		if dir == filepath.Dir(dir) {
-			return "", fmt.Errorf("clustertest: no go.work in %s or any folder above it", wd)
-		}
-	}
-}
-
 // sourceStamp is a hash of what the binaries are built from: the build
-// flags, and tools/controlplane's go.mod, go.sum and Go files.
-func sourceStamp(src string) (string, error) {
-	var files []string
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if !d.IsDir() && (name == "go.mod" || name == "go.sum" || strings.HasSuffix(name, ".go")) {
-			files = append(files, path)
-		}
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("clustertest: reading the control plane's source: %w", err)
-	}
-	slices.Sort(files)
+// flags, and the embedded source, each file under the path it is written
+// to.
+func sourceStamp() (string, error) {
 	h := sha256.New()
 	_, _ = fmt.Fprintf(h, "ldflags %q\n", ldflags)
-	for _, path := range files {
-		data, err := os.ReadFile(path)
+	for _, name := range slices.Sorted(maps.Keys(sourceFiles)) {
+		data, err := source.ReadFile(name)
 		if err != nil {
-			return "", fmt.Errorf("clustertest: reading the control plane's source: %w", err)
+			return "", fmt.Errorf("clustertest: the embedded source: %w", err)
 		}
-		rel, _ := filepath.Rel(src, path)
-		_, _ = fmt.Fprintf(h, "%s %d\n", filepath.ToSlash(rel), len(data))
+		_, _ = fmt.Fprintf(h, "%s %d\n", sourceFiles[name], len(data))
 		_, _ = h.Write(data)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

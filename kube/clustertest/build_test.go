@@ -4,54 +4,145 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-func TestSourceStamp(t *testing.T) {
-	src := t.TempDir()
-	write := func(name, data string) {
-		t.Helper()
-		path := filepath.Join(src, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
+func TestWriteSource(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	if err := os.MkdirAll(filepath.Join(src, "stale"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	stamp := func() string {
-		t.Helper()
-		s, err := sourceStamp(src)
+	if err := writeSource(src); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(src, path)
+			got = append(got, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"etcd/main.go", "go.mod", "go.sum", "kube-apiserver/main.go", "kube-controller-manager/main.go"}
+	if !slices.Equal(got, want) {
+		t.Errorf("the source folder holds %q, want %q", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(src, "stale")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("what the folder held before is still there (%v)", err)
+	}
+	goMod, err := os.ReadFile(filepath.Join(src, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(goMod), "\tk8s.io/kubernetes "+kubernetesVersion+"\n") {
+		t.Errorf("go.mod doesn't require k8s.io/kubernetes %s, the version ldflags stamps:\n%s", kubernetesVersion, goMod)
+	}
+	for _, p := range programs {
+		main, err := os.ReadFile(filepath.Join(src, p, "main.go"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s
-	}
-	write("go.mod", "module m\n")
-	write("go.sum", "")
-	write("etcd/main.go", "package main\n")
-	first := stamp()
-
-	write("README.md", "not source")
-	if stamp() != first {
-		t.Errorf("a README changed the stamp")
-	}
-	for _, change := range []struct{ name, data string }{
-		{"etcd/main.go", "package main // changed\n"},
-		{"kube-apiserver/main.go", "package main\n"},
-		{"go.sum", "k8s.io/api v0.37.2 h1:x\n"},
-		{"go.mod", "module m\n\ngo 1.26\n"},
-	} {
-		before := stamp()
-		write(change.name, change.data)
-		if stamp() == before {
-			t.Errorf("writing %s left the stamp unchanged", change.name)
+		if !strings.Contains(string(main), "package main\n") {
+			t.Errorf("%s/main.go isn't a main package:\n%s", p, main)
 		}
+	}
+}
+
+func TestSourceStamp(t *testing.T) {
+	first, err := sourceStamp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := sourceStamp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != second || !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(first) {
+		t.Errorf("stamps %q and %q, want one SHA-256 in hex twice", first, second)
+	}
+}
+
+func TestBuildDir(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache) // os.UserCacheDir's, on Linux
+	t.Setenv("HOME", cache)           // and macOS's
+
+	t.Setenv(EnvDir, "")
+	got, err := BuildDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join("humus", "controlplane-"+kubernetesVersion); !strings.HasPrefix(got, cache) || !strings.HasSuffix(got, want) {
+		t.Errorf("BuildDir() = %q with %s unset, want %s under the cache folder %s", got, EnvDir, want, cache)
+	}
+
+	t.Setenv(EnvDir, "elsewhere/controlplane")
+	got, err = BuildDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(wd, "elsewhere", "controlplane"); got != want {
+		t.Errorf("BuildDir() = %q with %s=elsewhere/controlplane, want %q", got, EnvDir, want)
+	}
+}
+
+// TestBuildWaitsForTheOtherProcess holds the build's lock, as another
+// process building would, and completes the build folder while a build
+// waits: the build then runs no go command, and says the other process
+// built the control plane.
+func TestBuildWaitsForTheOtherProcess(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "controlplane")
+	unlock, err := lock(t.Context(), bin+".lock", io.Discard, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", "") // no go command to run
+	var out SyncBuffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := buildIn(t.Context(), bin, &out)
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the build is waiting for the lock
+	for _, p := range programs {
+		if err := os.WriteFile(filepath.Join(bin, p), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stamp, err := sourceStamp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "stamp"), []byte(stamp+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the waiting build: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting build didn't return once the lock was released")
+	}
+	want := "clustertest: another process is building the control plane (it holds " + bin + ".lock); waiting for it\n" +
+		"clustertest: the other process built the control plane\n"
+	if got := out.String(); got != want {
+		t.Errorf("the waiting build wrote %q, want %q", got, want)
 	}
 }
 

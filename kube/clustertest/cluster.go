@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -37,31 +38,42 @@ const (
 	logLines = 40
 )
 
-// A Cluster is a running control plane: etcd, kube-apiserver and
-// kube-controller-manager (the garbage collector and namespace controllers
-// only), each listening on 127.0.0.1 only. Its methods are safe for
-// concurrent use; stopping and starting components are serialised.
+// A Cluster is a running control plane. Started by this package (from
+// source, or from envtest's assets) it is etcd, kube-apiserver and, from
+// source, kube-controller-manager (the garbage collector and namespace
+// controllers only), each listening on 127.0.0.1 only; given by
+// FromKubeconfig it is an existing cluster, which this package only
+// talks to. Its methods are safe for concurrent use; stopping and
+// starting components are serialised.
 type Cluster struct {
-	dir        string
-	ca         *CA
-	caPool     *x509.CertPool
-	adminToken string
-	server     string
-	kubeconfig []byte
-	admin      kubernetes.Interface
-	http       *http.Client // trusts the CA, keeps no idle connections
-	audit      auditReader
+	from           from
+	dir            string
+	ca             *CA // nil for an existing cluster
+	caPEM          []byte
+	caPool         *x509.CertPool
+	adminToken     string
+	server         string
+	config         *rest.Config // the admin's
+	kubeconfig     []byte
+	kubeconfigPath string
+	admin          kubernetes.Interface
+	http           *http.Client // trusts the CA, keeps no idle connections
+	audit          auditReader
 
 	mu                sync.Mutex // guards the processes
-	etcd              *process
-	apiserver         *process
-	controllerManager *process
+	etcd              *process   // nil for an existing cluster
+	apiserver         *process   // nil for an existing cluster
+	controllerManager *process   // nil unless built from source
+
+	crdMu   sync.Mutex
+	created []string // the CRDs Install created on an existing cluster
 }
 
 // shared is the test binary's one control plane, started by the first Get.
 var shared struct {
 	mu      sync.Mutex
 	running bool // Run is running the tests
+	opts    []Option
 	started bool // Get tried to start c
 	c       *Cluster
 	dir     string
@@ -73,11 +85,13 @@ var shared struct {
 //	func TestMain(m *testing.M) { os.Exit(clustertest.Run(m)) }
 //
 // It runs m's tests; a control plane is started only when a test first
-// calls Get, and stopped when they end. When a test failed, it prints the
-// last lines of each component's log to stderr.
-func Run(m *testing.M) int {
+// calls Get, from where opts say (built from source unless FromAssets or
+// FromKubeconfig says otherwise), and stopped when they end. When a test
+// failed, it prints the last lines of each component's log to stderr.
+func Run(m *testing.M, opts ...Option) int {
 	shared.mu.Lock()
 	shared.running = true
+	shared.opts = opts
 	shared.mu.Unlock()
 
 	code := m.Run()
@@ -115,7 +129,7 @@ func Get(t testing.TB) *Cluster {
 	}
 	if !shared.started {
 		shared.started = true
-		shared.c, shared.dir, shared.err = startShared()
+		shared.c, shared.dir, shared.err = startShared(shared.opts)
 	}
 	if shared.err != nil {
 		t.Fatal(shared.err)
@@ -135,8 +149,16 @@ func SkipShort(t testing.TB) {
 
 // startShared starts a control plane in a fresh temporary folder, first
 // removing the folders of test binaries that died without removing
-// theirs.
-func startShared() (*Cluster, string, error) {
+// theirs; or, given FromKubeconfig, connects to that cluster.
+func startShared(opts []Option) (*Cluster, string, error) {
+	o, err := resolve(opts)
+	if err != nil {
+		return nil, "", err
+	}
+	if o.kind == fromKubeconfig {
+		c, err := o.start(context.Background(), "", os.Stderr)
+		return c, "", err
+	}
 	removeOrphans()
 	dir, err := os.MkdirTemp("", tempPrefix)
 	if err != nil {
@@ -145,7 +167,7 @@ func startShared() (*Cluster, string, error) {
 	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return nil, dir, fmt.Errorf("clustertest: %w", err)
 	}
-	c, err := Start(context.Background(), dir)
+	c, err := o.start(context.Background(), dir, os.Stderr)
 	return c, dir, err
 }
 
@@ -166,22 +188,27 @@ func removeOrphans() {
 	}
 }
 
-// Start builds missing binaries (see Build) and starts a control plane
-// that keeps its certificates, tokens, etcd data, logs and kubeconfig in
-// dir, which must exist. It returns once every component is ready. Tests
-// call Get instead; a program for a person calls Launch. The caller stops
-// it with Stop.
-func Start(ctx context.Context, dir string) (*Cluster, error) {
-	return start(ctx, dir, os.Stderr)
+// Start starts a control plane that keeps its certificates, tokens, etcd
+// data, logs and kubeconfig in dir, which must exist, from where opts say:
+// built from source (see Build) unless FromAssets or FromKubeconfig says
+// otherwise (FromKubeconfig starts nothing, and ignores dir). It returns
+// once every component is ready. Tests call Get instead; a program for a
+// person calls Launch. The caller stops it with Stop.
+func Start(ctx context.Context, dir string, opts ...Option) (*Cluster, error) {
+	o, err := resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	return o.start(ctx, dir, os.Stderr)
 }
 
-// Launch starts a control plane for a person at a terminal, as the
-// cluster command and the Memcached demo do: it empties dir, creating it
-// if need be, builds missing binaries with their progress on w (see
-// Build), starts the control plane in dir with a line on w, and returns
-// it once every component is ready. Its kubeconfig, with the admin's
-// credentials embedded, is KubeconfigPath, in dir. The caller stops it
-// with Stop, which leaves dir in place.
+// Launch starts a control plane built from source for a person at a
+// terminal, as the cluster command and the Memcached demo do: it empties
+// dir, creating it if need be, builds missing binaries with their progress
+// on w (see Build), starts the control plane in dir with a line on w, and
+// returns it once every component is ready. Its kubeconfig, with the
+// admin's credentials embedded, is KubeconfigPath, in dir. The caller
+// stops it with Stop, which leaves dir in place.
 func Launch(ctx context.Context, dir string, w io.Writer) (*Cluster, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -198,20 +225,14 @@ func Launch(ctx context.Context, dir string, w io.Writer) (*Cluster, error) {
 		return nil, err
 	}
 	_, _ = fmt.Fprintln(w, "clustertest: starting etcd, kube-apiserver and kube-controller-manager")
-	return startBuilt(ctx, dir, bin)
+	return startBuilt(ctx, dir, bin, from{})
 }
 
-func start(ctx context.Context, dir string, w io.Writer) (*Cluster, error) {
-	bin, err := build(ctx, w)
-	if err != nil {
-		return nil, err
-	}
-	return startBuilt(ctx, dir, bin)
-}
-
-// startBuilt starts a control plane of the binaries in bin; see Start.
-func startBuilt(ctx context.Context, dir, bin string) (*Cluster, error) {
-	c, err := newCluster(dir, bin)
+// startBuilt starts a control plane of the binaries in bin: etcd,
+// kube-apiserver and, unless from is envtest's assets,
+// kube-controller-manager; see Start.
+func startBuilt(ctx context.Context, dir, bin string, from from) (*Cluster, error) {
+	c, err := newCluster(dir, bin, from)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +242,7 @@ func startBuilt(ctx context.Context, dir, bin string) (*Cluster, error) {
 	if err == nil {
 		err = c.startAPIServer(ctx)
 	}
-	if err == nil {
+	if err == nil && c.controllerManager != nil {
 		err = c.startControllerManager(ctx)
 	}
 	if err != nil {
@@ -232,17 +253,10 @@ func startBuilt(ctx context.Context, dir, bin string) (*Cluster, error) {
 }
 
 // newCluster writes the control plane's files into dir and sets up its
-// components' command lines, on free loopback ports.
-func newCluster(dir, bin string) (*Cluster, error) {
+// components' command lines, on free loopback ports, from the binaries
+// in bin.
+func newCluster(dir, bin string, from from) (*Cluster, error) {
 	ca, err := NewCA("humus test control plane CA")
-	if err != nil {
-		return nil, err
-	}
-	servingCert, servingKey, err := ca.Serving("localhost", "127.0.0.1")
-	if err != nil {
-		return nil, err
-	}
-	saKey, saPub, err := signingKey()
 	if err != nil {
 		return nil, err
 	}
@@ -250,36 +264,59 @@ func newCluster(dir, bin string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	etcdClient, etcdPeer, apiPort, kcmPort := ports[0], ports[1], ports[2], ports[3]
-
 	c := &Cluster{
-		dir:        dir,
-		ca:         ca,
-		caPool:     ca.Pool(),
-		adminToken: newToken(),
-		server:     "127.0.0.1:" + strconv.Itoa(apiPort),
+		from:           from,
+		dir:            dir,
+		ca:             ca,
+		caPEM:          ca.pem,
+		caPool:         ca.Pool(),
+		adminToken:     newToken(),
+		server:         "127.0.0.1:" + strconv.Itoa(ports[2]),
+		kubeconfigPath: filepath.Join(dir, "kubeconfig"),
+	}
+	c.config = &rest.Config{
+		Host:            "https://" + c.server,
+		BearerToken:     c.adminToken,
+		TLSClientConfig: rest.TLSClientConfig{CAData: ca.pem},
+		QPS:             -1, // no client-side rate limit
 	}
 	c.http = &http.Client{
 		Timeout:   5 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: tlsConfig(c.caPool), DisableKeepAlives: true},
 	}
-	kcmToken := newToken()
-	c.kubeconfig, err = kubeconfig(c.server, ca.pem, "admin", c.adminToken)
-	if err != nil {
-		return nil, err
-	}
-	kcmKubeconfig, err := kubeconfig(c.server, ca.pem, "kube-controller-manager", kcmToken)
-	if err != nil {
-		return nil, err
-	}
 	c.admin, err = kubernetes.NewForConfig(c.AdminConfig())
 	if err != nil {
 		return nil, fmt.Errorf("clustertest: %w", err)
 	}
+	if err := c.writeFiles(); err != nil {
+		return nil, err
+	}
+	c.commandLines(bin, ports)
+	return c, nil
+}
 
-	path := func(name string) string { return filepath.Join(dir, name) }
+// writeFiles writes into c's folder the certificates, keys, tokens,
+// kubeconfigs and audit policy its components read.
+func (c *Cluster) writeFiles() error {
+	servingCert, servingKey, err := c.ca.Serving("localhost", "127.0.0.1")
+	if err != nil {
+		return err
+	}
+	saKey, saPub, err := signingKey()
+	if err != nil {
+		return err
+	}
+	kcmToken := newToken()
+	c.kubeconfig, err = kubeconfig(c.server, c.ca.pem, "admin", c.adminToken)
+	if err != nil {
+		return err
+	}
+	kcmKubeconfig, err := kubeconfig(c.server, c.ca.pem, "kube-controller-manager", kcmToken)
+	if err != nil {
+		return err
+	}
 	files := map[string][]byte{
-		"ca.crt":                             ca.pem,
+		"ca.crt":                             c.ca.pem,
 		"serving.crt":                        servingCert,
 		"serving.key":                        servingKey,
 		"service-account.key":                saKey,
@@ -292,11 +329,20 @@ func newCluster(dir, bin string) (*Cluster, error) {
 		auditPolicyFile: []byte(auditPolicy),
 	}
 	for name, data := range files {
-		if err := os.WriteFile(path(name), data, 0o600); err != nil {
-			return nil, fmt.Errorf("clustertest: %w", err)
+		if err := os.WriteFile(filepath.Join(c.dir, name), data, 0o600); err != nil {
+			return fmt.Errorf("clustertest: %w", err)
 		}
 	}
+	return nil
+}
 
+// commandLines sets up etcd's, kube-apiserver's and, unless c runs
+// envtest's assets, kube-controller-manager's command lines, from the
+// binaries in bin, on ports: etcd's client and peer ports,
+// kube-apiserver's and kube-controller-manager's.
+func (c *Cluster) commandLines(bin string, ports []int) {
+	etcdClient, etcdPeer, apiPort, kcmPort := ports[0], ports[1], ports[2], ports[3]
+	path := func(name string) string { return filepath.Join(c.dir, name) }
 	loopback := func(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
 	c.etcd = &process{
 		name: "etcd",
@@ -348,7 +394,17 @@ func newCluster(dir, bin string) (*Cluster, error) {
 			"--audit-log-maxsize=0",
 		},
 	}
-	c.controllerManager = &process{
+	if c.from.kind != fromAssets {
+		c.controllerManager = c.controllerManagerCommand(bin, kcmPort)
+	}
+}
+
+// controllerManagerCommand is kube-controller-manager's command line,
+// running exactly the garbage collector and namespace controllers, its
+// health checks served on port.
+func (c *Cluster) controllerManagerCommand(bin string, port int) *process {
+	path := func(name string) string { return filepath.Join(c.dir, name) }
+	return &process{
 		name: "kube-controller-manager",
 		path: filepath.Join(bin, "kube-controller-manager"),
 		log:  path("kube-controller-manager.log"),
@@ -358,12 +414,11 @@ func newCluster(dir, bin string) (*Cluster, error) {
 			"--leader-elect=false",
 			"--use-service-account-credentials=false",
 			"--bind-address=127.0.0.1",
-			"--secure-port=" + strconv.Itoa(kcmPort),
+			"--secure-port=" + strconv.Itoa(port),
 			"--tls-cert-file=" + path("serving.crt"),
 			"--tls-private-key-file=" + path("serving.key"),
 		},
 	}
-	return c, nil
 }
 
 // kubeconfig is a kubeconfig for server with the CA and a bearer token
@@ -384,8 +439,13 @@ func kubeconfig(server string, caPEM []byte, user, token string) ([]byte, error)
 // Stop stops kube-controller-manager, kube-apiserver and etcd, in that
 // order; a component that hasn't exited 10s after SIGTERM is killed. It
 // leaves the folder given to Start in place, and reports any component
-// that had already exited on its own. Tests don't call it: Run does.
+// that had already exited on its own. On an existing cluster
+// (FromKubeconfig) it stops nothing, and deletes the CRDs that Install
+// created there. Tests don't call it: Run does.
 func (c *Cluster) Stop() error {
+	if c.from.kind == fromKubeconfig {
+		return c.deleteCreatedCRDs()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stopAll()
@@ -402,43 +462,57 @@ func (c *Cluster) stopAll() error {
 // writeLogs writes the last lines of each component's log to w.
 func (c *Cluster) writeLogs(w io.Writer) {
 	for _, p := range []*process{c.etcd, c.apiserver, c.controllerManager} {
-		_, _ = fmt.Fprintf(w, "=== cluster: the last %d lines of %s's log\n%s\n", logLines, p.name, tail(p.log, logLines))
+		if p != nil {
+			_, _ = fmt.Fprintf(w, "=== cluster: the last %d lines of %s's log\n%s\n", logLines, p.name, tail(p.log, logLines))
+		}
 	}
 }
 
-// Server is kube-apiserver's address, "127.0.0.1:PORT"; it serves HTTPS
-// with a certificate signed by CA.
+// Server is kube-apiserver's address, "127.0.0.1:PORT" for a control
+// plane this package started; it serves HTTPS with a certificate signed
+// by CA. For an existing cluster it is the host and port of the
+// kubeconfig's server URL, 443 when the URL names none.
 func (c *Cluster) Server() string { return c.server }
 
 // CA is a pool holding the CA that signed kube-apiserver's serving
-// certificate and the client certificates of ClientCert.
+// certificate and the client certificates of ClientCert. For an existing
+// cluster it holds the kubeconfig's CA, or is the system's roots when the
+// kubeconfig names none.
 func (c *Cluster) CA() *x509.CertPool { return c.caPool.Clone() }
 
-// CAPEM is the CA of CA, PEM-encoded.
-func (c *Cluster) CAPEM() []byte { return append([]byte(nil), c.ca.pem...) }
+// CAPEM is the CA of CA, PEM-encoded; for an existing cluster whose
+// kubeconfig names no CA, it is empty.
+func (c *Cluster) CAPEM() []byte { return bytes.Clone(c.caPEM) }
 
 // AdminToken is a bearer token for user "admin" in group system:masters.
+// For an existing cluster it is the kubeconfig's token, or "" when the
+// kubeconfig authenticates otherwise (a client certificate, an exec
+// plugin): use AdminConfig.
 func (c *Cluster) AdminToken() string { return c.adminToken }
 
 // AdminConfig is a fresh client-go config for the admin: Server, the CA
 // and AdminToken, with client-side rate limiting off. It keeps working
-// across restarts of kube-apiserver and etcd.
+// across restarts of kube-apiserver and etcd. For an existing cluster it
+// is the kubeconfig's current context, with client-side rate limiting
+// off too.
 func (c *Cluster) AdminConfig() *rest.Config {
-	return &rest.Config{
-		Host:            "https://" + c.server,
-		BearerToken:     c.adminToken,
-		TLSClientConfig: rest.TLSClientConfig{CAData: c.CAPEM()},
-		QPS:             -1, // no client-side rate limit
-	}
+	cfg := rest.CopyConfig(c.config)
+	cfg.CAData = bytes.Clone(cfg.CAData)
+	cfg.CertData = bytes.Clone(cfg.CertData)
+	cfg.KeyData = bytes.Clone(cfg.KeyData)
+	return cfg
 }
 
 // Kubeconfig is a kubeconfig with Server, the CA and AdminToken embedded,
-// for clientcmd.Load and kubectl.
-func (c *Cluster) Kubeconfig() []byte { return append([]byte(nil), c.kubeconfig...) }
+// for clientcmd.Load and kubectl. For an existing cluster it is the
+// kubeconfig given, cut to its current context, with the files it names
+// embedded.
+func (c *Cluster) Kubeconfig() []byte { return bytes.Clone(c.kubeconfig) }
 
 // KubeconfigPath is the file holding Kubeconfig, which lives as long as
-// the control plane.
-func (c *Cluster) KubeconfigPath() string { return filepath.Join(c.dir, "kubeconfig") }
+// the control plane. For an existing cluster it is the kubeconfig given
+// to FromKubeconfig, as it is on disk.
+func (c *Cluster) KubeconfigPath() string { return c.kubeconfigPath }
 
 // StopAPIServer stops kube-apiserver, killing it if it hasn't exited 10s
 // after SIGTERM. Unless the test starts it again, it is started at the
@@ -446,6 +520,7 @@ func (c *Cluster) KubeconfigPath() string { return filepath.Join(c.dir, "kubecon
 // shared: call it only from tests that don't run in parallel.
 func (c *Cluster) StopAPIServer(t testing.TB) {
 	t.Helper()
+	c.ownsProcesses(t, "StopAPIServer")
 	c.stopComponent(t, c.apiserver, c.startAPIServer)
 }
 
@@ -453,6 +528,7 @@ func (c *Cluster) StopAPIServer(t testing.TB) {
 // the same certificates, tokens and data, and returns once it is ready.
 func (c *Cluster) StartAPIServer(t testing.TB) {
 	t.Helper()
+	c.ownsProcesses(t, "StartAPIServer")
 	c.startComponent(t, c.apiserver, c.startAPIServer)
 }
 
@@ -463,6 +539,7 @@ func (c *Cluster) StartAPIServer(t testing.TB) {
 // parallel.
 func (c *Cluster) StopEtcd(t testing.TB) {
 	t.Helper()
+	c.ownsProcesses(t, "StopEtcd")
 	c.stopComponent(t, c.etcd, c.startEtcd)
 }
 
@@ -471,6 +548,7 @@ func (c *Cluster) StopEtcd(t testing.TB) {
 // kube-apiserver is ready again.
 func (c *Cluster) StartEtcd(t testing.TB) {
 	t.Helper()
+	c.ownsProcesses(t, "StartEtcd")
 	c.startComponent(t, c.etcd, c.startEtcd)
 }
 

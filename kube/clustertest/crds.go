@@ -19,18 +19,68 @@ import (
 // crdTimeout is how long AwaitCRD waits for a CRD to be served.
 const crdTimeout = time.Minute
 
+// A Resource is what makes the CRD of a custom resource, such as a
+// kube.Resource, whose CRD method builds it from the Go types of its
+// spec and status.
+type Resource interface {
+	CRD() (*apiextensionsv1.CustomResourceDefinition, error)
+}
+
+// Install installs the CRD of each resource, as whatever deploys a
+// controller would, unless a CRD of its name is there already (which is
+// kept as it is), and returns once every one is served (see AwaitCRD). A
+// resource whose CRD method fails fails t, with every other's error. The
+// CRDs are left in place for the test binary's other tests, which may
+// share them; on an existing cluster (FromKubeconfig), those Install
+// created are deleted when Run's tests end.
+func (c *Cluster) Install(t testing.TB, resources ...Resource) {
+	t.Helper()
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	var errs []error
+	for _, r := range resources {
+		crd, err := r.CRD()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		crds = append(crds, crd)
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("clustertest: Install: %v", err)
+	}
+	for _, crd := range crds {
+		c.createCRD(t, crd)
+	}
+	for _, crd := range crds {
+		c.AwaitCRD(t, crd.Name)
+	}
+}
+
 // InstallCRD creates crd, as whatever deploys a controller would, unless a
-// CRD of its name is there already, and returns it once it is served (see
-// AwaitCRD). It is left in place for the test binary's other tests, which
-// may share it.
+// CRD of its name is there already (which is kept as it is), and returns
+// it once it is served (see AwaitCRD). It is left in place for the test
+// binary's other tests, which may share it.
 func (c *Cluster) InstallCRD(t testing.TB, crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	c.createCRD(t, crd)
+	return c.AwaitCRD(t, crd.Name)
+}
+
+// createCRD creates crd unless a CRD of its name is there already; on an
+// existing cluster it records crd's name for Stop to delete.
+func (c *Cluster) createCRD(t testing.TB, crd *apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
 	defer cancel()
-	if _, err := c.crds(t).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	_, err := c.crds(t).Create(ctx, crd, metav1.CreateOptions{})
+	switch {
+	case err == nil && c.from.kind == fromKubeconfig:
+		c.crdMu.Lock()
+		c.created = append(c.created, crd.Name)
+		c.crdMu.Unlock()
+	case err != nil && !apierrors.IsAlreadyExists(err):
 		t.Fatalf("clustertest: creating the CRD %s: %v", crd.Name, err)
 	}
-	return c.AwaitCRD(t, crd.Name)
 }
 
 // AwaitCRD waits until the CRD named name is Established, not being
@@ -90,9 +140,17 @@ func served(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cus
 // crds is the admin's client of CRDs.
 func (c *Cluster) crds(t testing.TB) apiextensionsv1client.CustomResourceDefinitionInterface {
 	t.Helper()
+	client, err := c.crdClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+func (c *Cluster) crdClient() (apiextensionsv1client.CustomResourceDefinitionInterface, error) {
 	client, err := apiextensions.NewForConfig(c.AdminConfig())
 	if err != nil {
-		t.Fatalf("clustertest: %v", err)
+		return nil, fmt.Errorf("clustertest: %w", err)
 	}
-	return client.ApiextensionsV1().CustomResourceDefinitions()
+	return client.ApiextensionsV1().CustomResourceDefinitions(), nil
 }

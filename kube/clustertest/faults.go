@@ -26,6 +26,7 @@ import (
 // kube-apiserver appends to it.
 func (c *Cluster) KillAPIServer(t testing.TB) {
 	t.Helper()
+	c.ownsProcesses(t, "KillAPIServer")
 	c.fault(t, c.apiserver, c.startAPIServer, c.apiserver.kill)
 }
 
@@ -35,6 +36,7 @@ func (c *Cluster) KillAPIServer(t testing.TB) {
 // again with StartEtcd; otherwise it is started at the test's cleanup.
 func (c *Cluster) KillEtcd(t testing.TB) {
 	t.Helper()
+	c.ownsProcesses(t, "KillEtcd")
 	c.fault(t, c.etcd, c.startEtcd, c.etcd.kill)
 }
 
@@ -45,6 +47,7 @@ func (c *Cluster) KillEtcd(t testing.TB) {
 // otherwise it is continued at the test's cleanup.
 func (c *Cluster) PauseAPIServer(t testing.TB) {
 	t.Helper()
+	c.ownsProcesses(t, "PauseAPIServer")
 	c.fault(t, c.apiserver, c.startAPIServer, c.apiserver.pause)
 }
 
@@ -52,6 +55,7 @@ func (c *Cluster) PauseAPIServer(t testing.TB) {
 // and returns once it is ready again, when etcd runs and isn't paused.
 func (c *Cluster) ResumeAPIServer(t testing.TB) {
 	t.Helper()
+	c.ownsProcesses(t, "ResumeAPIServer")
 	c.resume(t, c.apiserver)
 }
 
@@ -61,6 +65,7 @@ func (c *Cluster) ResumeAPIServer(t testing.TB) {
 // cleanup.
 func (c *Cluster) PauseEtcd(t testing.TB) {
 	t.Helper()
+	c.ownsProcesses(t, "PauseEtcd")
 	c.fault(t, c.etcd, c.startEtcd, c.etcd.pause)
 }
 
@@ -69,6 +74,7 @@ func (c *Cluster) PauseEtcd(t testing.TB) {
 // is ready.
 func (c *Cluster) ResumeEtcd(t testing.TB) {
 	t.Helper()
+	c.ownsProcesses(t, "ResumeEtcd")
 	c.resume(t, c.etcd)
 }
 
@@ -122,6 +128,7 @@ func (c *Cluster) resumeReady(ctx context.Context, p *process) error {
 // their watches reach etcd and show the compaction.
 func (c *Cluster) CompactEtcd(t testing.TB) int64 {
 	t.Helper()
+	c.ownsProcesses(t, "CompactEtcd")
 	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
 	defer cancel()
 	base := c.etcd.flag("--advertise-client-urls")

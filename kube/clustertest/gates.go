@@ -17,6 +17,7 @@ import (
 // that don't run in parallel.
 func (c *Cluster) FeatureGates(t testing.TB, gates ...string) {
 	t.Helper()
+	c.ownsProcesses(t, "FeatureGates")
 	if len(gates) == 0 {
 		t.Fatal("clustertest: FeatureGates needs at least one gate")
 	}

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // callTimeout bounds each call a helper makes to kube-apiserver.
@@ -26,6 +27,7 @@ const callTimeout = 30 * time.Second
 // (system:masters has every right).
 func (c *Cluster) ClientCert(t testing.TB, user string, groups ...string) tls.Certificate {
 	t.Helper()
+	c.ownsProcesses(t, "ClientCert, which signs with the control plane's CA,")
 	certPEM, keyPEM, err := c.ca.client(user, groups)
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +205,7 @@ func (c *Cluster) grant(ctx context.Context, t testing.TB, namespace, name strin
 // waitInEffect polls, as token, until it authenticates and every grant's
 // rules are allowed (by their first verb on their first resource).
 func (c *Cluster) waitInEffect(ctx context.Context, token string, grants []Grant) error {
-	cfg := c.AdminConfig()
+	cfg := rest.AnonymousClientConfig(c.AdminConfig())
 	cfg.BearerToken = token
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -76,9 +76,10 @@ func (p *process) pid() int {
 
 // stop sends SIGTERM to the process group, and SIGKILL when the process
 // hasn't exited within grace; it returns once the process has exited. Its
-// error says the process had already exited before stop asked it to.
+// error says the process had already exited before stop asked it to. A
+// nil process, one the control plane doesn't run, has nothing to stop.
 func (p *process) stop(grace time.Duration) error {
-	if p.cmd == nil {
+	if p == nil || p.cmd == nil {
 		return nil
 	}
 	defer func() { p.cmd, p.paused = nil, false }()

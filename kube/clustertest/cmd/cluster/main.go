@@ -1,22 +1,32 @@
-// Command cluster runs the tests' control plane in the foreground for a
-// person: etcd, kube-apiserver and kube-controller-manager, built from
-// Kubernetes' source when missing, on 127.0.0.1. It writes a kubeconfig
-// with the admin's credentials embedded, prints the line that points
-// kubectl at it, and stops the control plane on SIGINT or SIGTERM.
+// Command cluster runs package clustertest's control plane in the
+// foreground for a person: etcd, kube-apiserver and
+// kube-controller-manager, built from Kubernetes' source when missing (see
+// clustertest.Build; HUMUS_CONTROLPLANE names the build folder), on
+// 127.0.0.1. It writes its files into a folder, .cluster unless -dir says
+// otherwise, says what the folder holds and how to stop it, and prints the
+// line that points kubectl at its kubeconfig.
 //
-// Usage, from the repository root:
+// Usage:
 //
-//	go run ./kube/clustertest/cmd/cluster [-dir .cluster] [-build]
+//	go build -o .bin/cluster ./kube/clustertest/cmd/cluster
+//	.bin/cluster [-dir .cluster] [-build]
 //
 // -dir is the folder for the certificates, etcd's data, the logs and the
 // kubeconfig; it is emptied at start and kept after stop. -build only
 // builds the binaries and exits.
+//
+// SIGINT (Ctrl-C) or SIGTERM to this process stops every process it
+// started, and it exits 0 once they are gone; a second signal ends it at
+// once, and its components die with it (on Linux, by their parent-death
+// signal). Run it as this binary, not through go run: a signal to go run's
+// process doesn't reach this one.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -40,17 +50,41 @@ func main() {
 
 func run(ctx context.Context, stopSignals func(), dir string, buildOnly bool) error {
 	if buildOnly {
-		return clustertest.Build(ctx)
+		bin, err := clustertest.Build(ctx)
+		if err == nil {
+			fmt.Fprintf(os.Stderr, "clustertest: the control plane is built in %s\n", bin)
+		}
+		return err
 	}
 	c, err := clustertest.Launch(ctx, dir, os.Stderr)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "clustertest: kube-apiserver at https://%s, logs in %s; Ctrl-C stops it\n", c.Server(), filepath.Dir(c.KubeconfigPath()))
+	describe(os.Stderr, c, os.Getpid())
 	fmt.Printf("export KUBECONFIG=%s\n", c.KubeconfigPath())
 
 	<-ctx.Done()
-	stopSignals() // a second Ctrl-C ends this process at once; the control plane dies with it
-	fmt.Fprintln(os.Stderr, "clustertest: stopping")
-	return c.Stop()
+	stopSignals() // a second signal ends this process at once; the control plane dies with it
+	fmt.Fprintln(os.Stderr, "clustertest: stopping etcd, kube-apiserver and kube-controller-manager")
+	if err := c.Stop(); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "clustertest: stopped")
+	return nil
+}
+
+// describe says where the control plane listens, what its folder holds,
+// and how to stop it, this process being pid.
+func describe(w io.Writer, c *clustertest.Cluster, pid int) {
+	_, _ = fmt.Fprintf(w, `clustertest: the control plane is running: kube-apiserver at https://%s
+clustertest: %s holds its files, emptied at start and kept after stop:
+    kubeconfig              the admin's (system:masters), its token and CA embedded
+    ca.crt, serving.*       the CA, and the serving certificate of kube-apiserver and kube-controller-manager
+    service-account.*       the key that signs service account tokens
+    tokens.csv, *.kubeconfig  the static tokens of the admin and kube-controller-manager
+    etcd/                   etcd's data
+    etcd.log, kube-apiserver.log, kube-controller-manager.log  each component's output
+    audit.log               every write to the API, one JSON event a line (audit-policy.yaml)
+clustertest: stop it with Ctrl-C, or kill -TERM %d (this process): it stops the three components and exits
+`, c.Server(), filepath.Dir(c.KubeconfigPath()), pid)
 }
