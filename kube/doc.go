@@ -19,6 +19,27 @@
 // structural schema, every subschema inlined, in OpenAPI 3.0's dialect, so a
 // pointer is nullable: true, never a type array.
 //
+// What kubectl shows of the objects is on the Resource too, typed, and
+// checked by CRD against the API server's rules and the reflected schema:
+//
+//	ShortNames: []string{"mc"},       // kubectl get mc
+//	Categories: []string{"example"},  // kubectl get example
+//	Columns: []kube.Column{
+//		{Name: "Size", JSONPath: ".spec.size"}, // type integer, from the schema
+//		{Name: "Available", JSONPath: `.status.conditions[?(@.type=="Available")].status`},
+//		{Name: "Age", JSONPath: ".metadata.creationTimestamp"}, // type date: an age
+//	},
+//	Scale: &kube.Scale{SpecReplicasPath: ".spec.size", StatusReplicasPath: ".status.readyReplicas"},
+//
+// Where the API server would take a path that names nothing, CRD refuses it:
+//
+//   - A column's JSONPath must name a field of the schema (or of the
+//     object's metadata): a typo is an error from CRD, not a column that is
+//     always empty. Its Type, when not given, is the field's.
+//   - Scale's replicas paths name int32 fields of the spec and the status,
+//     as a Scale's replicas are; kubectl scale then writes the spec's, and
+//     the schema's rules validate it.
+//
 // The schema is encoding/json's encoding of the types:
 //
 //	Go                                      schema
@@ -74,17 +95,69 @@
 // omitempty, or keep it set.
 //
 // The controller never installs its CRD. Whatever deploys the controller
-// applies the CRD's YAML, and a golden test of CRD's output keeps the YAML in
-// step with the types.
+// applies the CRD's YAML, which MarshalCRD writes (without the status that
+// yaml.Marshal would write empty), and a golden test keeps the YAML in step
+// with the types, so a change to them that isn't in the YAML fails go test:
+//
+//	var update = flag.Bool("update", false, "rewrite the golden CRD")
+//
+//	func TestMemcachedCRD(t *testing.T) {
+//		crd, err := app.Memcached.CRD()
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		got, err := kube.MarshalCRD(crd)
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		const golden = "../deploy/crds/memcacheds.cache.example.com.yaml"
+//		if *update {
+//			if err := os.WriteFile(golden, got, 0o644); err != nil {
+//				t.Fatal(err)
+//			}
+//		}
+//		want, err := os.ReadFile(golden)
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		if string(got) != string(want) {
+//			t.Errorf("the CRD isn't %s: go test -run TestMemcachedCRD -update rewrites it", golden)
+//		}
+//	}
 //
 // # Connecting
 //
 // NewClient takes a Connection: the API server's host:port, the TLS config
-// it is dialled with, and a function returning the bearer token. kube reads
-// no KUBERNETES_SERVICE_HOST, no token file and no kubeconfig itself: the
-// end user's Init fills the Connection, through the Host. Client.Config
-// gives client-go's clientsets, and the Controller's dynamic and metadata
-// clients, one transport that kube builds instead of client-go:
+// it is dialled with, and a function returning the bearer token. kube
+// itself reads no KUBERNETES_SERVICE_HOST, no token file and no
+// kubeconfig. Package github.com/z5labs/humus/kube/kubeenv fills a
+// Connection from them, through the Host:
+//
+//   - kubeenv.Connection(ctx, s.Host) reads the current context of the
+//     kubeconfig that KUBECONFIG names, when it is set, and otherwise, in a
+//     pod, the pod's service account;
+//   - kubeenv.Kubeconfig(s.Host, path, context) reads a context of the
+//     kubeconfig at path, its current context for "";
+//   - kubeenv.InCluster(ctx, s.Host) reads the pod's service account:
+//     KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT, joined, for
+//     Server, and ca.crt and token in
+//     /var/run/secrets/kubernetes.io/serviceaccount/, the token inside
+//     Token, so the kubelet's rotation is picked up.
+//
+// An App's Init connects with it:
+//
+//	conn, err := kubeenv.Connection(ctx, s.Host)
+//	if err != nil {
+//		return nil, err
+//	}
+//	client, err := kube.NewClient(s, conn)
+//	if err != nil {
+//		return nil, err
+//	}
+//
+// Client.Config gives client-go's clientsets, and the Controller's dynamic
+// and metadata clients, one transport that kube builds instead of
+// client-go:
 //
 //   - It dials Server with s.Host.Dial, and never through a proxy, whatever
 //     HTTPS_PROXY says.
@@ -106,14 +179,6 @@
 //   - A 401 is an error naming the server, which apierrors.IsUnauthorized
 //     still recognises.
 //   - client-go limits no rate: the API server's priority and fairness does.
-//
-// In a pod, Server is KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT,
-// joined with net.JoinHostPort, and the CA and the token are ca.crt and
-// token in /var/run/secrets/kubernetes.io/serviceaccount/, read through
-// s.Host.FS; the token is read inside Token, so the kubelet's rotation is
-// picked up (ExampleConnection_pod). Outside a cluster, a kubeconfig with
-// embedded credentials fills it through clientcmd.Load
-// (ExampleConnection_kubeconfig).
 //
 // # What a Controller promises
 //

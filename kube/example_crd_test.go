@@ -1,8 +1,12 @@
 package kube_test
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -71,10 +75,66 @@ func ExampleResource_CRD() {
 
 	conditions := root.Properties["status"].Properties["conditions"]
 	fmt.Println("conditions:", *conditions.XListType, conditions.XListMapKeys)
+
+	// What kubectl get mc prints: each column's type is its field's.
+	for _, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+		fmt.Printf("column %s: %s\n", c.Name, c.Type)
+	}
 	// Output:
 	// memcacheds.cache.example.com Namespaced
 	// required: [spec] [size]
 	// size: integer int32, from 1 to 3: How many memcached pods run.
 	// image: string matching ^memcached:, by default "memcached:1.6.26-alpine3.19"
 	// conditions: map [type]
+	// column Size: integer
+	// column Ready: integer
+	// column Available: string
+	// column Age: date
+}
+
+// The CRD deploys with the controller as YAML, and a golden test keeps that
+// file in step with the Go types: it compares MarshalCRD's output with the
+// file checked in, and rewrites the file when run with -update (the
+// package doc shows the whole test). MarshalCRD leaves out the status,
+// which is the API server's to write.
+func ExampleMarshalCRD() {
+	crd, err := Memcached.CRD()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	got, err := kube.MarshalCRD(crd)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "memcacheds.cache.example.com.yaml"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("the golden file is up to date:", bytes.Equal(got, want))
+	fmt.Println("status written:", bytes.Contains(got, []byte("\nstatus:")))
+
+	head, _, _ := strings.Cut(string(got), "  versions:")
+	fmt.Print(head)
+	// Output:
+	// the golden file is up to date: true
+	// status written: false
+	// apiVersion: apiextensions.k8s.io/v1
+	// kind: CustomResourceDefinition
+	// metadata:
+	//   name: memcacheds.cache.example.com
+	// spec:
+	//   group: cache.example.com
+	//   names:
+	//     categories:
+	//     - example
+	//     kind: Memcached
+	//     listKind: MemcachedList
+	//     plural: memcacheds
+	//     shortNames:
+	//     - mc
+	//     singular: memcached
+	//   scope: Namespaced
 }
