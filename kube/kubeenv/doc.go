@@ -61,21 +61,32 @@
 //
 // # Running locally with the controller's own rights
 //
-// To run a controller on a workstation with the rights its RBAC gives its
-// ServiceAccount, rather than an admin's, give it a kubeconfig with a
-// token of that ServiceAccount (kubectl create token) and the cluster's CA
-// in a file beside it:
+// A controller run on a workstation with an admin's kubeconfig can do
+// anything, so a rule missing from its RBAC shows only once it is deployed.
+// To run it with the rights its RBAC gives its ServiceAccount instead,
+// give it a kubeconfig with a token of that ServiceAccount (kubectl create
+// token) and the cluster's CA in a file beside it. In a folder of its own,
+// outside the repository, as the kubeconfig holds a token, and with the
+// admin's kubeconfig current:
 //
+//	SA=memcached-controller NS=memcached-system
 //	kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > ca.crt
 //	kubectl config set-cluster sa --kubeconfig=sa.kubeconfig --certificate-authority=ca.crt \
 //		--server="$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
-//	kubectl config set-credentials memcached-controller --kubeconfig=sa.kubeconfig \
-//		--token="$(kubectl create token memcached-controller -n memcached-system)"
-//	kubectl config set-context sa --kubeconfig=sa.kubeconfig --cluster=sa --user=memcached-controller
+//	kubectl config set-credentials "$SA" --kubeconfig=sa.kubeconfig --token="$(kubectl create token "$SA" -n "$NS")"
+//	kubectl config set-context sa --kubeconfig=sa.kubeconfig --cluster=sa --user="$SA"
 //	kubectl config use-context sa --kubeconfig=sa.kubeconfig
-//	KUBECONFIG=sa.kubeconfig go run ./cmd/memcached
 //
-// A request its RBAC doesn't allow is then refused with a 403, as it would
-// be in the cluster. The token expires (in an hour unless --duration says
-// otherwise); run set-credentials again for a new one.
+// Then run the controller with KUBECONFIG set to that file's path, with
+// POD_NAMESPACE and POD_NAME as its Deployment sets them:
+//
+//	KUBECONFIG=$PWD/sa.kubeconfig POD_NAMESPACE=$NS POD_NAME=$USER go run ./cmd/controller
+//
+// A request its RBAC doesn't allow is refused with a 403 naming
+// system:serviceaccount:NS:SA, as it would be in the cluster. The token
+// expires, in an hour unless kubectl create token is given a longer
+// --duration: run set-credentials again for a new one. The controller
+// takes part in its Lease in NS like any replica: while one deployed in
+// the cluster holds it, the local one only waits, so scale the Deployment
+// to 0 first.
 package kubeenv
