@@ -3,6 +3,9 @@ package kube_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -16,8 +19,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/clustertest"
@@ -439,4 +445,191 @@ func TestClusterWellKnownTypes(t *testing.T) {
 		"port": 1, "memory": 1, "replicas": nil, "config": config, "timeout": "1s",
 		"template": map[string]any{"metadata": map[string]any{"uid": "x"}, "spec": map[string]any{"size": 1, "image": "m"}},
 	}, `unknown field "spec.template.metadata.uid"`)
+}
+
+type (
+	ScaledSpec struct {
+		Size int32 `json:"size"`
+	}
+	ScaledStatus struct {
+		ReadyReplicas int32              `json:"readyReplicas,omitempty"`
+		Selector      string             `json:"selector,omitempty"`
+		Conditions    []metav1.Condition `json:"conditions,omitempty"`
+	}
+)
+
+// TestClusterCRDDetails checks what the API server does with a CRD's
+// printer columns, short name, category and scale subresource, as CRD
+// writes them: the Table it answers lists the columns with the object's
+// values, discovery lists the short name and the category, and a patch of
+// /scale sets the spec's field, validated by the schema, while a GET of
+// /scale reports the status's replicas and selector.
+func TestClusterCRDDetails(t *testing.T) {
+	var (
+		spec   ScaledSpec
+		status ScaledStatus
+	)
+	r := kube.Resource[ScaledSpec, ScaledStatus]{
+		Group: "details.crd.humus.test", Version: "v1", Kind: "Scaled", Plural: "scaleds", Scope: kube.Namespaced,
+		ShortNames: []string{"sc"},
+		Categories: []string{"humus-test"},
+		Columns: []kube.Column{
+			{Name: "Size", JSONPath: ".spec.size"},
+			{Name: "Ready", JSONPath: ".status.readyReplicas"},
+			{Name: "Available", JSONPath: `.status.conditions[?(@.type=="Available")].status`},
+			{Name: "Selector", JSONPath: ".status.selector", Priority: 1, Description: "The pods' selector."},
+			{Name: "Age", JSONPath: ".metadata.creationTimestamp"},
+		},
+		Scale: &kube.Scale{SpecReplicasPath: ".spec.size", StatusReplicasPath: ".status.readyReplicas", LabelSelectorPath: ".status.selector"},
+		Rules: []kube.TypeRules{
+			kube.Rules(&spec, kube.Field(&spec.Size).Maximum(3)),
+			kube.Rules(&status, kube.Field(&status.Conditions).ListMap("type")),
+		},
+	}
+	in := install(t, r)
+	in.mustCreate(t, "cache", map[string]any{"size": 2})
+	applyStatus(t, in, "cache", "details-test", ScaledStatus{
+		ReadyReplicas: 1,
+		Selector:      "app=cache",
+		Conditions: []metav1.Condition{{
+			Type: "Available", Status: metav1.ConditionTrue, Reason: "Ready", Message: "",
+			LastTransitionTime: metav1.NewTime(time.Now().Truncate(time.Second)),
+		}},
+	})
+
+	t.Run("table", func(t *testing.T) { checkTable(t, in, r.Plural) })
+	t.Run("discovery", func(t *testing.T) { checkDiscovery(t, r.Group+"/"+r.Version, r.Plural) })
+	t.Run("scale", func(t *testing.T) { checkScale(t, in) })
+}
+
+// checkTable asks the API server for in's objects as a Table, as kubectl
+// get does, and checks its columns and the object's row.
+func checkTable(t *testing.T, in installed, plural string) {
+	c := clustertest.Get(t)
+	cfg := c.AdminConfig()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := cfg.Host + "/apis/" + in.apiVersion + "/namespaces/" + in.namespace + "/" + plural
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s as a Table: %s %v: %s", url, resp.Status, err, body)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(body, &table); err != nil {
+		t.Fatalf("decoding the Table: %v\n%s", err, body)
+	}
+	type col struct {
+		name, typ, description string
+		priority               int32
+	}
+	var cols []col
+	for _, d := range table.ColumnDefinitions {
+		cols = append(cols, col{d.Name, d.Type, d.Description, d.Priority})
+	}
+	if len(cols) == 0 {
+		t.Fatalf("the Table has no columns: %s", body)
+	}
+	wantCols := []col{
+		{"Name", "string", cols[0].description, 0},
+		{"Size", "integer", "Custom resource definition column (in JSONPath format): .spec.size", 0},
+		{"Ready", "integer", "Custom resource definition column (in JSONPath format): .status.readyReplicas", 0},
+		{"Available", "string", `Custom resource definition column (in JSONPath format): .status.conditions[?(@.type=="Available")].status`, 0},
+		{"Selector", "string", "The pods' selector.", 1},
+		{"Age", "date", "Custom resource definition column (in JSONPath format): .metadata.creationTimestamp", 0},
+	}
+	if !slices.Equal(cols, wantCols) {
+		t.Errorf("the Table's columns:\n%+v\nwant:\n%+v", cols, wantCols)
+	}
+	if len(table.Rows) != 1 {
+		t.Fatalf("the Table has %d rows, want 1: %s", len(table.Rows), body)
+	}
+	cells := table.Rows[0].Cells
+	if len(cells) != 6 {
+		t.Fatalf("the row has %d cells, want 6: %v", len(cells), cells)
+	}
+	if want := []any{"cache", float64(2), float64(1), "True", "app=cache"}; !reflect.DeepEqual(cells[:5], want) {
+		t.Errorf("the row's cells %#v, want %#v and an age", cells[:5], want)
+	}
+	if age, ok := cells[5].(string); !ok || !strings.HasSuffix(age, "s") {
+		t.Errorf("the row's age %#v, want an age in seconds, such as 2s", cells[5])
+	}
+}
+
+// checkDiscovery checks that discovery lists the resource with its short
+// name and its category, which kubectl get sc and kubectl get humus-test
+// read.
+func checkDiscovery(t *testing.T, groupVersion, plural string) {
+	c := clustertest.Get(t)
+	dc, err := discovery.NewDiscoveryClientForConfig(c.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
+		list, err := dc.ServerResourcesForGroupVersion(groupVersion)
+		if err != nil {
+			return err
+		}
+		for _, res := range list.APIResources {
+			if res.Name != plural {
+				continue
+			}
+			if !slices.Equal(res.ShortNames, []string{"sc"}) || !slices.Equal(res.Categories, []string{"humus-test"}) {
+				return fmt.Errorf("discovery lists %s with short names %v and categories %v, want [sc] and [humus-test]", plural, res.ShortNames, res.Categories)
+			}
+			return nil
+		}
+		return fmt.Errorf("discovery doesn't list %s in %s", plural, groupVersion)
+	})
+}
+
+// checkScale patches the object's /scale, as kubectl scale does, and reads
+// it back.
+func checkScale(t *testing.T, in installed) {
+	ctx := t.Context()
+	patch := func(replicas int) (*unstructured.Unstructured, error) {
+		body := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
+		return in.objects.Patch(ctx, "cache", types.MergePatchType, body, metav1.PatchOptions{}, "scale")
+	}
+	if _, err := patch(3); err != nil {
+		t.Fatalf("patching /scale to 3 replicas: %v", err)
+	}
+	u, err := in.objects.Get(ctx, "cache", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size, _, _ := unstructured.NestedInt64(u.Object, "spec", "size"); size != 3 {
+		t.Errorf("after the scale to 3, spec.size is %d", size)
+	}
+
+	// The schema's rules validate a scale as any write: Maximum(3).
+	if _, err := patch(4); err == nil || !strings.Contains(err.Error(), "spec.size in body should be less than or equal to 3") {
+		t.Errorf("patching /scale to 4 replicas: %v, want the schema's maximum refusing it", err)
+	}
+
+	scale, err := in.objects.Get(ctx, "cache", metav1.GetOptions{}, "scale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scale.GetKind() != "Scale" || scale.GetAPIVersion() != "autoscaling/v1" {
+		t.Errorf("/scale is a %s %s, want an autoscaling/v1 Scale", scale.GetAPIVersion(), scale.GetKind())
+	}
+	specReplicas, _, _ := unstructured.NestedInt64(scale.Object, "spec", "replicas")
+	statusReplicas, _, _ := unstructured.NestedInt64(scale.Object, "status", "replicas")
+	selector, _, _ := unstructured.NestedString(scale.Object, "status", "selector")
+	if specReplicas != 3 || statusReplicas != 1 || selector != "app=cache" {
+		t.Errorf("/scale has spec.replicas %d, status.replicas %d, status.selector %q; want 3, 1 (readyReplicas) and app=cache",
+			specReplicas, statusReplicas, selector)
+	}
 }
