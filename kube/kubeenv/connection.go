@@ -9,7 +9,7 @@ import (
 )
 
 // Connection reads the Connection an App runs with from h, wherever it
-// runs, as kubectl and client-go's own tools choose:
+// runs, in the order controller-runtime's GetConfig takes them:
 //
 //   - when KUBECONFIG is set, outside a cluster, it is that kubeconfig's
 //     current-context, as Kubeconfig reads it: a path relative to h.Dir,

@@ -48,8 +48,11 @@ func serverAddr(server string) (string, error) {
 		return "", errors.New("server: not set")
 	}
 	u, err := url.Parse(server)
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		err = ue.Err // without the URL, which may hold a password
+	}
 	if err != nil {
-		return "", fmt.Errorf("server: %w", err)
+		return "", fmt.Errorf("server: not a URL: %w", err)
 	}
 	if u.Scheme != "https" || u.Host == "" {
 		return "", fmt.Errorf("server: %s isn't an https:// URL: a kube.Client always speaks TLS", u.Redacted())

@@ -248,6 +248,31 @@ func TestKubeconfigNamesEveryProblemInOneError(t *testing.T) {
 	}
 }
 
+func TestKubeconfigServerThatIsntAURLKeepsItsPassword(t *testing.T) {
+	h := workstation()
+	write(t, h, "home/me/.kube/config", kubeconfig(t, "https://me:hunter2@dev.example.com:port", nil))
+
+	_, err := kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "")
+
+	want := `kubeenv: kubeconfig /home/me/.kube/config: context "dev": cluster "dev": server: not a URL: invalid port ":port" after host`
+	if err == nil || err.Error() != want {
+		t.Errorf("Kubeconfig's error = %v, want %s", err, want)
+	}
+}
+
+func TestKubeconfigRefusesAServerWithAPath(t *testing.T) {
+	h := workstation()
+	write(t, h, "home/me/.kube/config", kubeconfig(t, "https://me:hunter2@rancher.example.com/k8s/clusters/c-m-1", nil))
+
+	_, err := kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "")
+
+	want := `kubeenv: kubeconfig /home/me/.kube/config: context "dev": cluster "dev": server: https://me:xxxxx@rancher.example.com/k8s/clusters/c-m-1 ` +
+		`has more than a host and a port, which kube.Connection.Server is: give the API server's own address`
+	if err == nil || err.Error() != want {
+		t.Errorf("Kubeconfig's error = %v, want %s", err, want)
+	}
+}
+
 func TestKubeconfigNamesMissingFiles(t *testing.T) {
 	h := workstation()
 	write(t, h, "home/me/.kube/config", kubeconfig(t, "https://dev.example.com/", func(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
