@@ -159,6 +159,21 @@ func assets(dir string) (string, error) {
 // connect is the existing cluster of the kubeconfig at f.path, once its
 // kube-apiserver answers /readyz.
 func connect(ctx context.Context, f from) (*Cluster, error) {
+	c, err := loadKubeconfig(f)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if _, err := c.admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+		return nil, fmt.Errorf("clustertest: FromKubeconfig(%q): kube-apiserver at %s isn't ready: %w", f.path, c.config.Host, err)
+	}
+	return c, nil
+}
+
+// loadKubeconfig is the existing cluster of the kubeconfig at f.path,
+// its current context, with the files it names read in.
+func loadKubeconfig(f from) (*Cluster, error) {
 	fail := func(err error) (*Cluster, error) {
 		return nil, fmt.Errorf("clustertest: FromKubeconfig(%q): %w", f.path, err)
 	}
@@ -193,11 +208,6 @@ func connect(ctx context.Context, f from) (*Cluster, error) {
 	}
 	if c.admin, err = kubernetes.NewForConfig(c.AdminConfig()); err != nil {
 		return fail(err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	if _, err := c.admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
-		return fail(fmt.Errorf("kube-apiserver at %s isn't ready: %w", cfg.Host, err))
 	}
 	return c, nil
 }
