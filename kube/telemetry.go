@@ -62,11 +62,22 @@ func newTelemetry(t humus.Telemetry, name string) (*telemetry, error) {
 
 // verbosity keeps client-go's records up to its V(2), "useful steady state
 // information", and drops its debugging levels, such as leader election's
-// V(5) record of every renewal.
+// V(5) record of every renewal, for a LoggerProvider that takes records of
+// every severity, as the SDK's does with its batch processor. A
+// LoggerProvider that turns records away by severity chooses itself, for
+// each level: such as telemetry.Build's, by its Verbosity option, or one
+// with contrib's minsev processor. That is one that takes no record below
+// every severity (anySeverity).
 type verbosity struct{ slog.Handler }
 
+// anySeverity is a level below any that a record has: V(1048576).
+const anySeverity = slog.Level(-1 << 20)
+
 func (v verbosity) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.Level(-2) && v.Handler.Enabled(ctx, l)
+	if !v.Handler.Enabled(ctx, l) {
+		return false
+	}
+	return l >= slog.Level(-2) || !v.Handler.Enabled(ctx, anySeverity)
 }
 
 func (v verbosity) WithAttrs(attrs []slog.Attr) slog.Handler {

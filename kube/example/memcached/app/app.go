@@ -10,7 +10,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/health"
 	"github.com/z5labs/humus/kube"
-	"github.com/z5labs/humus/kube/example/internal/podtel"
+	"github.com/z5labs/humus/telemetry"
 )
 
 // Init builds the App: the Memcached controller, the probes' Service, whose
@@ -46,10 +46,9 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 		return nil, err
 	}
 	opts := []health.Option{health.Readiness(ctrl.Synced())}
-	// BuildTelemetry's MeterProvider carries the handler of its metrics,
-	// served at /metrics beside the probes; another Telemetry, such as a
-	// test's, has none to serve.
-	if metrics, ok := podtel.Handler(s.Telemetry); ok {
+	// BuildTelemetry's metrics are served at /metrics beside the probes;
+	// another Telemetry, such as a test's, has none to serve.
+	if metrics, ok := telemetry.MetricsHandler(s.Telemetry); ok {
 		opts = append(opts, health.Handle("GET /metrics", metrics))
 	}
 	probes := health.NewService(s, set.probesAddr, opts...)

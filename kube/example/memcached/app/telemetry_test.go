@@ -2,44 +2,44 @@ package app_test
 
 import (
 	"context"
-	"log/slog"
+	"errors"
 	"regexp"
 	"testing"
+	"time"
 
-	"go.opentelemetry.io/contrib/bridges/otelslog"
-
+	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube/example/internal/podtel"
+	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/example/internal/apptest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
+	"github.com/z5labs/humus/telemetry"
 )
 
-// With no configuration, BuildTelemetry's records are lines on the Host's
-// stderr, its metrics are for /metrics, and it records no traces.
-func TestBuildTelemetry(t *testing.T) {
-	h := humustest.NewHost()
-	tel, err := app.BuildTelemetry(t.Context(), h.Host())
-	if err != nil {
-		t.Fatalf("BuildTelemetry: %v", err)
-	}
-	defer func() {
-		if err := tel.MeterProvider.(*podtel.MeterProvider).Shutdown(context.Background()); err != nil {
-			t.Error(err)
+// With telemetry.Verbosity(5), the whole App's debugging records reach
+// stderr: leader election's V(5) line for each renewal of the Lease, which
+// the kube module hands over only to a LoggerProvider that chooses by
+// severity, as telemetry's does. At the default, V(2), there is none:
+// TestClusterMemcached finds no TRACE line on stderr.
+func TestClusterVerbosityShowsEachRenewalOfTheLease(t *testing.T) {
+	c := clustertest.Get(t)
+	installCRD(t, c)
+	ns := c.Namespace(t)
+	host, _ := apptest.ClusterPodHost(t, c, ns, "memcached-controller-0", app.Name, apptest.RBACGrants(t, "../deploy/rbac.yaml", ns))
+
+	p := humustest.Start(t, host.Host(), app.Init, humus.WithTelemetry(telemetry.New(app.Name, telemetry.Verbosity(5))))
+
+	renewed := regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z TRACE Successfully renewed lease lock=` +
+		regexp.QuoteMeta(ns+"/"+app.Name) + `$`)
+	// The leader renews its Lease every RetryPeriod, 2s by default.
+	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
+		if !renewed.MatchString(host.Stderr()) {
+			return errors.New("no renewal of the Lease on stderr yet")
 		}
-	}()
+		return nil
+	})
 
-	log := slog.New(otelslog.NewHandler("test", otelslog.WithLoggerProvider(tel.LoggerProvider)))
-	log.Warn("reconcile failed",
-		slog.String("k8s.namespace.name", "shop"), slog.String("humus.kube.object.name", "sessions"),
-		slog.String("error", "the server is down"))
-
-	want := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z WARN reconcile failed shop/sessions error="the server is down"\n$`)
-	if got := h.Stderr(); !want.MatchString(got) {
-		t.Errorf("stderr = %q, want it to match %s", got, want)
-	}
-	if _, ok := podtel.Handler(tel); !ok {
-		t.Error("no metrics handler: Init would serve no /metrics")
-	}
-	if tel.TracerProvider != nil {
-		t.Error("a TracerProvider without OTEL_EXPORTER_OTLP_ENDPOINT")
+	p.Signal()
+	if code := apptest.Wait(t, p); code != 0 {
+		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
 	}
 }
