@@ -5,8 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"sigs.k8s.io/yaml"
-
+	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/example/memcached/app"
 )
 
@@ -21,7 +20,7 @@ func TestMemcachedCRD(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Memcached.CRD: %v", err)
 	}
-	got, err := yaml.Marshal(crd)
+	got, err := kube.MarshalCRD(crd)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,23 @@ var Memcached = kube.Resource[MemcachedSpec, MemcachedStatus]{
 	Kind:    "Memcached",
 	Plural:  "memcacheds",
 	Scope:   kube.Namespaced,
+
+	// kubectl get mc, or kubectl get example for every kind of this
+	// example, prints SIZE, READY, AVAILABLE and AGE. Each column's type
+	// comes from the field's schema: integer for the sizes, string for the
+	// condition's status, and date, printed as an age, for the timestamp.
+	ShortNames: []string{"mc"},
+	Categories: []string{"example"},
+	Columns: []kube.Column{
+		{Name: "Size", JSONPath: ".spec.size"},
+		{Name: "Ready", JSONPath: ".status.readyReplicas"},
+		{Name: "Available", JSONPath: `.status.conditions[?(@.type=="Available")].status`},
+		{Name: "Age", JSONPath: ".metadata.creationTimestamp"},
+	},
+	// kubectl scale memcached/sessions --replicas=3 sets spec.size, within
+	// the Rules' 1 to 3; the scale's status reads readyReplicas.
+	Scale: &kube.Scale{SpecReplicasPath: ".spec.size", StatusReplicasPath: ".status.readyReplicas"},
+
 	Rules: []kube.TypeRules{
 		kube.Rules(&spec,
 			kube.Field(&spec.Size).Minimum(1).Maximum(3).Description("How many memcached pods run."),
