@@ -78,13 +78,15 @@ func run(ctx context.Context, stopSignals func(), dir string, buildOnly bool) er
 func describe(w io.Writer, c *clustertest.Cluster, pid int) {
 	_, _ = fmt.Fprintf(w, `clustertest: the control plane is running: kube-apiserver at https://%s
 clustertest: %s holds its files, emptied at start and kept after stop:
-    kubeconfig              the admin's (system:masters), its token and CA embedded
-    ca.crt, serving.*       the CA, and the serving certificate of kube-apiserver and kube-controller-manager
-    service-account.*       the key that signs service account tokens
-    tokens.csv, *.kubeconfig  the static tokens of the admin and kube-controller-manager
-    etcd/                   etcd's data
-    etcd.log, kube-apiserver.log, kube-controller-manager.log  each component's output
-    audit.log               every write to the API, one JSON event a line (audit-policy.yaml)
+    kubeconfig                          the admin's (system:masters), its token and the CA embedded
+    ca.crt, serving.crt, serving.key    the CA, and the serving certificate of kube-apiserver and kube-controller-manager
+    service-account.key, .pub           the key pair that signs service account tokens
+    tokens.csv                          the static tokens of the admin and kube-controller-manager
+    kube-controller-manager.kubeconfig  kube-controller-manager's kubeconfig
+    etcd/                               etcd's data
+    etcd.log, kube-apiserver.log, kube-controller-manager.log
+                                        each component's output
+    audit.log, audit-policy.yaml        every write to the API, one JSON event a line, and the policy that says so
 clustertest: stop it with Ctrl-C, or kill -TERM %d (this process): it stops the three components and exits
 `, c.Server(), filepath.Dir(c.KubeconfigPath()), pid)
 }
