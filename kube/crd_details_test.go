@@ -115,150 +115,153 @@ func TestCRDColumnsTakeTheirTypeFromTheSchema(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// detailMistakes are changes to detailed, each with the errors CRD
+// returns for it, one a line, in order.
+var detailMistakes = []struct {
+	name   string
+	change func(r *kube.Resource[DetailSpec, DetailStatus])
+	want   []string
+}{
+	{
+		name: "short names and categories",
+		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
+			r.ShortNames = []string{"MC", "details", "detail", "dt", "dt", "d.t", ""}
+			r.Categories = []string{"example", "Example", "example", "-x"}
+		},
+		want: []string{
+			`kube: Resource.ShortNames[0] "MC": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')`,
+			`kube: Resource.ShortNames[1] "details": is the resource's plural already: a short name is another name for it`,
+			`kube: Resource.ShortNames[2] "detail": is the resource's singular already: a short name is another name for it`,
+			`kube: Resource.ShortNames[4] "dt": is given twice, as ShortNames[3] too`,
+			`kube: Resource.ShortNames[5] "d.t": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')`,
+			`kube: Resource.ShortNames[6] "": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')`,
+			`kube: Resource.Categories[1] "Example": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')`,
+			`kube: Resource.Categories[2] "example": is given twice, as Categories[0] too`,
+			`kube: Resource.Categories[3] "-x": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')`,
+		},
+	},
+	{
+		name: "column names, types and formats",
+		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
+			r.Columns = []kube.Column{
+				{Name: "Ready", JSONPath: ".status.readyReplicas"},
+				{Name: "", JSONPath: ".spec.replicas"},
+				{Name: "READY", JSONPath: ".spec.replicas"},
+				{Name: "name", JSONPath: ".metadata.name"},
+				{Name: "Kind", JSONPath: ".spec.replicas", Type: "int", Format: "int8"},
+				{Name: "Paused", JSONPath: ".spec.paused", Type: "integer"},
+				{Name: "Since", JSONPath: ".spec.replicas", Type: "date"},
+				{Name: "On", JSONPath: ".spec.name", Type: "boolean"},
+				{Name: "Target", JSONPath: ".spec.target", Type: "integer"},
+			}
+		},
+		want: []string{
+			`kube: Resource.Columns[1] "" (.spec.replicas): missing Name`,
+			`kube: Resource.Columns[2] "READY" (.spec.replicas): Name is given twice, as Columns[0] "Ready" too: kubectl prints headings in upper case`,
+			`kube: Resource.Columns[3] "name" (.metadata.name): Name is the table's first column, which kubectl always prints`,
+			`kube: Resource.Columns[4] "Kind" (.spec.replicas): Type "int" isn't one of integer, number, string, boolean, date`,
+			`kube: Resource.Columns[4] "Kind" (.spec.replicas): Format "int8" isn't one of int32, int64, float, double, byte, date, date-time, password`,
+			`kube: Resource.Columns[5] "Paused" (.spec.paused): Type "integer" can't show spec.paused, which is type: boolean: the cell would be empty`,
+			`kube: Resource.Columns[6] "Since" (.spec.replicas): Type "date" can't show spec.replicas, which is type: integer, format: int32: the cell would be empty`,
+			`kube: Resource.Columns[7] "On" (.spec.name): Type "boolean" can't show spec.name, which is type: string: the cell would be empty`,
+			`kube: Resource.Columns[8] "Target" (.spec.target): Type "integer" can't show spec.target, which is x-kubernetes-int-or-string: the cell would be empty`,
+		},
+	},
+	{
+		name: "column paths",
+		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
+			r.Columns = []kube.Column{
+				{Name: "Ready", JSONPath: ".status.readyReplica"},
+				{Name: "A", JSONPath: ""},
+				{Name: "B", JSONPath: "status.readyReplicas"},
+				{Name: "C", JSONPath: "{.status.readyReplicas}"},
+				{Name: "D", JSONPath: ".spec.items[0"},
+				{Name: "E", JSONPath: ".spec.replicas.value"},
+				{Name: "F", JSONPath: ".spec.name[0]"},
+				{Name: "G", JSONPath: `.spec.labels[?(@.x=="y")]`},
+				{Name: "H", JSONPath: `.status.conditions[?(@.typ=="Ready")].status`},
+				{Name: "I", JSONPath: ".spec.items[0].nam"},
+				{Name: "J", JSONPath: ".metadata.lables.app"},
+				{Name: "K", JSONPath: ".spec..name"},
+				{Name: "L", JSONPath: ".spec['name','replicas']"},
+				{Name: "M", JSONPath: ".spec.*"},
+				{Name: "N", JSONPath: ".sepc.replicas"},
+				{Name: "O", JSONPath: ".metadata.labels['app.kubernetes.io/name']"},
+			}
+		},
+		want: []string{
+			`kube: Resource.Columns[0] "Ready" (.status.readyReplica): names no field of the schema: status has no field "readyReplica"`,
+			`kube: Resource.Columns[1] "A" (): missing JSONPath`,
+			`kube: Resource.Columns[2] "B" (status.readyReplicas): JSONPath must start with a dot, such as .spec.size`,
+			`kube: Resource.Columns[3] "C" ({.status.readyReplicas}): JSONPath must start with a dot, such as .spec.size`,
+			`kube: Resource.Columns[4] "D" (.spec.items[0): JSONPath doesn't parse: unterminated array`,
+			`kube: Resource.Columns[5] "E" (.spec.replicas.value): names no field of the schema: spec.replicas is type: integer, format: int32, which has no field "value"`,
+			`kube: Resource.Columns[6] "F" (.spec.name[0]): names no field of the schema: spec.name is type: string, not an array, so an index finds nothing`,
+			`kube: Resource.Columns[7] "G" (.spec.labels[?(@.x=="y")]): names no field of the schema: spec.labels is type: object, not an array, so a filter finds nothing`,
+			`kube: Resource.Columns[8] "H" (.status.conditions[?(@.typ=="Ready")].status): names no field of the schema: status.conditions[*] has no field "typ"`,
+			`kube: Resource.Columns[9] "I" (.spec.items[0].nam): names no field of the schema: spec.items[*] has no field "nam"`,
+			`kube: Resource.Columns[10] "J" (.metadata.lables.app): names no field of the schema: metadata has no field "lables"`,
+			`kube: Resource.Columns[11] "K" (.spec..name): JSONPath has a recursive descent (..), which names no one field: write field names, array indexes and filters`,
+			`kube: Resource.Columns[12] "L" (.spec['name','replicas']): JSONPath has a union ([a,b]), which names no one field: write field names, array indexes and filters`,
+			`kube: Resource.Columns[13] "M" (.spec.*): names no field of the schema: spec has no field "*"`,
+			`kube: Resource.Columns[14] "N" (.sepc.replicas): names no field of the schema: the object has no field "sepc"`,
+			`kube: Resource.Columns[15] "O" (.metadata.labels['app.kubernetes.io/name']): names no field of the schema: metadata.labels.app is type: string, which has no field "kubernetes"`,
+		},
+	},
+	{
+		name: "scale",
+		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
+			r.Scale = &kube.Scale{SpecReplicasPath: ".spec.big", StatusReplicasPath: ".spec.replicas", LabelSelectorPath: ".metadata.name"}
+		},
+		want: []string{
+			`kube: Resource.Scale.SpecReplicasPath ".spec.big": names spec.big, which is type: integer, format: int64: a Scale's replicas are type: integer, format: int32, not nullable`,
+			`kube: Resource.Scale.StatusReplicasPath ".spec.replicas": must be a field under .status, such as .status.replicas`,
+			`kube: Resource.Scale.LabelSelectorPath ".metadata.name": must be a field under .spec or .status, such as .status.selector`,
+		},
+	},
+	{
+		name: "scale fields",
+		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
+			r.Scale = &kube.Scale{SpecReplicasPath: ".spec.nullable", StatusReplicasPath: ".status.replicas", LabelSelectorPath: ".status.started"}
+		},
+		want: []string{
+			`kube: Resource.Scale.SpecReplicasPath ".spec.nullable": names spec.nullable, which is type: integer, format: int32, nullable: a Scale's replicas are type: integer, format: int32, not nullable`,
+			`kube: Resource.Scale.StatusReplicasPath ".status.replicas": names status.replicas, which is type: integer, format: int64: a Scale's replicas are type: integer, format: int32, not nullable`,
+			`kube: Resource.Scale.LabelSelectorPath ".status.started": names status.started, which is type: string, format: date-time: a Scale's selector is type: string, not nullable`,
+		},
+	},
+	{
+		name: "scale paths",
+		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
+			r.Scale = &kube.Scale{SpecReplicasPath: ".spec.items[0].port", StatusReplicasPath: ".status"}
+		},
+		want: []string{
+			`kube: Resource.Scale.SpecReplicasPath ".spec.items[0].port": names no field of the schema: spec has no field "items[0]"`,
+			`kube: Resource.Scale.StatusReplicasPath ".status": must be a field under .status, such as .status.replicas`,
+		},
+	},
+	{
+		name: "an empty scale",
+		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
+			r.Scale = &kube.Scale{}
+		},
+		want: []string{
+			`kube: Resource.Scale: missing SpecReplicasPath`,
+			`kube: Resource.Scale: missing StatusReplicasPath`,
+		},
+	},
+	{
+		name: "the smallest int32s scale; a selector may be the spec's",
+		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
+			r.Scale = &kube.Scale{SpecReplicasPath: ".spec.small", StatusReplicasPath: ".status.readyReplicas", LabelSelectorPath: ".spec.selector"}
+		},
+	},
+}
+
 // TestCRDDetailsMistakes checks that CRD names each mistake in ShortNames,
 // Categories, Columns and Scale, each in an error of its own, all at once.
 func TestCRDDetailsMistakes(t *testing.T) {
-	tests := []struct {
-		name   string
-		change func(r *kube.Resource[DetailSpec, DetailStatus])
-		want   []string
-	}{
-		{
-			name: "short names and categories",
-			change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-				r.ShortNames = []string{"MC", "details", "detail", "dt", "dt", "d.t", ""}
-				r.Categories = []string{"example", "Example", "example", "-x"}
-			},
-			want: []string{
-				`kube: Resource.ShortNames[0] "MC": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')`,
-				`kube: Resource.ShortNames[1] "details": is the resource's plural already: a short name is another name for it`,
-				`kube: Resource.ShortNames[2] "detail": is the resource's singular already: a short name is another name for it`,
-				`kube: Resource.ShortNames[4] "dt": is given twice, as ShortNames[3] too`,
-				`kube: Resource.ShortNames[5] "d.t": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')`,
-				`kube: Resource.ShortNames[6] "": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')`,
-				`kube: Resource.Categories[1] "Example": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')`,
-				`kube: Resource.Categories[2] "example": is given twice, as Categories[0] too`,
-				`kube: Resource.Categories[3] "-x": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')`,
-			},
-		},
-		{
-			name: "column names, types and formats",
-			change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-				r.Columns = []kube.Column{
-					{Name: "Ready", JSONPath: ".status.readyReplicas"},
-					{Name: "", JSONPath: ".spec.replicas"},
-					{Name: "READY", JSONPath: ".spec.replicas"},
-					{Name: "name", JSONPath: ".metadata.name"},
-					{Name: "Kind", JSONPath: ".spec.replicas", Type: "int", Format: "int8"},
-					{Name: "Paused", JSONPath: ".spec.paused", Type: "integer"},
-					{Name: "Since", JSONPath: ".spec.replicas", Type: "date"},
-					{Name: "On", JSONPath: ".spec.name", Type: "boolean"},
-					{Name: "Target", JSONPath: ".spec.target", Type: "integer"},
-				}
-			},
-			want: []string{
-				`kube: Resource.Columns[1] "" (.spec.replicas): missing Name`,
-				`kube: Resource.Columns[2] "READY" (.spec.replicas): Name is given twice, as Columns[0] "Ready" too: kubectl prints headings in upper case`,
-				`kube: Resource.Columns[3] "name" (.metadata.name): Name is the table's first column, which kubectl always prints`,
-				`kube: Resource.Columns[4] "Kind" (.spec.replicas): Type "int" isn't one of integer, number, string, boolean, date`,
-				`kube: Resource.Columns[4] "Kind" (.spec.replicas): Format "int8" isn't one of int32, int64, float, double, byte, date, date-time, password`,
-				`kube: Resource.Columns[5] "Paused" (.spec.paused): Type "integer" can't show spec.paused, which is type: boolean: the cell would be empty`,
-				`kube: Resource.Columns[6] "Since" (.spec.replicas): Type "date" can't show spec.replicas, which is type: integer, format: int32: the cell would be empty`,
-				`kube: Resource.Columns[7] "On" (.spec.name): Type "boolean" can't show spec.name, which is type: string: the cell would be empty`,
-				`kube: Resource.Columns[8] "Target" (.spec.target): Type "integer" can't show spec.target, which is x-kubernetes-int-or-string: the cell would be empty`,
-			},
-		},
-		{
-			name: "column paths",
-			change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-				r.Columns = []kube.Column{
-					{Name: "Ready", JSONPath: ".status.readyReplica"},
-					{Name: "A", JSONPath: ""},
-					{Name: "B", JSONPath: "status.readyReplicas"},
-					{Name: "C", JSONPath: "{.status.readyReplicas}"},
-					{Name: "D", JSONPath: ".spec.items[0"},
-					{Name: "E", JSONPath: ".spec.replicas.value"},
-					{Name: "F", JSONPath: ".spec.name[0]"},
-					{Name: "G", JSONPath: `.spec.labels[?(@.x=="y")]`},
-					{Name: "H", JSONPath: `.status.conditions[?(@.typ=="Ready")].status`},
-					{Name: "I", JSONPath: ".spec.items[0].nam"},
-					{Name: "J", JSONPath: ".metadata.lables.app"},
-					{Name: "K", JSONPath: ".spec..name"},
-					{Name: "L", JSONPath: ".spec['name','replicas']"},
-					{Name: "M", JSONPath: ".spec.*"},
-					{Name: "N", JSONPath: ".sepc.replicas"},
-					{Name: "O", JSONPath: ".metadata.labels['app.kubernetes.io/name']"},
-				}
-			},
-			want: []string{
-				`kube: Resource.Columns[0] "Ready" (.status.readyReplica): names no field of the schema: status has no field "readyReplica"`,
-				`kube: Resource.Columns[1] "A" (): missing JSONPath`,
-				`kube: Resource.Columns[2] "B" (status.readyReplicas): JSONPath must start with a dot, such as .spec.size`,
-				`kube: Resource.Columns[3] "C" ({.status.readyReplicas}): JSONPath must start with a dot, such as .spec.size`,
-				`kube: Resource.Columns[4] "D" (.spec.items[0): JSONPath doesn't parse: unterminated array`,
-				`kube: Resource.Columns[5] "E" (.spec.replicas.value): names no field of the schema: spec.replicas is type: integer, format: int32, which has no field "value"`,
-				`kube: Resource.Columns[6] "F" (.spec.name[0]): names no field of the schema: spec.name is type: string, not an array, so an index finds nothing`,
-				`kube: Resource.Columns[7] "G" (.spec.labels[?(@.x=="y")]): names no field of the schema: spec.labels is type: object, not an array, so a filter finds nothing`,
-				`kube: Resource.Columns[8] "H" (.status.conditions[?(@.typ=="Ready")].status): names no field of the schema: status.conditions[*] has no field "typ"`,
-				`kube: Resource.Columns[9] "I" (.spec.items[0].nam): names no field of the schema: spec.items[*] has no field "nam"`,
-				`kube: Resource.Columns[10] "J" (.metadata.lables.app): names no field of the schema: metadata has no field "lables"`,
-				`kube: Resource.Columns[11] "K" (.spec..name): JSONPath has a recursive descent (..), which names no one field: write field names, array indexes and filters`,
-				`kube: Resource.Columns[12] "L" (.spec['name','replicas']): JSONPath has a union ([a,b]), which names no one field: write field names, array indexes and filters`,
-				`kube: Resource.Columns[13] "M" (.spec.*): names no field of the schema: spec has no field "*"`,
-				`kube: Resource.Columns[14] "N" (.sepc.replicas): names no field of the schema: the object has no field "sepc"`,
-				`kube: Resource.Columns[15] "O" (.metadata.labels['app.kubernetes.io/name']): names no field of the schema: metadata.labels.app is type: string, which has no field "kubernetes"`,
-			},
-		},
-		{
-			name: "scale",
-			change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-				r.Scale = &kube.Scale{SpecReplicasPath: ".spec.big", StatusReplicasPath: ".spec.replicas", LabelSelectorPath: ".metadata.name"}
-			},
-			want: []string{
-				`kube: Resource.Scale.SpecReplicasPath ".spec.big": names spec.big, which is type: integer, format: int64: a Scale's replicas are type: integer, format: int32, not nullable`,
-				`kube: Resource.Scale.StatusReplicasPath ".spec.replicas": must be a field under .status, such as .status.replicas`,
-				`kube: Resource.Scale.LabelSelectorPath ".metadata.name": must be a field under .spec or .status, such as .status.selector`,
-			},
-		},
-		{
-			name: "scale fields",
-			change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-				r.Scale = &kube.Scale{SpecReplicasPath: ".spec.nullable", StatusReplicasPath: ".status.replicas", LabelSelectorPath: ".status.started"}
-			},
-			want: []string{
-				`kube: Resource.Scale.SpecReplicasPath ".spec.nullable": names spec.nullable, which is type: integer, format: int32, nullable: a Scale's replicas are type: integer, format: int32, not nullable`,
-				`kube: Resource.Scale.StatusReplicasPath ".status.replicas": names status.replicas, which is type: integer, format: int64: a Scale's replicas are type: integer, format: int32, not nullable`,
-				`kube: Resource.Scale.LabelSelectorPath ".status.started": names status.started, which is type: string, format: date-time: a Scale's selector is type: string, not nullable`,
-			},
-		},
-		{
-			name: "scale paths",
-			change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-				r.Scale = &kube.Scale{SpecReplicasPath: ".spec.items[0].port", StatusReplicasPath: ".status"}
-			},
-			want: []string{
-				`kube: Resource.Scale.SpecReplicasPath ".spec.items[0].port": names no field of the schema: spec has no field "items[0]"`,
-				`kube: Resource.Scale.StatusReplicasPath ".status": must be a field under .status, such as .status.replicas`,
-			},
-		},
-		{
-			name: "an empty scale",
-			change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-				r.Scale = &kube.Scale{}
-			},
-			want: []string{
-				`kube: Resource.Scale: missing SpecReplicasPath`,
-				`kube: Resource.Scale: missing StatusReplicasPath`,
-			},
-		},
-		{
-			name: "the smallest int32s scale; a selector may be the spec's",
-			change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-				r.Scale = &kube.Scale{SpecReplicasPath: ".spec.small", StatusReplicasPath: ".status.readyReplicas", LabelSelectorPath: ".spec.selector"}
-			},
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range detailMistakes {
 		t.Run(tt.name, func(t *testing.T) {
 			r := detailed
 			tt.change(&r)
