@@ -14,7 +14,6 @@ import (
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/clustertest"
 	"github.com/z5labs/humus/kube/example/defaultdeny/app"
-	"github.com/z5labs/humus/kube/example/internal/apptest"
 )
 
 // The whole App, on humustest's Host and a real control plane, runs as its
@@ -30,10 +29,11 @@ func TestClusterDefaultDeny(t *testing.T) {
 	}
 	home := c.Namespace(t) // the controller's own, which holds its Lease
 	const pod = "default-deny-5c7b9-qx2lm"
-	host, probes := apptest.ClusterPodHost(t, c, home, pod, app.Name, apptest.RBACGrants(t, "../deploy/rbac.yaml", home))
+	host := c.PodHost(t, home, pod, app.Name, clustertest.RBACGrants(t, "../deploy/rbac.yaml", home)...)
+	probes := host.Env["PROBES_ADDR"]
 
 	p := humustest.Start(t, host.Host(), app.Init)
-	clustertest.Eventually(t, time.Minute, func(context.Context) error { return apptest.Ready(probes) })
+	clustertest.Eventually(t, time.Minute, func(ctx context.Context) error { return clustertest.Ready(ctx, probes) })
 
 	// A namespace made while the controller runs.
 	shop := c.Namespace(t)
@@ -54,7 +54,7 @@ func TestClusterDefaultDeny(t *testing.T) {
 		if owner == nil || owner.Kind != "Namespace" || owner.Name != shop || owner.UID != shopNS.UID {
 			t.Errorf("the ConfigMap's controller owner reference = %+v, want Namespace %s", owner, shop)
 		}
-		if !apptest.ManagedBy(cm.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
+		if !clustertest.ManagedBy(cm.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
 			t.Errorf("the ConfigMap's managed fields = %+v, want %s's Apply", cm.ManagedFields, app.Name)
 		}
 	})
@@ -110,7 +110,7 @@ func TestClusterDefaultDeny(t *testing.T) {
 
 	t.Run("exits 0 on its signal, and releases the Lease", func(t *testing.T) {
 		p.Signal()
-		if code := apptest.Wait(t, p); code != 0 {
+		if code := clustertest.AwaitExit(t, p); code != 0 {
 			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
 		}
 		if s := host.Stderr(); s != "" {

@@ -25,7 +25,6 @@ import (
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/clustertest"
-	"github.com/z5labs/humus/kube/example/internal/apptest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
 )
 
@@ -42,7 +41,8 @@ func TestClusterMemcached(t *testing.T) {
 	installCRD(t, c)
 	ns := c.Namespace(t)
 	const pod = "memcached-controller-7d9f-x2k4q"
-	host, probes := apptest.ClusterPodHost(t, c, ns, pod, app.Name, apptest.RBACGrants(t, "../deploy/rbac.yaml", ns))
+	host := c.PodHost(t, ns, pod, app.Name, clustertest.RBACGrants(t, "../deploy/rbac.yaml", ns)...)
+	probes := host.Env["PROBES_ADDR"]
 
 	// As main.go runs it, with BuildTelemetry: its records are lines on
 	// stderr, and its metrics are served at /metrics beside the probes.
@@ -52,7 +52,7 @@ func TestClusterMemcached(t *testing.T) {
 	p := start()
 
 	t.Log("the probes' /readyz answers ok once the caches have synced")
-	clustertest.Eventually(t, time.Minute, func(context.Context) error { return apptest.Ready(probes) })
+	clustertest.Eventually(t, time.Minute, func(ctx context.Context) error { return clustertest.Ready(ctx, probes) })
 
 	memcacheds := dyn.Resource(app.Memcached.GVR()).Namespace(ns)
 	created, err := memcacheds.Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
@@ -88,10 +88,10 @@ func TestClusterMemcached(t *testing.T) {
 		if got := m.Finalizers; len(got) != 1 || got[0] != app.Finalizer {
 			t.Errorf("finalizers = %v, want [%s]", got, app.Finalizer)
 		}
-		if !apptest.ManagedBy(m.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
+		if !clustertest.ManagedBy(m.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
 			t.Errorf("managed fields = %s, want %s's Apply, of the finalizer", managers(m.ManagedFields), app.Name)
 		}
-		if !apptest.ManagedBy(m.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "status") {
+		if !clustertest.ManagedBy(m.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "status") {
 			t.Errorf("managed fields = %s, want %s's Apply on status", managers(m.ManagedFields), app.Name)
 		}
 
@@ -103,7 +103,7 @@ func TestClusterMemcached(t *testing.T) {
 		if owner == nil || owner.UID != uid || owner.Kind != "Memcached" || owner.APIVersion != "cache.example.com/v1alpha1" {
 			t.Errorf("controller owner reference = %+v, want the Memcached %s", owner, uid)
 		}
-		if !apptest.ManagedBy(d.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
+		if !clustertest.ManagedBy(d.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
 			t.Errorf("the Deployment's managed fields = %s, want %s's Apply", managers(d.ManagedFields), app.Name)
 		}
 		if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Template.Spec.Containers[0].Image != m.Spec.Image {
@@ -142,8 +142,8 @@ func TestClusterMemcached(t *testing.T) {
 			"humus_kube_controller_reconcile_unfinished_duration_seconds",
 			"humus_kube_controller_reconcile_longest_unfinished_duration_seconds",
 		}
-		clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
-			text, err := apptest.Metrics(probes)
+		clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+			text, err := clustertest.Metrics(ctx, probes)
 			if err != nil {
 				return err
 			}
@@ -200,14 +200,14 @@ func TestClusterMemcached(t *testing.T) {
 			t.Fatal("the API server counts no applies of Deployments, though the App made two: the count is wrong")
 		}
 		p.Signal()
-		if code := apptest.Wait(t, p); code != 0 {
+		if code := clustertest.AwaitExit(t, p); code != 0 {
 			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
 		}
 		p = start()
 		// The new App's reconcile of the Memcached, counted in its
 		// metrics.
-		clustertest.Eventually(t, time.Minute, func(context.Context) error {
-			text, err := apptest.Metrics(probes)
+		clustertest.Eventually(t, time.Minute, func(ctx context.Context) error {
+			text, err := clustertest.Metrics(ctx, probes)
 			if err != nil {
 				return err
 			}
@@ -293,7 +293,7 @@ func TestClusterMemcached(t *testing.T) {
 		}
 
 		p.Signal()
-		if code := apptest.Wait(t, p); code != 0 {
+		if code := clustertest.AwaitExit(t, p); code != 0 {
 			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
 		}
 		// What is on stderr is BuildTelemetry's: one line a log record,
@@ -324,11 +324,11 @@ func TestClusterMemcachedInOneNamespace(t *testing.T) {
 	installCRD(t, c)
 	ns := c.Namespace(t)
 	var grants []clustertest.Grant
-	for _, g := range apptest.RBACGrants(t, "../deploy/rbac.yaml", ns) {
+	for _, g := range clustertest.RBACGrants(t, "../deploy/rbac.yaml", ns) {
 		g.Namespace = ns
 		grants = append(grants, g)
 	}
-	host, _ := apptest.ClusterPodHost(t, c, ns, "memcached-controller-0", app.Name, grants)
+	host := c.PodHost(t, ns, "memcached-controller-0", app.Name, grants...)
 	host.Env["WATCH_NAMESPACE"] = ns
 
 	p := humustest.Start(t, host.Host(), app.Init)
@@ -363,7 +363,7 @@ func TestClusterMemcachedInOneNamespace(t *testing.T) {
 	})
 
 	p.Signal()
-	if code := apptest.Wait(t, p); code != 0 {
+	if code := clustertest.AwaitExit(t, p); code != 0 {
 		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
 	}
 }
@@ -411,7 +411,7 @@ func TestClusterMissingCRDExits1(t *testing.T) {
 
 	p := humustest.Start(t, host.Host(), init)
 
-	if code := apptest.Wait(t, p); code != 1 {
+	if code := clustertest.AwaitExit(t, p); code != 1 {
 		t.Errorf("exit code %d, want 1", code)
 	}
 	want := "kube: listing cache.example.com/v1alpha1, Resource=absents: the server could not find the requested resource\n"

@@ -40,7 +40,6 @@ import (
 
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/clustertest"
-	"github.com/z5labs/humus/kube/example/internal/apptest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
 )
 
@@ -271,7 +270,8 @@ type controller struct {
 // takes to start counts in none of the figures.
 func (bn *bench) prepare(b *testing.B, ns, pod string, workers int, env map[string]string) *controller {
 	b.Helper()
-	host, probes := apptest.ClusterPodHost(b, bn.c, ns, pod, app.Name, apptest.RBACGrants(b, "../deploy/rbac.yaml", ns))
+	host := bn.c.PodHost(b, ns, pod, app.Name, clustertest.RBACGrants(b, "../deploy/rbac.yaml", ns)...)
+	probes := host.Env["PROBES_ADDR"]
 	host.Env["WATCH_NAMESPACE"] = ns
 	host.Env["WORKERS"] = strconv.Itoa(workers)
 	maps.Copy(host.Env, env)
@@ -282,7 +282,7 @@ func (bn *bench) prepare(b *testing.B, ns, pod string, workers int, env map[stri
 // answered ok.
 func (c *controller) synced(b *testing.B) time.Time {
 	b.Helper()
-	clustertest.Eventually(b, 5*time.Minute, func(context.Context) error { return apptest.Ready(c.probes) })
+	clustertest.Eventually(b, 5*time.Minute, func(ctx context.Context) error { return clustertest.Ready(ctx, c.probes) })
 	return time.Now()
 }
 
