@@ -78,19 +78,32 @@
 //
 // # What the process's environment still changes
 //
-// OpenTelemetry's SDK and exporters read the OTEL_* variables from the
+// OpenTelemetry's SDK and exporters read OTEL_* variables from the
 // process's environment themselves, past the Host. Build passes every
 // setting such a variable could change as an option, so these are read but
-// change nothing: the OTLP trace and metric exporters' OTEL_EXPORTER_OTLP_*
-// (endpoint, headers, protocol, compression, timeout, TLS files, the
-// metrics' temporality and histogram aggregation), OTEL_TRACES_SAMPLER and
-// its argument, OTEL_SPAN_*_LIMIT, OTEL_BSP_*, OTEL_METRIC_EXPORT_INTERVAL
-// and _TIMEOUT, OTEL_METRICS_EXEMPLAR_FILTER and
-// OTEL_GO_X_CARDINALITY_LIMIT. An invalid one is still reported by
-// OpenTelemetry's global error handler, on the process's stderr unless the
-// program set one, and the exporters read the files a TLS variable names.
-// The OTLP log exporter and the log SDK read none once their options are
-// set. What does change something:
+// change nothing:
+//
+//   - the OTLP trace and metric exporters', when that signal is exported:
+//     OTEL_EXPORTER_OTLP_ and OTEL_EXPORTER_OTLP_TRACES_ or _METRICS_
+//     ENDPOINT, HEADERS, PROTOCOL, COMPRESSION, TIMEOUT, INSECURE,
+//     CERTIFICATE, CLIENT_CERTIFICATE and CLIENT_KEY (the exporters read
+//     the files these three name, from the process's file system), and
+//     OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE and
+//     _DEFAULT_HISTOGRAM_AGGREGATION;
+//   - the trace SDK's, when traces are exported: OTEL_TRACES_SAMPLER and
+//     _ARG, OTEL_BSP_*, OTEL_ATTRIBUTE_COUNT_LIMIT and
+//     _VALUE_LENGTH_LIMIT, OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT,
+//     _ATTRIBUTE_VALUE_LENGTH_LIMIT, _EVENT_COUNT_LIMIT and
+//     _LINK_COUNT_LIMIT, OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT and
+//     OTEL_LINK_ATTRIBUTE_COUNT_LIMIT;
+//   - the metric SDK's: OTEL_METRICS_EXEMPLAR_FILTER and
+//     OTEL_GO_X_CARDINALITY_LIMIT, and, when metrics are exported,
+//     OTEL_METRIC_EXPORT_INTERVAL and _TIMEOUT.
+//
+// An invalid one is still reported by OpenTelemetry's global error
+// handler, on the process's stderr unless the program set one. The OTLP
+// log exporter and the log SDK read none of theirs, as each has its
+// option. What does change something:
 //
 //   - OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME: each provider's
 //     resource is the SDK's merge of them with Build's, which the SDK makes

@@ -13,7 +13,9 @@ import (
 	"go.opentelemetry.io/contrib/bridges/otelslog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	"google.golang.org/protobuf/proto"
 
@@ -44,6 +46,7 @@ func processEnv(t *testing.T, decoy string) {
 		"OTEL_METRICS_EXEMPLAR_FILTER":                             "always_off",
 		"OTEL_GO_X_CARDINALITY_LIMIT":                              "1",
 		"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT":                          "0",
+		"OTEL_ATTRIBUTE_COUNT_LIMIT":                               "0",
 		"OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT":                     "0",
 		"OTEL_LOGRECORD_ATTRIBUTE_VALUE_LENGTH_LIMIT":              "1",
 	} {
@@ -98,6 +101,7 @@ func TestBuildTakesNothingFromTheProcessEnvironment(t *testing.T) {
 				if got := spanResource(t, r.body)["service.name"]; got != "test-controller" {
 					t.Errorf("the spans' service.name = %q, want test-controller", got)
 				}
+				checkSpans(t, r.body)
 			case "/v1/metrics":
 				checkCumulative(t, r.body)
 			}
@@ -137,7 +141,8 @@ func recordTwice(t *testing.T, tel humus.Telemetry) {
 	t.Helper()
 	if tel.TracerProvider != nil {
 		for range 2 {
-			_, span := tel.TracerProvider.Tracer("test").Start(t.Context(), "reconcile Memcached")
+			_, span := tel.TracerProvider.Tracer("test").Start(t.Context(), "reconcile Memcached",
+				trace.WithAttributes(attribute.String("k8s.namespace.name", "shop")))
 			span.End()
 		}
 	}
@@ -150,6 +155,30 @@ func recordTwice(t *testing.T, tel humus.Telemetry) {
 	log := slog.New(otelslog.NewHandler("test", otelslog.WithLoggerProvider(tel.LoggerProvider)))
 	for range 2 {
 		log.Info("hello", "k8s.namespace.name", "shop", "humus.kube.object.name", "sessions", "attempt", 1)
+	}
+}
+
+// checkSpans fails t unless the trace export has two spans, each with its
+// attribute.
+func checkSpans(t *testing.T, body []byte) {
+	t.Helper()
+	var req coltracepb.ExportTraceServiceRequest
+	if err := proto.Unmarshal(body, &req); err != nil {
+		t.Fatalf("the trace export: %v", err)
+	}
+	var spans int
+	for _, rs := range req.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				spans++
+				if a := s.Attributes; len(a) != 1 || a[0].Key != "k8s.namespace.name" || a[0].Value.GetStringValue() != "shop" {
+					t.Errorf("the span %s has attributes %v, want k8s.namespace.name shop", s.Name, a)
+				}
+			}
+		}
+	}
+	if spans != 2 {
+		t.Errorf("the trace export has %d spans, want 2", spans)
 	}
 }
 
