@@ -27,9 +27,9 @@
 //   - Traces are recorded only when they are exported: without an OTLP
 //     endpoint for them, the TracerProvider is nil, a no-op one.
 //   - The propagator is W3C trace context and baggage.
-//   - Nothing reads or sets an OpenTelemetry, Prometheus or klog global,
-//     and no Build reads another's state: two Apps in one process have
-//     their own providers and registries.
+//   - Build reads and sets no OpenTelemetry, Prometheus or klog global (but
+//     see below for what OpenTelemetry's SDK reads itself): two Apps in one
+//     process have their own providers and registries.
 //   - Build reads the variables below through Host.LookupEnv, and the OTLP
 //     exporters dial through Host.Dial, with no proxy.
 //   - Every bad variable is named in the one error Build returns, and a
@@ -105,13 +105,13 @@
 // log exporter and the log SDK read none of theirs, as each has its
 // option. What does change something:
 //
-//   - OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME: each provider's
-//     resource is the SDK's merge of them with Build's, which the SDK makes
-//     in its WithResource and which can't be turned off. Build's
-//     attributes win where both have a key, service.name included, but a
-//     key only the process's variable has is added, to the OTLP exports
-//     and to Prometheus' target_info. With humus.OSHost, the Host's
-//     environment is the process's, and this changes nothing.
+//   - OTEL_RESOURCE_ATTRIBUTES: each provider's resource is the SDK's merge
+//     of it (and of OTEL_SERVICE_NAME) with Build's, which the SDK makes in
+//     its WithResource and which can't be turned off. Build's attributes
+//     win where both have a key, service.name always included, but a key
+//     only the process's variable has is added, to the OTLP exports and to
+//     Prometheus' target_info. With humus.OSHost, the Host's environment is
+//     the process's, and this adds nothing.
 //   - OTEL_GO_X_OBSERVABILITY (or OTEL_GO_X_SELF_OBSERVABILITY): the SDK
 //     and exporters record metrics of their own, on OpenTelemetry's global
 //     MeterProvider, which nothing in humus sets.
