@@ -1,39 +1,72 @@
-// Package clustertest is the tests' real control plane: etcd, kube-apiserver
-// and kube-controller-manager built from Kubernetes v1.37.2's own source
-// (the tools/controlplane module) and started on loopback, so admission,
-// validation, defaulting, server-side apply, RBAC, garbage collection and
-// namespace deletion in tests are Kubernetes' own.
+// Package clustertest starts a real Kubernetes control plane for Go tests:
+// etcd, kube-apiserver and kube-controller-manager, built from Kubernetes
+// v1.37.2's own source and run as processes on 127.0.0.1, so that
+// admission, validation, defaulting, server-side apply, RBAC, garbage
+// collection and namespace deletion in a test are Kubernetes' own. It is
+// not a package of fakes: a test talks to a kube-apiserver over HTTPS,
+// with client-go or anything else, as a controller in a cluster does.
+// Nothing runs pods: there is no scheduler, kubelet or deployment
+// controller, so a Deployment is stored and never rolled out.
 //
 // A test binary that uses it calls Run from TestMain, and each test that
-// needs the control plane calls Get:
+// needs the control plane calls Get. A controller's whole App, in its own
+// module, is tested as its pod would run it (see the package example):
 //
 //	func TestMain(m *testing.M) { os.Exit(clustertest.Run(m)) }
 //
-//	func TestClusterSomething(t *testing.T) {
+//	func TestClusterWebsite(t *testing.T) {
 //		c := clustertest.Get(t)
+//		c.Install(t, app.Website) // a kube.Resource, or anything with a CRD method
 //		ns := c.Namespace(t)
-//		client, err := kubernetes.NewForConfig(c.AdminConfig())
+//		h := c.PodHost(t, ns, "website-controller-0", "website-controller",
+//			clustertest.RBACGrants(t, "../deploy/rbac.yaml", ns)...)
+//		p := humustest.Start(t, h.Host(), app.Init)
 //		...
 //	}
 //
-// What it guarantees:
+// # Where the control plane comes from
+//
+// Options to Run (and Start) choose one of three sources:
+//
+//   - By default, built from source: the first Get on a machine builds
+//     etcd, kube-apiserver and kube-controller-manager with the go
+//     command, from a module embedded in this package (Kubernetes v1.37.2
+//     and etcd v3.7.0), into a folder shared by every test binary of every
+//     module on the machine: the folder the environment variable
+//     HUMUS_CONTROLPLANE names, or else humus/controlplane-v1.37.2 in the
+//     user's cache folder (os.UserCacheDir: ~/.cache on Linux,
+//     ~/Library/Caches on macOS). BuildDir says which. A cold build takes 13
+//     to 18 minutes on two cores, longer than go test's default 10m
+//     timeout: build first (Build, or the cluster command's -build), or
+//     pass -timeout 30m. With Go's build cache warm, a build into another
+//     folder takes a minute or two; with the folder built, none at all.
+//     The go command on PATH is used, with the environment's GOPROXY,
+//     GOCACHE and GOMODCACHE, GOWORK=off and GOFLAGS=-mod=mod
+//     -buildvcs=false; its modules come through the module proxy.
+//   - FromAssets(dir): the etcd and kube-apiserver of a folder laid out as
+//     envtest's setup-envtest installs them (its KUBEBUILDER_ASSETS). It
+//     has no kube-controller-manager: nothing collects garbage, and a
+//     deleted namespace never finishes deleting. RequireControllers fails
+//     a test that needs either, saying so.
+//   - FromKubeconfig(path): an existing cluster, such as kind's, through
+//     the kubeconfig's current context. Nothing is started; the faults,
+//     the audit log, FeatureGates and ClientCert fail the test naming why;
+//     Namespace, ServiceAccount, PodHost, InstallCRD and Install work.
+//
+// # What it guarantees
 //
 //   - One control plane per test binary, started by the first Get and
 //     stopped when Run's tests end; tests isolate themselves by namespace
 //     (Namespace).
-//   - Binaries are built on demand into .bin/controlplane at the
-//     repository root, under a file lock, so two test binaries starting at
-//     once build once, and the one that waits says so; a stamp of
-//     tools/controlplane's source means a warm start runs no go command. A
-//     cold build takes 13 to 18 minutes on two cores, longer than go
-//     test's default 10m timeout: build first with `make controlplane`
-//     (`go run ./kube/clustertest/cmd/cluster -build`), or pass
-//     -timeout 30m. It says on stderr which program it builds, when each
-//     begins and ends, and at least every 30s how many packages it has
-//     compiled.
 //   - Under go test -short, Get skips the test, so -short runs only the
-//     tests that need no control plane; a test that starts one another way
-//     calls SkipShort first.
+//     tests that need no control plane and builds nothing; a test that
+//     starts one another way calls SkipShort first.
+//   - A build holds a lock on the file beside the build folder (FOLDER.lock),
+//     so test binaries starting at once, of one module or several, build
+//     once, and the one that waits says so. A stamp, a hash of the embedded
+//     source and the build's flags, means a warm start runs no go command.
+//     A build says on stderr which program it builds, when each begins and
+//     ends, and at least every 30s how many packages it has compiled.
 //   - Every component listens on 127.0.0.1 only, on ports picked free
 //     below the ephemeral range, and kept across stops and starts.
 //   - etcd keeps its data in the control plane's temporary folder;
@@ -42,7 +75,7 @@
 //     CA, a service-account issuer and signing key, and a static admin
 //     token in system:masters; kube-controller-manager runs exactly the
 //     garbage collector and namespace controllers, without leader
-//     election. Nothing runs pods or writes a Deployment's status.
+//     election.
 //   - Get returns once each component is ready: etcd's /health,
 //     kube-apiserver's /readyz and both controllers in
 //     kube-controller-manager's /healthz.
@@ -57,32 +90,66 @@
 //   - Client configs from AdminConfig, Kubeconfig and ServiceAccount
 //     keep working across StopAPIServer/StartAPIServer and
 //     StopEtcd/StartEtcd.
+//
+// # Helpers for a test
+//
+// Each takes the test's testing.TB, calls t.Helper, fails the test with a
+// message saying what went wrong, and registers its cleanups with
+// t.Cleanup.
+//
+//   - Namespace creates a namespace named after the test, and deletes it
+//     at the test's cleanup.
+//   - Install installs the CRDs of Resources (such as kube.Resource, whose
+//     CRD method builds one from Go types) and returns once each is served,
+//     so an informer or a create finds its resource; InstallCRD does it
+//     for one CRD, and AwaitCRD waits for one.
+//   - ServiceAccount creates a ServiceAccount bound to exactly the Grants
+//     given, and returns its token once its rights are in effect;
+//     RBACGrants reads the Grants of a controller's RBAC manifest (its
+//     ClusterRoles and Roles).
+//   - PodHost is a humustest Host as the kubelet sets up the controller's
+//     pod: the API server's address in KUBERNETES_SERVICE_HOST and
+//     KUBERNETES_SERVICE_PORT, the service account's ca.crt, token and
+//     namespace files, POD_NAMESPACE, POD_NAME, and a free PROBES_ADDR.
+//     OfflinePodHost is the same with no API server behind it, for tests
+//     of an App's settings.
+//   - Eventually is the tests' one wait: it polls a check until it
+//     returns nil, and fails the test with the check's last error. Ready
+//     and Metrics are checks of an App's probes; Gone is one for a
+//     deletion.
+//   - AwaitExit waits for an App started by humustest.Start to exit, and
+//     returns its exit code; ManagedBy says who applied an object's fields.
 //   - kube-apiserver records every write (create, update, patch, delete,
 //     deletecollection), by anyone, at Metadata level once its response
 //     is complete, in an audit log that outlives its restarts; Audit reads
 //     it, and AwaitAudit waits for an event.
 //   - Fault tests, which mustn't run in parallel, can kill
-//     (KillAPIServer, KillEtcd), pause (PauseAPIServer, PauseEtcd) and
-//     compact (CompactEtcd) the control plane; whatever a test leaves
-//     killed, stopped or paused runs again at its cleanup.
-//   - FeatureGates restarts kube-apiserver with feature gates, alpha ones
-//     too, for one test, and with its own flags again at its cleanup.
-//   - InstallCRD installs a CRD and AwaitCRD waits for one: each returns
-//     once the CRD is Established and every version it serves answers a
-//     list, so an informer or a create finds its resource served.
-//   - Eventually is the tests' one wait: it polls a check until it
-//     returns nil, and fails the test with the check's last error.
-//   - A CA (NewCA) makes the certificates a test's own server needs,
-//     valid from 1990 to 2100, so a synctest bubble accepts them too.
+//     (KillAPIServer, KillEtcd), pause (PauseAPIServer, PauseEtcd), stop
+//     (StopAPIServer, StopEtcd) and compact (CompactEtcd) the control
+//     plane; whatever a test leaves killed, stopped or paused runs again at
+//     its cleanup. FeatureGates restarts kube-apiserver with feature gates,
+//     alpha ones too, for one test.
 //   - A Link stands between one client and the servers it dials, as a
 //     humus.Host's or a rest.Config's Dial, to hold, release or refuse
 //     its traffic; a connection the client closes while held never
 //     delivers what it queued.
-//   - The control plane runs on Linux. Elsewhere, macOS say, the package
-//     and its unit tests build, but a child process has no parent-death
-//     signal (process_linux.go, process_other.go).
+//   - A CA (NewCA) makes the certificates a test's own server needs,
+//     valid from 1990 to 2100, so a synctest bubble accepts them too.
 //
-// The cluster command (cmd/cluster, `make cluster`) and the Memcached demo
-// (kube/example/memcached/demo, `make demo`) run the same control plane
-// for a person, with Launch and Stop.
+// # For a person
+//
+// The cluster command (cmd/cluster) runs the same control plane in the
+// foreground: it writes its files into a folder (.cluster unless -dir
+// says otherwise): kubeconfig, the admin's, with its token and CA
+// embedded; the CA, certificates, keys and static tokens; etcd's data
+// (etcd/); each component's log (etcd.log, kube-apiserver.log,
+// kube-controller-manager.log); and the audit log (audit.log). It says so
+// at start, with the export KUBECONFIG=... line on stdout, empties the
+// folder at its next start and keeps it after stop. Ctrl-C, or SIGTERM to
+// its process, stops the components and ends it. Run it as a built
+// binary, not through go run, whose process doesn't pass a signal on.
+// Programs of one's own call Launch and Stop.
+//
+// The control plane runs on Linux. Elsewhere, macOS say, the package and
+// its unit tests build, but a child process has no parent-death signal.
 package clustertest
