@@ -10,7 +10,6 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/clustertest"
-	"github.com/z5labs/humus/kube/example/internal/apptest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
 	"github.com/z5labs/humus/telemetry"
 )
@@ -24,7 +23,7 @@ func TestClusterVerbosityShowsEachRenewalOfTheLease(t *testing.T) {
 	c := clustertest.Get(t)
 	installCRD(t, c)
 	ns := c.Namespace(t)
-	host, _ := apptest.ClusterPodHost(t, c, ns, "memcached-controller-0", app.Name, apptest.RBACGrants(t, "../deploy/rbac.yaml", ns))
+	host := c.PodHost(t, ns, "memcached-controller-0", app.Name, clustertest.RBACGrants(t, "../deploy/rbac.yaml", ns)...)
 
 	p := humustest.Start(t, host.Host(), app.Init, humus.WithTelemetry(telemetry.New(app.Name, telemetry.Verbosity(5))))
 
@@ -39,7 +38,7 @@ func TestClusterVerbosityShowsEachRenewalOfTheLease(t *testing.T) {
 	})
 
 	p.Signal()
-	if code := apptest.Wait(t, p); code != 0 {
+	if code := clustertest.AwaitExit(t, p); code != 0 {
 		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
 	}
 }
