@@ -152,7 +152,7 @@ func TestClusterNoProcessSurvives(t *testing.T) {
 
 	child := exec.Command(os.Args[0], "-test.run=^TestClusterNoProcessSurvives$", "-test.timeout=10m")
 	child.Env = append(os.Environ(), childEnv+"=1")
-	var stderr bytes.Buffer
+	var stderr SyncBuffer // written by exec's goroutine as the child runs
 	child.Stderr = &stderr
 	stdout, err := child.StdoutPipe()
 	if err != nil {
@@ -163,23 +163,7 @@ func TestClusterNoProcessSurvives(t *testing.T) {
 	}
 	defer func() { _ = child.Process.Kill() }()
 
-	lines := make(chan string)
-	go func() {
-		scanner := bufio.NewScanner(stdout)
-		for scanner.Scan() {
-			if line, ok := strings.CutPrefix(scanner.Text(), "control plane "); ok {
-				lines <- line
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	var line string
-	select {
-	case line = <-lines:
-	case <-time.After(readyTimeout * 3):
-		t.Fatalf("the child never reported its control plane; its stderr:\n%s", stderr.String())
-	}
+	line := childReport(t, stdout, &stderr)
 	fields := strings.Fields(line)
 	dir, server := fields[0], fields[1]
 	var pids []int
@@ -213,6 +197,30 @@ func TestClusterNoProcessSurvives(t *testing.T) {
 	removeOrphans()
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the dead test binary's folder %s is still there after removeOrphans (%v)", dir, err)
+	}
+}
+
+// childReport is what the child of TestClusterNoProcessSurvives reports
+// of its control plane: its folder, server and processes' ids.
+func childReport(t *testing.T, stdout io.Reader, stderr *SyncBuffer) string {
+	t.Helper()
+	lines := make(chan string, 1)
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			if line, ok := strings.CutPrefix(scanner.Text(), "control plane "); ok {
+				lines <- line
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case line := <-lines:
+		return line
+	case <-time.After(readyTimeout * 3):
+		t.Fatalf("the child never reported its control plane; its stderr:\n%s", stderr.String())
+		return ""
 	}
 }
 
