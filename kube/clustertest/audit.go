@@ -100,7 +100,9 @@ var eventStart = []byte(`{"kind":"Event"`)
 // event is written before kube-apiserver's handler of it returns, but it
 // may reach the file a moment after the client has the response: to wait
 // for one, use AwaitAudit. A last line still being written is left out,
-// and so is a line a killed kube-apiserver left unfinished.
+// and so is a line a killed kube-apiserver left unfinished. On an existing
+// cluster (FromKubeconfig), whose audit log this package can't read, it
+// fails t saying so, and so does AwaitAudit.
 func (c *Cluster) Audit(t testing.TB) []AuditEvent {
 	t.Helper()
 	c.ownsProcesses(t, "the audit log")

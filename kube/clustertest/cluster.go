@@ -514,6 +514,9 @@ func (c *Cluster) Kubeconfig() []byte { return bytes.Clone(c.kubeconfig) }
 // to FromKubeconfig, as it is on disk.
 func (c *Cluster) KubeconfigPath() string { return c.kubeconfigPath }
 
+// StopAPIServer, StartAPIServer, StopEtcd and StartEtcd fail the test on
+// an existing cluster (FromKubeconfig), which this package didn't start.
+
 // StopAPIServer stops kube-apiserver, killing it if it hasn't exited 10s
 // after SIGTERM. Unless the test starts it again, it is started at the
 // test's cleanup, so later tests find it running. The control plane is

@@ -16,7 +16,8 @@ import (
 // the tests of one binary: call these only from tests that don't run in
 // parallel. Each restores a running control plane at the test's cleanup
 // if the test didn't: a paused component is resumed, and a killed one is
-// started again.
+// started again. On an existing cluster (FromKubeconfig), which this
+// package didn't start, each fails the test saying so.
 
 // KillAPIServer kills kube-apiserver's process group with SIGKILL and
 // returns once it has exited: no graceful shutdown, and every connection

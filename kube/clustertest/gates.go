@@ -14,7 +14,8 @@ import (
 // with the flags it had before, so later tests find it as they expect.
 // Clients keep working across the restarts, as across StopAPIServer and
 // StartAPIServer. The control plane is shared: call it only from tests
-// that don't run in parallel.
+// that don't run in parallel. On an existing cluster (FromKubeconfig) it
+// fails t saying so.
 func (c *Cluster) FeatureGates(t testing.TB, gates ...string) {
 	t.Helper()
 	c.ownsProcesses(t, "FeatureGates")

@@ -24,7 +24,9 @@ const callTimeout = 30 * time.Second
 // ClientCert is a client certificate signed by the CA for user in groups,
 // which kube-apiserver authenticates as that user. It grants nothing by
 // itself: the user has the RBAC rules bound to it or to its groups
-// (system:masters has every right).
+// (system:masters has every right). On an existing cluster
+// (FromKubeconfig), whose CA's key this package doesn't hold, it fails t
+// saying so.
 func (c *Cluster) ClientCert(t testing.TB, user string, groups ...string) tls.Certificate {
 	t.Helper()
 	c.ownsProcesses(t, "ClientCert, which signs with the control plane's CA,")
