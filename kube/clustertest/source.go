@@ -22,7 +22,13 @@ import (
 // An Option says where Run and Start get the control plane from. Without
 // one, it is built from Kubernetes' source (see Build) and started with
 // kube-controller-manager.
-type Option func(*[]from)
+type Option func(*options)
+
+// options are what Options set: the sources they name, of which there may
+// be one at most.
+type options struct {
+	sources []from
+}
 
 // FromAssets runs the etcd and kube-apiserver binaries in dir, a folder
 // laid out as envtest's setup-envtest installs them (the folder it prints,
@@ -38,7 +44,7 @@ type Option func(*[]from)
 // The faults, the audit log and FeatureGates work, on whatever release of
 // kube-apiserver the folder holds.
 func FromAssets(dir string) Option {
-	return func(f *[]from) { *f = append(*f, from{kind: fromAssets, path: dir}) }
+	return func(o *options) { o.sources = append(o.sources, from{kind: fromAssets, path: dir}) }
 }
 
 // FromKubeconfig uses the existing cluster that the kubeconfig file at
@@ -56,7 +62,7 @@ func FromAssets(dir string) Option {
 // loopback only, so a PodHost reaches only a cluster whose server is on
 // loopback, as kind's and k3d's are.
 func FromKubeconfig(path string) Option {
-	return func(f *[]from) { *f = append(*f, from{kind: fromKubeconfig, path: path}) }
+	return func(o *options) { o.sources = append(o.sources, from{kind: fromKubeconfig, path: path}) }
 }
 
 // fromKind is where a control plane comes from.
@@ -88,12 +94,13 @@ func (f from) String() string {
 // resolve is where opts say the control plane comes from, or an error
 // naming every mistake in them.
 func resolve(opts []Option) (from, error) {
-	var froms []from
+	var o options
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&froms)
+			opt(&o)
 		}
 	}
+	froms := o.sources
 	var errs []error
 	if len(froms) > 1 {
 		errs = append(errs, fmt.Errorf("clustertest: %d sources of a control plane given (%v): give FromAssets or FromKubeconfig once, or neither", len(froms), froms))
