@@ -118,14 +118,14 @@ func TestDocsCatchMistakes(t *testing.T) {
 func TestDocsNames(t *testing.T) {
 	apis := map[string]*doccheck.API{}
 	for name, dir := range map[string]string{
-		"humus":     ".",
-		"health":    "health",
-		"config":    "config",
-		"humustest": "humustest",
-		"kube":      "kube",
-		"podenv":    "kube/example/internal/podenv",
-		"podtel":    "kube/example/internal/podtel",
-		"apptest":   "kube/example/internal/apptest",
+		"humus":       ".",
+		"health":      "health",
+		"config":      "config",
+		"humustest":   "humustest",
+		"kube":        "kube",
+		"kubeenv":     "kube/kubeenv",
+		"clustertest": "kube/clustertest",
+		"telemetry":   "telemetry",
 	} {
 		api, err := doccheck.ReadAPI(filepath.Join(root, filepath.FromSlash(dir)))
 		if err != nil {

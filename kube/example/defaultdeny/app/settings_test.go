@@ -6,13 +6,13 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/kube"
-	"github.com/z5labs/humus/kube/example/internal/apptest"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // kubeenv's tests cover what every controller reads; this is what differs:
 // the name, and no namespace to watch.
 func TestReadSettingsInAPod(t *testing.T) {
-	h := apptest.PodHost(t, "default-deny", "default-deny-5c7b9-qx2lm")
+	h := clustertest.OfflinePodHost(t, "default-deny", "default-deny-5c7b9-qx2lm")
 	h.Env["WATCH_NAMESPACE"] = "shop" // not read: a Namespace is cluster-scoped
 
 	got, err := readSettings(context.Background(), &humus.Setup{Host: h.Host()})

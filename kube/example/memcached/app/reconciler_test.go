@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/z5labs/humus/kube"
-	"github.com/z5labs/humus/kube/example/internal/apptest"
+	"github.com/z5labs/humus/kube/clustertest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
 )
 
@@ -60,7 +60,7 @@ func TestReconcileAppliesADeploymentTheMemcachedControls(t *testing.T) {
 		owner.Name != "sessions" || owner.UID != m.UID || owner.BlockOwnerDeletion == nil || !*owner.BlockOwnerDeletion {
 		t.Errorf("controller owner reference = %+v, want the Memcached's, blocking its deletion", owner)
 	}
-	if !apptest.ManagedBy(d.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
+	if !clustertest.ManagedBy(d.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
 		t.Errorf("managed fields = %+v, want %s's Apply", d.ManagedFields, app.Name)
 	}
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/kube"
-	"github.com/z5labs/humus/kube/example/internal/apptest"
+	"github.com/z5labs/humus/kube/clustertest"
 )
 
 // kubeenv's tests cover what every controller reads; these cover what is
@@ -15,7 +15,7 @@ import (
 // its probes are served.
 
 func TestReadSettingsInAPod(t *testing.T) {
-	h := apptest.PodHost(t, "memcached-system", "memcached-controller-7d9f-x2k4q")
+	h := clustertest.OfflinePodHost(t, "memcached-system", "memcached-controller-7d9f-x2k4q")
 
 	got, err := readSettings(context.Background(), &humus.Setup{Host: h.Host()})
 	if err != nil {
@@ -35,7 +35,7 @@ func TestReadSettingsInAPod(t *testing.T) {
 }
 
 func TestReadSettingsWatchesOneNamespace(t *testing.T) {
-	h := apptest.PodHost(t, "memcached-system", "memcached-controller-7d9f-x2k4q")
+	h := clustertest.OfflinePodHost(t, "memcached-system", "memcached-controller-7d9f-x2k4q")
 	h.Env["WATCH_NAMESPACE"] = "shop"
 
 	got, err := readSettings(context.Background(), &humus.Setup{Host: h.Host()})
@@ -48,7 +48,7 @@ func TestReadSettingsWatchesOneNamespace(t *testing.T) {
 }
 
 func TestReadSettingsServesTheProbesWherePROBES_ADDRSays(t *testing.T) {
-	h := apptest.PodHost(t, "memcached-system", "memcached-controller-7d9f-x2k4q")
+	h := clustertest.OfflinePodHost(t, "memcached-system", "memcached-controller-7d9f-x2k4q")
 	h.Env["PROBES_ADDR"] = "127.0.0.1:9000"
 
 	got, err := readSettings(context.Background(), &humus.Setup{Host: h.Host()})
@@ -61,7 +61,7 @@ func TestReadSettingsServesTheProbesWherePROBES_ADDRSays(t *testing.T) {
 }
 
 func TestReadSettingsNamesEveryProblemInOneError(t *testing.T) {
-	h := apptest.PodHost(t, "memcached-system", "memcached-controller-7d9f-x2k4q")
+	h := clustertest.OfflinePodHost(t, "memcached-system", "memcached-controller-7d9f-x2k4q")
 	delete(h.Env, "KUBERNETES_SERVICE_PORT")
 	delete(h.Env, "POD_NAME")
 	h.Env["WATCH_NAMESPACE"] = "Shop" // not a DNS-1123 label

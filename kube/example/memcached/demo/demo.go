@@ -94,7 +94,7 @@ func run(ctx context.Context, o options) (err error) {
 	}
 
 	term.step("Starting a control plane of its own: etcd, kube-apiserver and kube-controller-manager, " +
-		"built from Kubernetes' source into .bin/controlplane if they are missing (a cold build takes 13 to 18 minutes on two cores).")
+		"built from Kubernetes' source if they are missing, into the folder HUMUS_CONTROLPLANE names (make sets .bin/controlplane) or your user cache folder (a cold build takes 13 to 18 minutes on two cores).")
 	c, err := clustertest.Launch(ctx, dir, term.prefixed("    "))
 	if err != nil {
 		return fmt.Errorf("starting the control plane: %w", err)
@@ -125,7 +125,6 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	delete(crd.Object, "status") // the API server's to write
 	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	if _, err := dyn.Resource(crdGVR).Apply(ctx, crd.GetName(), crd, metav1.ApplyOptions{FieldManager: manager, Force: true}); err != nil {
 		return fmt.Errorf("applying the CRD: %w", err)
