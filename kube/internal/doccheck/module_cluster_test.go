@@ -26,7 +26,7 @@ const docsModule = "example.com/website"
 // repository's two modules, the way a user tries the library before a
 // release; then runs its tests, whole-App test included, against the
 // control plane its own TestMain starts, with the go command as a user
-// runs it. So the docs' controller, its test and the packages they import
+// runs it (docs/your-own-controller.md). So the docs' controller, its test and the packages they import
 // work from outside this repository, and nothing in them reaches an
 // internal package.
 func TestClusterDocsModule(t *testing.T) {
@@ -55,6 +55,9 @@ func TestClusterDocsModule(t *testing.T) {
 
 	dir := writeModule(t, files)
 	goCmd(t, dir, 5*time.Minute, "mod", "tidy")
+	// As a user does before the first run: the golden test writes the
+	// CRD's YAML.
+	goCmd(t, dir, 10*time.Minute, "test", "./app", "-run", "TestWebsiteCRD", "-update")
 	out := goCmd(t, dir, 20*time.Minute, "test", "-count=1", "-v", "./...")
 	for _, name := range tests {
 		if !strings.Contains(out, "ok  \t"+docsModule+"/"+filepath.ToSlash(filepath.Dir(name))) {
