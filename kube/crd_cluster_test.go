@@ -521,7 +521,7 @@ func checkTable(t *testing.T, in installed, plural string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s as a Table: %s %v: %s", url, resp.Status, err, body)

@@ -134,7 +134,7 @@ func columnType(c Column, root fieldPath) (string, error) {
 		"string":  true,
 	}
 	if ok, known := fits[c.Type]; known && !ok {
-		return c.Type, fmt.Errorf("Type %q can't show %s, which is %s: the cell would be empty", c.Type, f.where(), describeSchema(p))
+		return c.Type, fmt.Errorf("its Type %q can't show %s, which is %s: the cell would be empty", c.Type, f.where(), describeSchema(p))
 	}
 	return c.Type, nil
 }

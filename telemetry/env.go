@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/z5labs/humus"
 )
@@ -204,18 +205,7 @@ func parseHeaders(key, v string) (map[string]string, error) {
 }
 
 // validHeaderName reports whether s is an HTTP token (RFC 9110).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		if c >= 0x80 || !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			strings.ContainsRune("!#$%&'*+-.^_`|~", c)) {
-			return false
-		}
-	}
-	return true
-}
+func validHeaderName(s string) bool { return httpguts.ValidHeaderFieldName(s) }
 
 // parseResourceAttributes parses OTEL_RESOURCE_ATTRIBUTES, key=value
 // pairs separated by commas, each percent-encoded, and returns them with
