@@ -400,9 +400,11 @@
 //     in the record. A panic is one ERROR record, reconcile panicked, with
 //     the object and the three exception attributes. A panic isn't retried.
 //   - client-go's own records (the reflector's, the work queue's, leader
-//     election's), up to its V(2), reach the LoggerProvider through the
-//     logger the controller puts in their context, never klog's global
-//     logger.
+//     election's) reach the LoggerProvider through the logger the
+//     controller puts in their context, never klog's global logger: up to
+//     its V(2) for a LoggerProvider that takes every severity, and, for
+//     one that chooses by severity (the telemetry package's, by its
+//     Verbosity), as far as it takes them.
 //
 // The controller has six instruments of its own, each with
 // humus.kube.controller.name (Settings.Name) on every data point, and
