@@ -156,6 +156,35 @@ func Parse[T any](r *Resolver, src Source, parse func(string) (T, error)) T {
 	return t
 }
 
+// Checked is a parser for Parse that parses a value with parse, then
+// checks what it parsed with check, which returns nil for a valid value.
+// A value check refuses is recorded as one parse refuses is, naming the
+// source and the value, so a library's own check of a setting (a worker
+// count of at least 1, say) names the variable a bad value came from:
+//
+//	workers := config.Parse(r, config.Env(h, "WORKERS"), config.Checked(strconv.Atoi, checkWorkers))
+//
+// With AsIs as parse, it checks a string as it is.
+func Checked[T any](parse func(string) (T, error), check func(T) error) func(string) (T, error) {
+	return func(s string) (T, error) {
+		v, err := parse(s)
+		if err != nil {
+			return v, err
+		}
+		if err := check(v); err != nil {
+			var zero T
+			return zero, err
+		}
+		return v, nil
+	}
+}
+
+// AsIs is the parser of a value taken as it is, for Checked to check a
+// string with:
+//
+//	ns := config.Parse(r, config.Env(h, "WATCH_NAMESPACE"), config.Checked(config.AsIs, checkNamespace))
+func AsIs(s string) (string, error) { return s, nil }
+
 // Int is src's value as a decimal int.
 func Int(r *Resolver, src Source) int {
 	return Parse(r, src, func(s string) (int, error) {

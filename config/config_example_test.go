@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"strconv"
 	"strings"
 	"testing/fstest"
 
@@ -155,4 +156,39 @@ func ExampleFile() {
 	// Output:
 	// 3 <nil>
 	// config: file "/etc/app/missing" is not set
+}
+
+// Checked checks a value after parsing it, with a library's own check of
+// the setting, so that a value the check refuses is named by its source,
+// in the same error as every other problem. AsIs lets it check a string.
+func ExampleChecked() {
+	h := humustest.NewHost()
+	h.Env["WORKERS"] = "0"
+	h.Env["POD_NAME"] = ""
+	host := h.Host()
+	atLeastOne := func(n int) error {
+		if n < 1 {
+			return fmt.Errorf("workers %d must be at least 1", n)
+		}
+		return nil
+	}
+	notEmpty := func(s string) error {
+		if s == "" {
+			return errors.New("empty")
+		}
+		return nil
+	}
+
+	_, err := config.Struct(func(r *config.Resolver) Settings {
+		return Settings{
+			Workers: config.Parse(r, config.Env(host, "WORKERS"), config.Checked(strconv.Atoi, atLeastOne)),
+			LeaderElection: LeaderElection{
+				Identity: config.Parse(r, config.Env(host, "POD_NAME"), config.Checked(config.AsIs, notEmpty)),
+			},
+		}
+	}).Read(context.Background())
+	fmt.Println(err)
+	// Output:
+	// config: environment variable "WORKERS": invalid value "0": workers 0 must be at least 1
+	// config: environment variable "POD_NAME": invalid value "": empty
 }

@@ -3,7 +3,9 @@ package config_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -105,6 +107,70 @@ func TestParseWrapsTheParsersError(t *testing.T) {
 	}
 	if want := `config: environment variable "PORT": invalid value "0": not a port, 1 to 65535`; err == nil || err.Error() != want {
 		t.Errorf("Read's error = %v, want %s", err, want)
+	}
+}
+
+// checkWorkers stands for a library's check of a setting, such as kube's
+// CheckWorkers.
+func checkWorkers(n int) error {
+	if n < 1 {
+		return fmt.Errorf("workers %d must be at least 1", n)
+	}
+	return nil
+}
+
+func TestChecked(t *testing.T) {
+	parse := config.Checked(strconv.Atoi, checkWorkers)
+	if n, err := parse("4"); n != 4 || err != nil {
+		t.Errorf("parse(4) = %v, %v, want 4, nil", n, err)
+	}
+	if n, err := parse("0"); n != 0 || err == nil || err.Error() != "workers 0 must be at least 1" {
+		t.Errorf("parse(0) = %v, %v, want 0 and checkWorkers' error", n, err)
+	}
+	if n, err := parse("four"); n != 0 || err == nil || err.Error() != `strconv.Atoi: parsing "four": invalid syntax` {
+		t.Errorf("parse(four) = %v, %v, want 0 and strconv.Atoi's error, check not called", n, err)
+	}
+}
+
+// A value Checked's check refuses is named by its source, as one its
+// parser refuses is, and a string is checked as it is with AsIs.
+func TestCheckedNamesTheSource(t *testing.T) {
+	h := humustest.NewHost()
+	h.Env["WORKERS"] = "0"
+	h.Env["NAME"] = " memcached "
+	errBlank := errors.New("has surrounding blanks")
+	type got struct {
+		workers int
+		name    string
+	}
+	_, err := config.Struct(func(r *config.Resolver) got {
+		return got{
+			workers: config.Parse(r, config.Env(h.Host(), "WORKERS"), config.Checked(strconv.Atoi, checkWorkers)),
+			name: config.Parse(r, config.Env(h.Host(), "NAME"), config.Checked(config.AsIs, func(s string) error {
+				if strings.TrimSpace(s) != s {
+					return errBlank
+				}
+				return nil
+			})),
+		}
+	}).Read(context.Background())
+
+	want := strings.Join([]string{
+		`config: environment variable "WORKERS": invalid value "0": workers 0 must be at least 1`,
+		`config: environment variable "NAME": invalid value " memcached ": has surrounding blanks`,
+	}, "\n")
+	if err == nil || err.Error() != want {
+		t.Errorf("Read's error =\n%v\nwant\n%s", err, want)
+	}
+	if !errors.Is(err, errBlank) {
+		t.Errorf("Read's error doesn't wrap the check's")
+	}
+
+	name, err := config.Struct(func(r *config.Resolver) string {
+		return config.Parse(r, config.Env(h.Host(), "NAME"), config.AsIs)
+	}).Read(context.Background())
+	if name != " memcached " || err != nil {
+		t.Errorf("AsIs read %q, %v, want the value as it is, \" memcached \"", name, err)
 	}
 }
 
