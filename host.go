@@ -77,7 +77,7 @@ func (h Host) check() error {
 	missing(h.Listen != nil, "Listen")
 	missing(h.FS != nil, "FS")
 	missing(h.LookupEnv != nil, "LookupEnv")
-	if !path.IsAbs(filepath.ToSlash(h.Dir)) {
+	if !filepath.IsAbs(h.Dir) && !path.IsAbs(filepath.ToSlash(h.Dir)) {
 		errs = append(errs, fmt.Errorf("humus: Host.Dir %q isn't an absolute path", h.Dir))
 	}
 	missing(h.Stdout != nil, "Stdout")
@@ -90,11 +90,13 @@ func (h Host) check() error {
 // would. "/etc/kube/config" and, with Dir "/home/me", "../me/config" are
 // "etc/kube/config" and "home/me/config".
 func (h Host) HostPath(p string) string {
-	p = filepath.ToSlash(p)
-	if !path.IsAbs(p) {
-		p = path.Join(filepath.ToSlash(h.Dir), p)
+	if !filepath.IsAbs(p) && !path.IsAbs(filepath.ToSlash(p)) {
+		p = filepath.Join(h.Dir, p)
 	}
-	if p = strings.TrimPrefix(path.Clean(p), "/"); p == "" {
+	// FS is rooted at the root of Dir's volume, so a volume name, such as
+	// Windows' "C:", is not part of a path in it.
+	p = filepath.ToSlash(strings.TrimPrefix(p, filepath.VolumeName(p)))
+	if p = strings.TrimPrefix(path.Clean(p), "/"); p == "" || p == "." {
 		return "." // the root, as fs.FS names it
 	}
 	return p

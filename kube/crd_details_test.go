@@ -35,6 +35,7 @@ type (
 		Raw       runtime.RawExtension `json:"raw"`
 		Selector  string               `json:"selector"`
 		NotBefore metav1.Time          `json:"notBefore"`
+		Optional  int32                `json:"optional,omitempty"`
 	}
 	DetailStatus struct {
 		ReadyReplicas int32              `json:"readyReplicas,omitempty"`
@@ -248,6 +249,15 @@ var detailMistakes = []struct {
 		want: []string{
 			`kube: Resource.Scale: missing SpecReplicasPath`,
 			`kube: Resource.Scale: missing StatusReplicasPath`,
+		},
+	},
+	{
+		name: "a spec's replicas an object may lack",
+		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
+			r.Scale = &kube.Scale{SpecReplicasPath: ".spec.optional", StatusReplicasPath: ".status.readyReplicas"}
+		},
+		want: []string{
+			`kube: Resource.Scale.SpecReplicasPath ".spec.optional": names spec.optional, which an object may lack (omitempty, and no Default): the API server fails a GET of /scale then; drop omitempty or give it a Default`,
 		},
 	},
 	{

@@ -46,8 +46,11 @@ func (owns) part() {}
 //
 // T is the Controller's object type: Object[Spec, Status] for a Resource,
 // and T for a Kind[T]. NewController and NewKindController check it, and
-// that name is a domain-qualified name, such as
-// "cache.example.com/finalizer", as checkFinalizerName says.
+// that name is a qualified name with a domain prefix of the author's own,
+// such as "cache.example.com/finalizer": a name without a domain, which
+// the API server accepts with a warning, and a kubernetes.io or k8s.io
+// domain (or a subdomain of one), which Kubernetes keeps for itself, are
+// refused.
 func Finalize[T any](name string, f func(ctx context.Context, obj T) error) Part {
 	return finalize{name: name, f: f, typ: reflect.TypeFor[T]()}
 }

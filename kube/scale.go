@@ -56,7 +56,7 @@ func scaleSubresource(s *Scale, root fieldPath) (*apiextensionsv1.CustomResource
 			errs = append(errs, fmt.Errorf("kube: Resource.Scale.%s %q: %w", field, path, err))
 		}
 	}
-	check("SpecReplicasPath", s.SpecReplicasPath, []string{"spec"}, replicasField)
+	check("SpecReplicasPath", s.SpecReplicasPath, []string{"spec"}, specReplicasField)
 	check("StatusReplicasPath", s.StatusReplicasPath, []string{"status"}, replicasField)
 	out := &apiextensionsv1.CustomResourceSubresourceScale{
 		SpecReplicasPath:   s.SpecReplicasPath,
@@ -73,11 +73,16 @@ func scaleSubresource(s *Scale, root fieldPath) (*apiextensionsv1.CustomResource
 type scaleField struct {
 	what, typ, format string
 	example           string
+	always            bool // every object has it: required, or with a default
 }
 
 var (
 	replicasField = scaleField{what: "a Scale's replicas are", typ: "integer", format: "int32", example: "replicas"}
 	selectorField = scaleField{what: "a Scale's selector is", typ: "string", example: "selector"}
+
+	// The API server fails a GET of /scale for an object without its spec
+	// replicas field, so the field must always be there.
+	specReplicasField = scaleField{what: "a Scale's replicas are", typ: "integer", format: "int32", example: "replicas", always: true}
 )
 
 // check checks that path names a field under one of under, of want's
@@ -87,9 +92,10 @@ func (want scaleField) check(path string, root fieldPath, under []string) error 
 	if path[0] != '.' || len(names) < 2 || !slices.Contains(under, names[0]) {
 		return fmt.Errorf("must be a field under .%s, such as .%s.%s", strings.Join(under, " or ."), under[len(under)-1], want.example)
 	}
-	f := root
+	f, parent := root, root
 	for _, n := range names {
 		var err error
+		parent = f
 		if f, err = f.field(n); err != nil {
 			return err
 		}
@@ -100,6 +106,10 @@ func (want scaleField) check(path string, root fieldPath, under []string) error 
 	}
 	if p := f.schema; p == nil || p.Type != want.typ || p.Format != want.format || p.Nullable {
 		return fmt.Errorf("names %s, which is %s: %s %s, not nullable", f.where(), describeSchema(p), want.what, schema)
+	}
+	last := names[len(names)-1]
+	if want.always && f.schema.Default == nil && (parent.schema == nil || !slices.Contains(parent.schema.Required, last)) {
+		return fmt.Errorf("names %s, which an object may lack (omitempty, and no Default): the API server fails a GET of /scale then; drop omitempty or give it a Default", f.where())
 	}
 	return nil
 }

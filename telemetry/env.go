@@ -193,7 +193,7 @@ func parseHeaders(key, v string) (map[string]string, error) {
 		switch {
 		case !ok:
 			errs = append(errs, fmt.Errorf("telemetry: %s: header %d has no \"=\": want name=value pairs, separated by commas, such as api-key=secret,tenant=a", key, i+1))
-		case nameErr != nil || !validHeaderName(name):
+		case nameErr != nil || !httpguts.ValidHeaderFieldName(name):
 			errs = append(errs, fmt.Errorf("telemetry: %s: header %d's name %q isn't an HTTP header name", key, i+1, rawName))
 		case valueErr != nil:
 			errs = append(errs, fmt.Errorf("telemetry: %s: the value of header %s isn't percent-encoded correctly", key, name))
@@ -203,9 +203,6 @@ func parseHeaders(key, v string) (map[string]string, error) {
 	}
 	return headers, errors.Join(errs...)
 }
-
-// validHeaderName reports whether s is an HTTP token (RFC 9110).
-func validHeaderName(s string) bool { return httpguts.ValidHeaderFieldName(s) }
 
 // parseResourceAttributes parses OTEL_RESOURCE_ATTRIBUTES, key=value
 // pairs separated by commas, each percent-encoded, and returns them with
