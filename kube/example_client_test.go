@@ -9,20 +9,8 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/clustertest"
 )
-
-// exampleCA is a CA certificate, as a cluster's ca.crt holds one.
-const exampleCA = `-----BEGIN CERTIFICATE-----
-MIIBWzCCAQGgAwIBAgIBATAKBggqhkjOPQQDAjAVMRMwEQYDVQQDEwpleGFtcGxl
-LWNhMB4XDTI2MDEwMTAwMDAwMFoXDTM2MDEwMTAwMDAwMFowFTETMBEGA1UEAxMK
-ZXhhbXBsZS1jYTBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABGA7wOqC4pLgvd8m
-Z+fO3Tam4ZO2PKG6wlmoT/oxt9nVpzYZ8SCKo+qUng15RxMJnVFUDe+S5CRgJ1g4
-QUGoTQyjQjBAMA4GA1UdDwEB/wQEAwICBDAPBgNVHRMBAf8EBTADAQH/MB0GA1Ud
-DgQWBBT67BIGIhtAJ7wglprpu1y1oo0n+jAKBggqhkjOPQQDAgNIADBFAiEA3gEl
-fEiFS9AaSPE46WAAGjAPnwSOq+OQsYiCM8nm22UCIAgwaxUrlaPCvlWJBkNUY856
-9ZOHi3dbCA5Ry6UTJl4H
------END CERTIFICATE-----
-`
 
 // cloudToken stands for a cloud SDK's call that returns a short-lived
 // token for a cluster, which its kubeconfig's exec plugin would otherwise
@@ -38,8 +26,13 @@ func cloudToken(ctx context.Context, cluster string) (string, error) {
 func ExampleConnection() {
 	s := &humus.Setup{Host: humustest.NewHost().Host()} // Init's Setup
 
+	ca, err := clustertest.NewCA("cluster CA") // stands for the cluster's CA, as the cloud's SDK returns it
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM([]byte(exampleCA)) {
+	if !roots.AppendCertsFromPEM(ca.PEM()) {
 		fmt.Println("no certificate in the cluster's CA")
 		return
 	}

@@ -89,30 +89,30 @@ func readUser(h humus.Host, u *clientcmdapi.AuthInfo, conn *kube.Connection) []e
 			return "impersonation; use a kubeconfig with the credentials of the identity itself"
 		}),
 	}
-	errs = append(errs, readClientCert(h, u, conn))
+	errs = append(errs, readClientCert(h, u, conn)...)
 	errs = append(errs, readUserToken(h, u, conn))
 	return compact(errs)
 }
 
 // readClientCert fills conn.TLS.Certificates from u's client certificate
-// and key, when it has one.
-func readClientCert(h humus.Host, u *clientcmdapi.AuthInfo, conn *kube.Connection) error {
+// and key, when it has one, and returns every problem with them.
+func readClientCert(h humus.Host, u *clientcmdapi.AuthInfo, conn *kube.Connection) []error {
 	cert, certErr := fileOrData(h, u.LocationOfOrigin, "client-certificate", u.ClientCertificate, u.ClientCertificateData)
 	key, keyErr := fileOrData(h, u.LocationOfOrigin, "client-key", u.ClientKey, u.ClientKeyData)
-	if err := errors.Join(certErr, keyErr); err != nil {
-		return err
+	if certErr != nil || keyErr != nil {
+		return compact([]error{certErr, keyErr})
 	}
 	switch {
 	case cert == nil && key == nil:
 		return nil
 	case key == nil:
-		return errors.New("client-key: not set: a client certificate needs its key, in client-key or client-key-data")
+		return []error{errors.New("client-key: not set: a client certificate needs its key, in client-key or client-key-data")}
 	case cert == nil:
-		return errors.New("client-certificate: not set: a client key needs its certificate, in client-certificate or client-certificate-data")
+		return []error{errors.New("client-certificate: not set: a client key needs its certificate, in client-certificate or client-certificate-data")}
 	}
 	pair, err := tls.X509KeyPair(cert, key)
 	if err != nil {
-		return fmt.Errorf("client-certificate and client-key: %w", err)
+		return []error{fmt.Errorf("client-certificate and client-key: %w", err)}
 	}
 	conn.TLS.Certificates = []tls.Certificate{pair}
 	return nil

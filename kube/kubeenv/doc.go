@@ -30,8 +30,8 @@
 //     the service account's ca.crt and token in
 //     /var/run/secrets/kubernetes.io/serviceaccount/.
 //   - [Settings]: POD_NAMESPACE, POD_NAME, WORKERS and SHARDS, in a
-//     config.Struct; [Checked] and [Text] read an App's own settings the
-//     same way.
+//     config.Struct, each checked with kube's own Check function;
+//     config.Checked reads an App's own settings the same way.
 //
 // What it guarantees:
 //
@@ -52,12 +52,16 @@
 //     most once a minute, so a token the kubelet rotates, or that is
 //     rewritten in its file, is picked up without a restart.
 //   - No token, key or password is ever in an error.
+//   - Each problem is a line of the error of its own, beginning
+//     "kubeenv: ", in the errors of Connection, Kubeconfig and InCluster
+//     and of the Token they fill. Settings records its problems in the
+//     App's config.Resolver instead, as config's, each naming its
+//     variable.
 //
-// A kubeconfig is decoded with client-go's clientcmd.Load, which reads
-// nothing; none of clientcmd's loaders, which read the process's
-// environment and disk, is used. Importing clientcmd does read $HOME once,
-// as its package is initialised, to name its default kubeconfig path,
-// which kubeenv doesn't use.
+// A kubeconfig is decoded with client-go's clientcmd/api/latest, as
+// clientcmd.Load decodes one; kubeenv doesn't import clientcmd, whose
+// loaders read the process's environment and disk, and whose package
+// variables read $HOME as it is initialised.
 //
 // # Running locally with the controller's own rights
 //
@@ -70,17 +74,21 @@
 // admin's kubeconfig current:
 //
 //	SA=memcached-controller NS=memcached-system
-//	kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > ca.crt
+//	DIR=$PWD
+//	kubectl config view --raw --minify --flatten -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > ca.crt
 //	kubectl config set-cluster sa --kubeconfig=sa.kubeconfig --certificate-authority=ca.crt \
 //		--server="$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
 //	kubectl config set-credentials "$SA" --kubeconfig=sa.kubeconfig --token="$(kubectl create token "$SA" -n "$NS")"
 //	kubectl config set-context sa --kubeconfig=sa.kubeconfig --cluster=sa --user="$SA"
 //	kubectl config use-context sa --kubeconfig=sa.kubeconfig
 //
-// Then run the controller with KUBECONFIG set to that file's path, with
-// POD_NAMESPACE and POD_NAME as its Deployment sets them:
+// --flatten embeds the admin's CA when its kubeconfig names it by a file,
+// as minikube's does, so ca.crt gets it either way. Then, in the same
+// shell, from the controller's module, run the controller with KUBECONFIG
+// set to that kubeconfig's full path, with POD_NAMESPACE and POD_NAME as
+// its Deployment sets them:
 //
-//	KUBECONFIG=$PWD/sa.kubeconfig POD_NAMESPACE=$NS POD_NAME=$USER go run ./cmd/controller
+//	KUBECONFIG=$DIR/sa.kubeconfig POD_NAMESPACE=$NS POD_NAME=$USER go run ./cmd/controller
 //
 // A request its RBAC doesn't allow is refused with a 403 naming
 // system:serviceaccount:NS:SA, as it would be in the cluster. The token

@@ -9,21 +9,19 @@ import (
 	"github.com/z5labs/humus/config"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/clustertest"
 	"github.com/z5labs/humus/kube/kubeenv"
 )
 
-// exampleCA is a CA certificate, as a cluster's ca.crt holds one.
-const exampleCA = `-----BEGIN CERTIFICATE-----
-MIIBWzCCAQGgAwIBAgIBATAKBggqhkjOPQQDAjAVMRMwEQYDVQQDEwpleGFtcGxl
-LWNhMB4XDTI2MDEwMTAwMDAwMFoXDTM2MDEwMTAwMDAwMFowFTETMBEGA1UEAxMK
-ZXhhbXBsZS1jYTBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABGA7wOqC4pLgvd8m
-Z+fO3Tam4ZO2PKG6wlmoT/oxt9nVpzYZ8SCKo+qUng15RxMJnVFUDe+S5CRgJ1g4
-QUGoTQyjQjBAMA4GA1UdDwEB/wQEAwICBDAPBgNVHRMBAf8EBTADAQH/MB0GA1Ud
-DgQWBBT67BIGIhtAJ7wglprpu1y1oo0n+jAKBggqhkjOPQQDAgNIADBFAiEA3gEl
-fEiFS9AaSPE46WAAGjAPnwSOq+OQsYiCM8nm22UCIAgwaxUrlaPCvlWJBkNUY856
-9ZOHi3dbCA5Ry6UTJl4H
------END CERTIFICATE-----
-`
+// clusterCA stands for a cluster's CA certificate, as its ca.crt holds
+// one: a fresh one, made as a test makes one.
+func clusterCA() []byte {
+	ca, err := clustertest.NewCA("example CA")
+	if err != nil {
+		panic(err)
+	}
+	return ca.PEM()
+}
 
 // In Init, Connection reads the kubeconfig KUBECONFIG names, or, in a pod,
 // the pod's service account, and kube.NewClient reaches the API server
@@ -32,8 +30,8 @@ func ExampleConnection() {
 	h := humustest.NewHost() // humus.Main hands Init the real Host
 	h.Env["KUBERNETES_SERVICE_HOST"] = "10.96.0.1"
 	h.Env["KUBERNETES_SERVICE_PORT"] = "443"
-	h.Files["var/run/secrets/kubernetes.io/serviceaccount/ca.crt"] = &fstest.MapFile{Data: []byte(exampleCA)}
-	h.Files["var/run/secrets/kubernetes.io/serviceaccount/token"] = &fstest.MapFile{Data: []byte("eyJhbGciOi...\n")}
+	h.Files[clustertest.CAFile] = &fstest.MapFile{Data: clusterCA()}
+	h.Files[clustertest.TokenFile] = &fstest.MapFile{Data: []byte("eyJhbGciOi...\n")}
 	s := &humus.Setup{Host: h.Host()}
 	ctx := context.Background()
 
@@ -77,10 +75,10 @@ users:
   user:
     tokenFile: token
 `)}
-	h.Files["home/me/.kube/sa/ca.crt"] = &fstest.MapFile{Data: []byte(exampleCA)}
+	h.Files["home/me/.kube/sa/ca.crt"] = &fstest.MapFile{Data: clusterCA()}
 	h.Files["home/me/.kube/sa/token"] = &fstest.MapFile{Data: []byte("eyJhbGciOi...\n")}
 
-	conn, err := kubeenv.Kubeconfig(h.Host(), "../.kube/sa/config", "")
+	conn, err := kubeenv.Kubeconfig(context.Background(), h.Host(), "../.kube/sa/config", "")
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -120,7 +118,7 @@ users:
       args: [eks, get-token, --cluster-name, prod]
 `)}
 
-	_, err := kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "")
+	_, err := kubeenv.Kubeconfig(context.Background(), h.Host(), "/home/me/.kube/config", "")
 	fmt.Println(err)
 	// Output: kubeenv: kubeconfig /home/me/.kube/config: context "eks": user "eks": exec: not supported: kubeenv runs no credential plugin (here "aws"); fill kube.Connection.Token with the cloud's own SDK in your code instead, or use a token (kubectl create token)
 }
@@ -132,8 +130,8 @@ func ExampleInCluster() {
 	h := humustest.NewHost()
 	h.Env["KUBERNETES_SERVICE_HOST"] = "fd00::1"
 	h.Env["KUBERNETES_SERVICE_PORT"] = "443"
-	h.Files["var/run/secrets/kubernetes.io/serviceaccount/ca.crt"] = &fstest.MapFile{Data: []byte(exampleCA)}
-	h.Files["var/run/secrets/kubernetes.io/serviceaccount/token"] = &fstest.MapFile{Data: []byte("eyJhbGciOi...\n")}
+	h.Files[clustertest.CAFile] = &fstest.MapFile{Data: clusterCA()}
+	h.Files[clustertest.TokenFile] = &fstest.MapFile{Data: []byte("eyJhbGciOi...\n")}
 	ctx := context.Background()
 
 	conn, err := kubeenv.InCluster(ctx, h.Host())
@@ -165,7 +163,7 @@ func ExampleSettings() {
 	// In Init:
 	ks, err := config.Struct(func(r *config.Resolver) kube.Settings {
 		ks := kubeenv.Settings(r, s.Host, "memcached-controller")
-		ks.Namespace = config.Parse(r, config.Env(s.Host, "WATCH_NAMESPACE"), kubeenv.Checked(kubeenv.Text, kube.CheckWatchNamespace))
+		ks.Namespace = config.Parse(r, config.Env(s.Host, "WATCH_NAMESPACE"), config.Checked(config.AsIs, kube.CheckWatchNamespace))
 		return ks
 	}).Read(context.Background())
 	if err != nil {

@@ -32,8 +32,12 @@ const (
 //     a pod without one fails at start, naming the file.
 //
 // Everything is read through h: its LookupEnv and its FS. It returns every
-// missing or invalid variable and file in one error, each named.
+// missing or invalid variable and file in one error, each named. When ctx
+// is done, it reads nothing and returns an error wrapping ctx's.
 func InCluster(ctx context.Context, h humus.Host) (kube.Connection, error) {
+	if err := ctx.Err(); err != nil {
+		return kube.Connection{}, fmt.Errorf("kubeenv: reading the pod's connection: %w", err)
+	}
 	var errs []error
 	ca, err := readFile(h.FS, serviceAccountCA)
 	errs = append(errs, named("kubeenv", err))
@@ -52,11 +56,29 @@ func InCluster(ctx context.Context, h humus.Host) (kube.Connection, error) {
 			Token:  fileToken(h.FS, serviceAccountToken),
 		}
 	}).Read(ctx)
-	errs = append(errs, err)
+	errs = append(errs, prefixed(err)...)
 	if err := errors.Join(errs...); err != nil {
 		return kube.Connection{}, err
 	}
 	return conn, nil
+}
+
+// prefixed is each of the errors err joins, or err itself, prefixed with
+// "kubeenv: " and wrapping it, so each line of an error joining them reads
+// as kubeenv's, naming what config named.
+func prefixed(err error) []error {
+	if err == nil {
+		return nil
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	out := make([]error, len(errs))
+	for i, err := range errs {
+		out[i] = fmt.Errorf("kubeenv: %w", err)
+	}
+	return out
 }
 
 // port parses a TCP port, 1 to 65535.

@@ -1,6 +1,7 @@
 package kubeenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,8 +11,9 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clientcmdlatest "k8s.io/client-go/tools/clientcmd/api/latest"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/kube"
@@ -50,8 +52,12 @@ import (
 //
 // It returns every problem in one error, each naming the kubeconfig's
 // file, the context and the field. No token, key or password is ever in
-// it.
-func Kubeconfig(h humus.Host, path, contextName string) (kube.Connection, error) {
+// it. When ctx is done, it reads nothing and returns an error wrapping
+// ctx's.
+func Kubeconfig(ctx context.Context, h humus.Host, path, contextName string) (kube.Connection, error) {
+	if err := ctx.Err(); err != nil {
+		return kube.Connection{}, fmt.Errorf("kubeenv: reading kubeconfig %s: %w", path, err)
+	}
 	files, err := kubeconfigFiles(h, path)
 	if err != nil {
 		return kube.Connection{}, err
@@ -110,7 +116,7 @@ func loadKubeconfigs(fsys fs.FS, files []string) (*clientcmdapi.Config, error) {
 			errs = append(errs, fmt.Errorf("kubeenv: kubeconfig %w", err))
 			continue
 		}
-		cfg, err := clientcmd.Load(data)
+		cfg, err := decode(data)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("kubeenv: kubeconfig %s: %w", f, err))
 			continue
@@ -129,6 +135,25 @@ func loadKubeconfigs(fsys fs.FS, files []string) (*clientcmdapi.Config, error) {
 		return nil, err
 	}
 	return merged, nil
+}
+
+// decode decodes a kubeconfig's data, of any version client-go knows, as
+// clientcmd.Load does, without importing clientcmd, whose package
+// variables read $HOME: empty data is an empty kubeconfig.
+func decode(data []byte) (*clientcmdapi.Config, error) {
+	cfg := clientcmdapi.NewConfig()
+	if len(data) == 0 {
+		return cfg, nil
+	}
+	decoded, _, err := clientcmdlatest.Codec.Decode(data, &schema.GroupVersionKind{Version: clientcmdlatest.Version, Kind: "Config"}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	out, ok := decoded.(*clientcmdapi.Config)
+	if !ok {
+		return nil, fmt.Errorf("a %T, not a kubeconfig", decoded)
+	}
+	return out, nil
 }
 
 // mergeFirstWins adds to dst each entry of src whose name dst doesn't have

@@ -3,6 +3,7 @@ package kubeenv_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -21,7 +22,7 @@ func TestKubeconfigWithEmbeddedCredentials(t *testing.T) {
 		u.Token = "admin-token"
 	}))
 
-	conn, err := kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "")
+	conn, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "")
 	if err != nil {
 		t.Fatalf("Kubeconfig: %v", err)
 	}
@@ -39,7 +40,7 @@ func TestKubeconfigDefaultsThePortAndTheRoots(t *testing.T) {
 	h := workstation()
 	write(t, h, "home/me/.kube/config", kubeconfig(t, "https://[fd00::1]", nil))
 
-	conn, err := kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "")
+	conn, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "")
 	if err != nil {
 		t.Fatalf("Kubeconfig: %v", err)
 	}
@@ -58,7 +59,7 @@ func TestKubeconfigReadsTheNamedContext(t *testing.T) {
 	cfg.CurrentContext = "dev"
 	write(t, h, "home/me/.kube/config", cfg)
 
-	prod, err := kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "prod")
+	prod, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "prod")
 	if err != nil {
 		t.Fatalf("Kubeconfig(prod): %v", err)
 	}
@@ -67,7 +68,7 @@ func TestKubeconfigReadsTheNamedContext(t *testing.T) {
 	}
 	wantToken(t, prod, "prod-token")
 
-	current, err := kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "")
+	current, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "")
 	if err != nil {
 		t.Fatalf("Kubeconfig(\"\"): %v", err)
 	}
@@ -75,7 +76,7 @@ func TestKubeconfigReadsTheNamedContext(t *testing.T) {
 		t.Errorf("the current context's Server = %q, want dev.example.com:6443", current.Server)
 	}
 
-	_, err = kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "staging")
+	_, err = kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "staging")
 	want := `kubeenv: kubeconfig /home/me/.kube/config has no context "staging" (it has dev, prod)`
 	if err == nil || err.Error() != want {
 		t.Errorf("Kubeconfig(staging)'s error = %v, want %s", err, want)
@@ -103,7 +104,7 @@ func TestKubeconfigReadsFilesRelativeToItsFolder(t *testing.T) {
 	h.Files["home/me/.kube/dev/certs/me.key"] = &fstest.MapFile{Data: keyPEM}
 	h.Files["home/me/.kube/token"] = &fstest.MapFile{Data: []byte("first-token\n")}
 
-	conn, err := kubeenv.Kubeconfig(h.Host(), "../.kube/dev/config", "")
+	conn, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "../.kube/dev/config", "")
 	if err != nil {
 		t.Fatalf("Kubeconfig: %v", err)
 	}
@@ -136,7 +137,7 @@ func TestKubeconfigRefusesARelativePathWithoutADir(t *testing.T) {
 	h := workstation().Host()
 	h.Dir = ""
 
-	_, err := kubeenv.Kubeconfig(h, "kubeconfig", "")
+	_, err := kubeenv.Kubeconfig(t.Context(), h, "kubeconfig", "")
 
 	want := `kubeenv: kubeconfig kubeconfig is a relative path, and Host.Dir "" isn't an absolute path to take it against`
 	if err == nil || err.Error() != want {
@@ -160,7 +161,7 @@ func TestKubeconfigMergesAList(t *testing.T) {
 	h.Files["home/me/project/lab/lab-ca.crt"] = &fstest.MapFile{Data: ca.PEM()}
 	list := "/home/me/.kube/config:/home/me/.kube/missing:lab/config"
 
-	current, err := kubeenv.Kubeconfig(h.Host(), list, "")
+	current, err := kubeenv.Kubeconfig(t.Context(), h.Host(), list, "")
 	if err != nil {
 		t.Fatalf("Kubeconfig: %v", err)
 	}
@@ -169,7 +170,7 @@ func TestKubeconfigMergesAList(t *testing.T) {
 	}
 	wantToken(t, current, "first-token")
 
-	lab, err := kubeenv.Kubeconfig(h.Host(), list, "lab")
+	lab, err := kubeenv.Kubeconfig(t.Context(), h.Host(), list, "lab")
 	if err != nil {
 		t.Fatalf("Kubeconfig(lab): %v", err)
 	}
@@ -180,7 +181,7 @@ func TestKubeconfigMergesAList(t *testing.T) {
 }
 
 func TestKubeconfigListOfMissingFiles(t *testing.T) {
-	_, err := kubeenv.Kubeconfig(workstation().Host(), "a:/b", "")
+	_, err := kubeenv.Kubeconfig(t.Context(), workstation().Host(), "a:/b", "")
 
 	want := strings.Join([]string{
 		`kubeenv: kubeconfig reading /home/me/project/a: file does not exist`,
@@ -197,7 +198,7 @@ func TestKubeconfigRefusesAnExecPlugin(t *testing.T) {
 		u.Exec = &clientcmdapi.ExecConfig{Command: "aws", Args: []string{"eks", "get-token"}, APIVersion: "client.authentication.k8s.io/v1"}
 	}))
 
-	_, err := kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "")
+	_, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "")
 
 	want := `kubeenv: kubeconfig /home/me/.kube/config: context "dev": user "me": exec: not supported: kubeenv runs no credential plugin (here "aws"); ` +
 		`fill kube.Connection.Token with the cloud's own SDK in your code instead, or use a token (kubectl create token)`
@@ -221,7 +222,7 @@ func TestKubeconfigNamesEveryProblemInOneError(t *testing.T) {
 		u.TokenFile = "token"
 	}))
 
-	_, err := kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "")
+	_, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "")
 
 	at := `kubeenv: kubeconfig /home/me/.kube/config: context "dev": `
 	want := strings.Join([]string{
@@ -252,7 +253,7 @@ func TestKubeconfigServerThatIsntAURLKeepsItsPassword(t *testing.T) {
 	h := workstation()
 	write(t, h, "home/me/.kube/config", kubeconfig(t, "https://me:hunter2@dev.example.com:port", nil))
 
-	_, err := kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "")
+	_, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "")
 
 	want := `kubeenv: kubeconfig /home/me/.kube/config: context "dev": cluster "dev": server: not a URL: invalid port ":port" after host`
 	if err == nil || err.Error() != want {
@@ -264,7 +265,7 @@ func TestKubeconfigRefusesAServerWithAPath(t *testing.T) {
 	h := workstation()
 	write(t, h, "home/me/.kube/config", kubeconfig(t, "https://me:hunter2@rancher.example.com/k8s/clusters/c-m-1", nil))
 
-	_, err := kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "")
+	_, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "")
 
 	want := `kubeenv: kubeconfig /home/me/.kube/config: context "dev": cluster "dev": server: https://me:xxxxx@rancher.example.com/k8s/clusters/c-m-1 ` +
 		`has more than a host and a port, which kube.Connection.Server is: give the API server's own address`
@@ -284,7 +285,7 @@ func TestKubeconfigNamesMissingFiles(t *testing.T) {
 	h.Files["home/me/.kube/me.key"] = &fstest.MapFile{Data: []byte("not a key")}
 	h.Files["home/me/.kube/token"] = &fstest.MapFile{Data: []byte("\n")}
 
-	_, err := kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "")
+	_, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "")
 
 	at := `kubeenv: kubeconfig /home/me/.kube/config: context "dev": `
 	want := strings.Join([]string{
@@ -297,13 +298,34 @@ func TestKubeconfigNamesMissingFiles(t *testing.T) {
 	}
 }
 
+// Each problem is a line of its own, and every line is kubeenv's, naming
+// the file, the context and the field.
+func TestKubeconfigNamesAMissingCertificateAndKeyOnLinesOfTheirOwn(t *testing.T) {
+	h := workstation()
+	write(t, h, "home/me/.kube/config", kubeconfig(t, "https://dev.example.com", func(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+		u.ClientCertificate = "me.crt"
+		u.ClientKey = "me.key"
+	}))
+
+	_, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "")
+
+	at := `kubeenv: kubeconfig /home/me/.kube/config: context "dev": user "me": `
+	want := strings.Join([]string{
+		at + `client-certificate: reading /home/me/.kube/me.crt: file does not exist`,
+		at + `client-key: reading /home/me/.kube/me.key: file does not exist`,
+	}, "\n")
+	if err == nil || err.Error() != want {
+		t.Errorf("Kubeconfig's error =\n%v\nwant\n%s", err, want)
+	}
+}
+
 func TestKubeconfigNamesAMissingClusterAndUser(t *testing.T) {
 	h := workstation()
 	cfg := kubeconfig(t, "https://dev.example.com", nil)
 	cfg.Contexts["dev"] = &clientcmdapi.Context{Cluster: "staging", AuthInfo: "ci"}
 	write(t, h, "home/me/.kube/config", cfg)
 
-	_, err := kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "")
+	_, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "")
 
 	want := strings.Join([]string{
 		`kubeenv: kubeconfig /home/me/.kube/config: context "dev": cluster "staging" isn't in the kubeconfig (it has dev)`,
@@ -320,7 +342,7 @@ func TestKubeconfigWithoutACurrentContext(t *testing.T) {
 	cfg.CurrentContext = ""
 	write(t, h, "home/me/.kube/config", cfg)
 
-	_, err := kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "")
+	_, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "")
 
 	want := `kubeenv: kubeconfig /home/me/.kube/config has no current-context: name one of its contexts (dev)`
 	if err == nil || err.Error() != want {
@@ -332,10 +354,44 @@ func TestKubeconfigThatIsntOne(t *testing.T) {
 	h := workstation()
 	h.Files["home/me/.kube/config"] = &fstest.MapFile{Data: []byte("clusters: [unclosed\n")}
 
-	_, err := kubeenv.Kubeconfig(h.Host(), "/home/me/.kube/config", "")
+	_, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "")
 
 	if err == nil || !strings.HasPrefix(err.Error(), "kubeenv: kubeconfig /home/me/.kube/config: ") {
 		t.Errorf("Kubeconfig's error = %v, want one naming the file", err)
+	}
+}
+
+// An empty kubeconfig is one with nothing in it, as kubectl takes it, and
+// a file of another kind is named.
+func TestKubeconfigEmptyOrOfAnotherKind(t *testing.T) {
+	h := workstation()
+	h.Files["home/me/.kube/config"] = &fstest.MapFile{}
+	h.Files["home/me/.kube/pod.yaml"] = &fstest.MapFile{Data: []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n")}
+
+	_, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "")
+	want := `kubeenv: kubeconfig /home/me/.kube/config has no current-context: name one of its contexts (none)`
+	if err == nil || err.Error() != want {
+		t.Errorf("Kubeconfig(an empty file)'s error = %v, want %s", err, want)
+	}
+
+	_, err = kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/pod.yaml", "")
+	want = `kubeenv: kubeconfig /home/me/.kube/pod.yaml: no kind "Pod" is registered for version "v1" in scheme`
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Kubeconfig(a Pod)'s error = %v, want one starting %s (then the scheme's name, a line of apimachinery's source)", err, want)
+	}
+}
+
+func TestKubeconfigWithAContextDoneReadsNothing(t *testing.T) {
+	h := workstation()
+	write(t, h, "home/me/.kube/config", kubeconfig(t, "https://dev.example.com", nil))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+
+	_, err := kubeenv.Kubeconfig(ctx, h.Host(), "/home/me/.kube/config", "")
+
+	want := "kubeenv: reading kubeconfig /home/me/.kube/config: context canceled"
+	if err == nil || err.Error() != want || !errors.Is(err, context.Canceled) {
+		t.Errorf("Kubeconfig's error = %v, want %s, wrapping context.Canceled", err, want)
 	}
 }
 

@@ -31,13 +31,19 @@ func TestMain(m *testing.M) { os.Exit(clustertest.Run(m)) }
 // the kubeconfig is written to, with SA and NS set and KUBECONFIG naming
 // an admin's kubeconfig.
 var recipe = []string{
-	`kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > ca.crt`,
+	`DIR=$PWD`,
+	`kubectl config view --raw --minify --flatten -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > ca.crt`,
 	`kubectl config set-cluster sa --kubeconfig=sa.kubeconfig --certificate-authority=ca.crt \`,
 	`	--server="$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"`,
 	`kubectl config set-credentials "$SA" --kubeconfig=sa.kubeconfig --token="$(kubectl create token "$SA" -n "$NS")"`,
 	`kubectl config set-context sa --kubeconfig=sa.kubeconfig --cluster=sa --user="$SA"`,
 	`kubectl config use-context sa --kubeconfig=sa.kubeconfig`,
 }
+
+// run is the recipe's second step, run in the same shell from the
+// controller's module, wherever that is, without its command: the
+// variables the controller is run with.
+const run = `KUBECONFIG=$DIR/sa.kubeconfig POD_NAMESPACE=$NS POD_NAME=$USER`
 
 // The controller's ServiceAccount, and what its RBAC gives it: to read
 // ConfigMaps in its namespace, and nothing else.
@@ -81,50 +87,111 @@ users:
     token: %s
 `, c.Server(), account, account, token))
 
-	assertServiceAccountsRights(t, c, dir, ns)
+	h := humus.OSHost()
+	h.Dir = dir
+	conn, err := kubeenv.Kubeconfig(t.Context(), h, "sa.kubeconfig", "")
+	if err != nil {
+		t.Fatalf("Kubeconfig: %v", err)
+	}
+	assertServiceAccountsRights(t, c, h, conn, ns)
 }
 
 // The recipe itself, run with the kubectl on PATH against the control
 // plane, writes a kubeconfig with the ServiceAccount's rights, whose CA is
-// named by a path relative to the kubeconfig's folder.
+// named by a path relative to the kubeconfig's folder, and its second
+// step, run from another folder, as from the controller's module, names
+// that kubeconfig by its full path. The admin's kubeconfig may hold its CA
+// or name it by a file, as minikube's does: --flatten embeds it first, or
+// ca.crt would come out empty.
 func TestClusterRecipeWithKubectl(t *testing.T) {
 	c := clustertest.Get(t)
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
 		t.Skip("no kubectl on PATH to run the recipe with")
 	}
-	ns := c.Namespace(t)
-	c.ServiceAccount(t, ns, account, readConfigMaps(ns))
+	for _, tc := range []struct {
+		name  string
+		admin func(t *testing.T) string // the admin's kubeconfig's path
+	}{
+		{"the admin's CA embedded", func(*testing.T) string { return c.KubeconfigPath() }},
+		{"the admin's CA by file", func(t *testing.T) string { return caByFile(t, c) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := c.Namespace(t)
+			c.ServiceAccount(t, ns, account, readConfigMaps(ns))
+			dir, module := t.TempDir(), t.TempDir()
+			script := append(slices.Clone(recipe), `cd "$MODULE"`, run+` sh -c 'printf %s "$KUBECONFIG"' > kubeconfig.path`)
+			cmd := exec.CommandContext(t.Context(), "sh", "-e", "-c", strings.Join(script, "\n"))
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(),
+				"KUBECONFIG="+tc.admin(t), "SA="+account, "NS="+ns, "MODULE="+module,
+				"HOME="+t.TempDir(), // kubectl's cache, away from the user's
+			)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("the recipe, with %s: %v\n%s", kubectl, err, out)
+			}
 
-	dir := t.TempDir()
-	cmd := exec.CommandContext(t.Context(), "sh", "-e", "-c", strings.Join(recipe, "\n"))
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"KUBECONFIG="+c.KubeconfigPath(), "SA="+account, "NS="+ns,
-		"HOME="+t.TempDir(), // kubectl's cache, away from the user's
-	)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the recipe, with %s: %v\n%s", kubectl, err, out)
-	}
+			if ca, err := os.ReadFile(filepath.Join(dir, "ca.crt")); err != nil || !bytes.Equal(ca, c.CAPEM()) {
+				t.Fatalf("ca.crt = %q, %v, want the control plane's CA", ca, err)
+			}
+			cfg, err := clientcmd.LoadFromFile(filepath.Join(dir, "sa.kubeconfig"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sa := cfg.Clusters["sa"]; sa == nil || sa.CertificateAuthority != "ca.crt" {
+				t.Errorf("the kubeconfig's cluster = %+v, want certificate-authority ca.crt, relative to its folder", sa)
+			}
 
-	if ca, err := os.ReadFile(filepath.Join(dir, "ca.crt")); err != nil || !bytes.Equal(ca, c.CAPEM()) {
-		t.Errorf("ca.crt = %q, %v, want the control plane's CA", ca, err)
+			// The second step's KUBECONFIG, read by Connection on a Host
+			// working in the module's folder, as the controller would.
+			kubeconfig, err := os.ReadFile(filepath.Join(module, "kubeconfig.path"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := filepath.Join(dir, "sa.kubeconfig"); string(kubeconfig) != want {
+				t.Errorf("the second step's KUBECONFIG = %q, want %q", kubeconfig, want)
+			}
+			h := humus.OSHost()
+			h.Dir = module
+			h.LookupEnv = func(name string) (string, bool) {
+				if name == "KUBECONFIG" {
+					return string(kubeconfig), true
+				}
+				return "", false
+			}
+			conn, err := kubeenv.Connection(t.Context(), h)
+			if err != nil {
+				t.Fatalf("Connection: %v", err)
+			}
+			assertServiceAccountsRights(t, c, h, conn, ns)
+		})
 	}
-	cfg, err := clientcmd.LoadFromFile(filepath.Join(dir, "sa.kubeconfig"))
+}
+
+// caByFile is the path of a copy of the control plane's admin kubeconfig
+// that names its CA by a file, as minikube's does, rather than holding it.
+func caByFile(t *testing.T, c *clustertest.Cluster) string {
+	t.Helper()
+	cfg, err := clientcmd.Load(c.Kubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sa := cfg.Clusters["sa"]; sa == nil || sa.CertificateAuthority != "ca.crt" {
-		t.Errorf("the kubeconfig's cluster = %+v, want certificate-authority ca.crt, relative to its folder", sa)
+	dir := t.TempDir()
+	caPath := filepath.Join(dir, "ca.crt")
+	writeFile(t, caPath, c.CAPEM())
+	for _, cluster := range cfg.Clusters {
+		cluster.CertificateAuthority, cluster.CertificateAuthorityData = caPath, nil
 	}
-
-	assertServiceAccountsRights(t, c, dir, ns)
+	p := filepath.Join(dir, "config")
+	if err := clientcmd.WriteToFile(*cfg, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
-// assertServiceAccountsRights reads the kubeconfig sa.kubeconfig in dir,
-// by that relative path, on the real Host working in dir, and checks that
-// a Client on it has the rights readConfigMaps grants, and no others.
-func assertServiceAccountsRights(t *testing.T, c *clustertest.Cluster, dir, ns string) {
+// assertServiceAccountsRights checks that a Client on conn, made on h, has
+// the rights readConfigMaps grants in ns, and no others.
+func assertServiceAccountsRights(t *testing.T, c *clustertest.Cluster, h humus.Host, conn kube.Connection, ns string) {
 	t.Helper()
 	ctx := t.Context()
 	admin, err := kubernetes.NewForConfig(c.AdminConfig())
@@ -135,12 +202,6 @@ func assertServiceAccountsRights(t *testing.T, c *clustertest.Cluster, dir, ns s
 		t.Fatal(err)
 	}
 
-	h := humus.OSHost()
-	h.Dir = dir
-	conn, err := kubeenv.Kubeconfig(h, "sa.kubeconfig", "")
-	if err != nil {
-		t.Fatalf("Kubeconfig: %v", err)
-	}
 	client, err := kube.NewClient(&humus.Setup{Host: h}, conn)
 	if err != nil {
 		t.Fatalf("NewClient: %v", err)
@@ -198,19 +259,31 @@ func writeFile(t *testing.T, p string, data []byte) {
 	}
 }
 
-// TestRecipeIsTheDocs checks that the package doc gives the recipe these
-// tests run, line for line, in order.
+// TestRecipeIsTheDocs checks that the package doc, and the guide in
+// docs/kubernetes-controllers.md, give the recipe these tests run, line
+// for line, in order, and then its second step.
 func TestRecipeIsTheDocs(t *testing.T) {
-	doc, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rest := string(doc)
-	for _, line := range recipe {
-		i := strings.Index(rest, "//\t"+line+"\n")
-		if i < 0 {
-			t.Fatalf("doc.go doesn't give the recipe's line, after the ones before it:\n%s", line)
+	for _, tc := range []struct {
+		file, indent string
+	}{
+		{"doc.go", "//\t"},
+		{filepath.Join("..", "..", "docs", "kubernetes-controllers.md"), ""},
+	} {
+		doc, err := os.ReadFile(tc.file)
+		if err != nil {
+			t.Fatal(err)
 		}
-		rest = rest[i+len(line):]
+		rest := string(doc)
+		for _, line := range append(slices.Clone(recipe), run+" go run ") {
+			if !strings.HasSuffix(line, " go run ") {
+				line += "\n"
+			}
+			i := strings.Index(rest, "\n"+tc.indent+line)
+			if i < 0 {
+				t.Errorf("%s doesn't give the recipe's line, after the ones before it:\n%s", tc.file, line)
+				break
+			}
+			rest = rest[i+len(line):]
+		}
 	}
 }

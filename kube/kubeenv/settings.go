@@ -20,35 +20,17 @@ import (
 //     replicas, 1 unless set.
 //
 // Settings.Namespace is left "", every namespace: an App that can be
-// limited to one reads its own variable for it, with Checked and
-// kube.CheckWatchNamespace.
+// limited to one reads its own variable for it, checked as these are,
+// with config.Checked and kube.CheckWatchNamespace:
+//
+//	ks.Namespace = config.Parse(r, config.Env(h, "WATCH_NAMESPACE"), config.Checked(config.AsIs, kube.CheckWatchNamespace))
 func Settings(r *config.Resolver, h humus.Host, name string) kube.Settings {
 	env := func(name string) config.Source { return config.Env(h, name) }
 	ks := kube.DefaultSettings()
 	ks.Name = name
-	ks.Workers = config.Parse(r, config.Default(env("WORKERS"), strconv.Itoa(ks.Workers)), Checked(strconv.Atoi, kube.CheckWorkers))
-	ks.Shards = config.Parse(r, config.Default(env("SHARDS"), strconv.Itoa(ks.Shards)), Checked(strconv.Atoi, kube.CheckShards))
-	ks.LeaderElection.Namespace = config.Parse(r, env("POD_NAMESPACE"), Checked(Text, kube.CheckNamespace))
-	ks.LeaderElection.Identity = config.Parse(r, env("POD_NAME"), Checked(Text, kube.CheckIdentity))
+	ks.Workers = config.Parse(r, config.Default(env("WORKERS"), strconv.Itoa(ks.Workers)), config.Checked(strconv.Atoi, kube.CheckWorkers))
+	ks.Shards = config.Parse(r, config.Default(env("SHARDS"), strconv.Itoa(ks.Shards)), config.Checked(strconv.Atoi, kube.CheckShards))
+	ks.LeaderElection.Namespace = config.Parse(r, env("POD_NAMESPACE"), config.Checked(config.AsIs, kube.CheckNamespace))
+	ks.LeaderElection.Identity = config.Parse(r, env("POD_NAME"), config.Checked(config.AsIs, kube.CheckIdentity))
 	return ks
 }
-
-// Checked is a config.Parse parser that parses a value with parse, then
-// checks it with check, one of kube's Check functions, so that a bad value
-// is named by the variable it came from:
-//
-//	ks.Resync = config.Parse(r, config.Env(h, "RESYNC"), kubeenv.Checked(time.ParseDuration, kube.CheckResync))
-func Checked[T any](parse func(string) (T, error), check func(T) error) func(string) (T, error) {
-	return func(s string) (T, error) {
-		v, err := parse(s)
-		if err != nil {
-			return v, err
-		}
-		return v, check(v)
-	}
-}
-
-// Text is the parser of a value taken as it is, for Checked:
-//
-//	ks.Namespace = config.Parse(r, config.Env(h, "WATCH_NAMESPACE"), kubeenv.Checked(kubeenv.Text, kube.CheckWatchNamespace))
-func Text(s string) (string, error) { return s, nil }

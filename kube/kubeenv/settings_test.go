@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/z5labs/humus/config"
 	"github.com/z5labs/humus/humustest"
@@ -68,18 +67,5 @@ func TestSettingsNamesEveryProblemInOneError(t *testing.T) {
 	}, "\n")
 	if err == nil || err.Error() != want {
 		t.Errorf("Settings' error =\n%v\nwant\n%s", err, want)
-	}
-}
-
-func TestChecked(t *testing.T) {
-	parse := kubeenv.Checked(time.ParseDuration, kube.CheckResync)
-	if d, err := parse("1h"); d != time.Hour || err != nil {
-		t.Errorf("parse(1h) = %v, %v, want 1h, nil", d, err)
-	}
-	if _, err := parse("-1s"); err == nil || err.Error() != kube.CheckResync(-time.Second).Error() {
-		t.Errorf("parse(-1s)'s error = %v, want CheckResync's", err)
-	}
-	if _, err := parse("soon"); err == nil || err.Error() != `time: invalid duration "soon"` {
-		t.Errorf("parse(soon)'s error = %v, want time.ParseDuration's", err)
 	}
 }

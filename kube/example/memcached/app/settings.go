@@ -38,7 +38,7 @@ func readSettings(ctx context.Context, s *humus.Setup) (settings, error) {
 
 	set, setErr := config.Struct(func(r *config.Resolver) settings {
 		ks := kubeenv.Settings(r, s.Host, Name)
-		ks.Namespace = config.Parse(r, config.Default(config.Env(s.Host, "WATCH_NAMESPACE"), ""), kubeenv.Checked(kubeenv.Text, kube.CheckWatchNamespace))
+		ks.Namespace = config.Parse(r, config.Default(config.Env(s.Host, "WATCH_NAMESPACE"), ""), config.Checked(config.AsIs, kube.CheckWatchNamespace))
 		return settings{
 			controller: ks,
 			probesAddr: r.Get(config.Default(config.Env(s.Host, "PROBES_ADDR"), ":8081")),
