@@ -136,7 +136,7 @@
 //   - kubeenv.Connection(ctx, s.Host) reads the current context of the
 //     kubeconfig that KUBECONFIG names, when it is set, and otherwise, in a
 //     pod, the pod's service account;
-//   - kubeenv.Kubeconfig(s.Host, path, context) reads a context of the
+//   - kubeenv.Kubeconfig(ctx, s.Host, path, context) reads a context of the
 //     kubeconfig at path, its current context for "";
 //   - kubeenv.InCluster(ctx, s.Host) reads the pod's service account:
 //     KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT, joined, for

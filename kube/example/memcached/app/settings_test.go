@@ -69,7 +69,7 @@ func TestReadSettingsNamesEveryProblemInOneError(t *testing.T) {
 	_, err := readSettings(context.Background(), &humus.Setup{Host: h.Host()})
 
 	want := strings.Join([]string{
-		`config: environment variable "KUBERNETES_SERVICE_PORT" is not set`,
+		`kubeenv: config: environment variable "KUBERNETES_SERVICE_PORT" is not set`,
 		`config: environment variable "POD_NAME" is not set`,
 		`config: environment variable "WATCH_NAMESPACE": invalid value "Shop": kube: namespace "Shop" must be a DNS-1123 label: ` +
 			`a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`,
