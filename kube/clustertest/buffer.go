@@ -1,25 +1,9 @@
 package clustertest
 
-import (
-	"bytes"
-	"sync"
-)
+import "github.com/z5labs/humus/kube/internal/procutil"
 
-// SyncBuffer is a bytes.Buffer safe for concurrent use, such as a child
-// process's stdout and stderr, written as it runs and read by a test.
-type SyncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *SyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *SyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// SyncBuffer is a bytes.Buffer safe for concurrent use.
+//
+// Deprecated: it was kube's own tests' helper, and is going away; keep a
+// bytes.Buffer behind a sync.Mutex of your own.
+type SyncBuffer = procutil.SyncBuffer

@@ -17,8 +17,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/z5labs/humus/kube/internal/procutil"
 )
 
 // programs are the control plane's commands, each a main package of the
@@ -93,7 +94,8 @@ func BuildDir() (string, error) {
 // says on stderr when each begins and ends, and, at least every 30s, how
 // many packages it has compiled. With the Go build cache warm (the folder
 // removed, or another one named), it links the programs in a minute or
-// two.
+// two. Off Unix it returns an error saying the control plane runs on Unix
+// only.
 func Build(ctx context.Context) (string, error) {
 	return build(ctx, os.Stderr)
 }
@@ -104,6 +106,9 @@ const progressEvery = 30 * time.Second
 
 // build is Build, writing its progress to w.
 func build(ctx context.Context, w io.Writer) (string, error) {
+	if !procutil.Supported {
+		return "", errUnixOnly
+	}
 	bin, err := BuildDir()
 	if err != nil {
 		return "", err
@@ -266,11 +271,11 @@ func (g goBuild) run(ctx context.Context, args []string, stdout io.Writer, line 
 		}
 	}}
 	cmd.Cancel = func() error {
-		killGroup(cmd.Process.Pid)
+		procutil.KillGroup(cmd.Process.Pid)
 		return nil
 	}
 	cmd.WaitDelay = 10 * time.Second
-	if err := spawn(cmd); err != nil {
+	if err := procutil.Spawn(cmd); err != nil {
 		return fmt.Errorf("clustertest: building the control plane: %w", err)
 	}
 	done := make(chan error, 1)
@@ -372,13 +377,13 @@ func lock(ctx context.Context, path string, w io.Writer, every time.Duration) (u
 	begin := time.Now()
 	next, told := begin, false
 	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { _ = f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+		locked, err := procutil.TryLock(f)
+		if err != nil {
 			_ = f.Close()
-			return nil, fmt.Errorf("clustertest: locking %s: %w", path, err)
+			return nil, fmt.Errorf("clustertest: %w", err)
+		}
+		if locked {
+			return func() { _ = f.Close() }, nil
 		}
 		if now := time.Now(); !now.Before(next) {
 			if !told {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/z5labs/humus/kube/internal/procutil"
 )
 
 func TestWriteSource(t *testing.T) {
@@ -105,13 +107,14 @@ func TestBuildDir(t *testing.T) {
 // waits: the build then runs no go command, and says the other process
 // built the control plane.
 func TestBuildWaitsForTheOtherProcess(t *testing.T) {
+	needsUnix(t)
 	bin := filepath.Join(t.TempDir(), "controlplane")
 	unlock, err := lock(t.Context(), bin+".lock", io.Discard, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", "") // no go command to run
-	var out SyncBuffer
+	var out procutil.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		_, err := buildIn(t.Context(), bin, &out)
@@ -176,12 +179,13 @@ func TestUpToDate(t *testing.T) {
 // TestLockExcludes uses real time: a goroutine waiting for a flock sleeps
 // between tries, in real time, and testing/synctest doesn't fake flock.
 func TestLockExcludes(t *testing.T) {
+	needsUnix(t)
 	path := filepath.Join(t.TempDir(), "lock")
 	unlock, err := lock(t.Context(), path, io.Discard, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var told SyncBuffer
+	var told procutil.SyncBuffer
 	acquired := make(chan func())
 	go func() {
 		second, err := lock(context.Background(), path, &told, 100*time.Millisecond)
@@ -214,6 +218,7 @@ func TestLockExcludes(t *testing.T) {
 }
 
 func TestLockEndsWithContext(t *testing.T) {
+	needsUnix(t)
 	path := filepath.Join(t.TempDir(), "lock")
 	unlock, err := lock(t.Context(), path, io.Discard, time.Hour)
 	if err != nil {
@@ -261,7 +266,8 @@ esac
 }
 
 func TestGoBuildProgress(t *testing.T) {
-	var out SyncBuffer
+	needsUnix(t)
+	var out procutil.SyncBuffer
 	g := goBuild{goTool: fakeGo(t), dir: t.TempDir(), env: os.Environ(), every: 100 * time.Millisecond, w: &out}
 	if err := g.program(t.Context(), "prog", t.TempDir(), "1 of 1"); err != nil {
 		t.Fatal(err)
@@ -281,6 +287,7 @@ func TestGoBuildProgress(t *testing.T) {
 }
 
 func TestGoBuildFails(t *testing.T) {
+	needsUnix(t)
 	g := goBuild{
 		goTool: fakeGo(t), dir: t.TempDir(), env: append(os.Environ(), "FAKE_GO_FAIL=1"),
 		every: time.Hour, w: io.Discard,
@@ -295,6 +302,7 @@ func TestGoBuildFails(t *testing.T) {
 // command, in a fresh folder, so both are compiled, not found in the
 // build cache.
 func TestGoBuildRealGo(t *testing.T) {
+	needsUnix(t)
 	src := t.TempDir()
 	for name, data := range map[string]string{
 		"go.mod":       "module example.com/m\n\ngo 1.26\n",
@@ -309,7 +317,7 @@ func TestGoBuildRealGo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var out SyncBuffer
+	var out procutil.SyncBuffer
 	bin := t.TempDir()
 	g := goBuild{goTool: "go", dir: src, env: append(os.Environ(), "GOWORK=off", "GOFLAGS="), every: time.Hour, w: &out}
 	if err := g.program(t.Context(), "prog", bin, "1 of 1"); err != nil {
@@ -333,5 +341,14 @@ func TestLineWriter(t *testing.T) {
 	}
 	if got, want := strings.Join(lines, "|"), "a|bc||d|e"; got != want {
 		t.Errorf("lines = %q, want %q", got, want)
+	}
+}
+
+// needsUnix skips t off Unix, where there is no flock, process group or
+// /bin/sh.
+func needsUnix(t *testing.T) {
+	t.Helper()
+	if !procutil.Supported {
+		t.Skip("clustertest: the test needs Unix's flock, process groups and /bin/sh")
 	}
 }

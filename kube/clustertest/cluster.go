@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +25,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/z5labs/humus/kube/internal/procutil"
 )
 
 // Bounds on the control plane's steps.
@@ -118,7 +122,10 @@ func Run(m *testing.M, opts ...Option) int {
 // Get returns the test binary's one control plane, building missing
 // binaries and starting it on first use; it fails t if it can't. The test
 // binary's TestMain must call Run. Under go test -short it skips t
-// instead: -short runs only the tests that need no control plane.
+// instead: -short runs only the tests that need no control plane. Off
+// Unix (on Windows, say) it skips t too, saying the control plane runs
+// on Unix only, unless Run was given FromKubeconfig, which starts
+// nothing.
 func Get(t testing.TB) *Cluster {
 	t.Helper()
 	SkipShort(t)
@@ -126,6 +133,9 @@ func Get(t testing.TB) *Cluster {
 	defer shared.mu.Unlock()
 	if !shared.running {
 		t.Fatal("clustertest: Get needs the test binary's TestMain to call clustertest.Run")
+	}
+	if f, err := resolve(shared.opts); err == nil && f.kind != fromKubeconfig && !procutil.Supported {
+		t.Skip(errUnixOnly)
 	}
 	if !shared.started {
 		shared.started = true
@@ -155,8 +165,9 @@ func startShared(opts []Option) (*Cluster, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	w := collect(opts).writer()
 	if o.kind == fromKubeconfig {
-		c, err := o.start(context.Background(), "", os.Stderr)
+		c, err := o.start(context.Background(), "", w)
 		return c, "", err
 	}
 	removeOrphans()
@@ -167,7 +178,7 @@ func startShared(opts []Option) (*Cluster, string, error) {
 	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return nil, dir, fmt.Errorf("clustertest: %w", err)
 	}
-	c, err := o.start(context.Background(), dir, os.Stderr)
+	c, err := o.start(context.Background(), dir, w)
 	return c, dir, err
 }
 
@@ -182,50 +193,120 @@ func removeOrphans() {
 		if err != nil {
 			continue
 		}
-		if pid, err := strconv.Atoi(string(data)); err == nil && !alive(pid) {
+		if pid, err := strconv.Atoi(string(data)); err == nil && !procutil.Alive(pid) {
 			_ = os.RemoveAll(dir) // best effort: the next test binary tries again
 		}
 	}
 }
 
 // Start starts a control plane that keeps its certificates, tokens, etcd
-// data, logs and kubeconfig in dir, which must exist, from where opts say:
-// built from source (see Build) unless FromAssets or FromKubeconfig says
-// otherwise (FromKubeconfig starts nothing, and ignores dir). It returns
-// once every component is ready. Tests call Get instead; a program for a
-// person calls Launch. The caller stops it with Stop.
+// data, logs and kubeconfig in dir, from where opts say: built from
+// source (see Build) unless FromAssets or FromKubeconfig says otherwise
+// (FromKubeconfig starts nothing, and ignores dir). Its build's progress,
+// and a line saying the components start, go to os.Stderr unless Progress
+// says otherwise. It returns once every component is ready; the caller
+// stops it with Stop, which leaves dir in place. Tests call Get instead.
+//
+// dir is made absolute, and created when missing. A folder that holds
+// anything is emptied only when an earlier Start wrote its marker file,
+// .clustertest, there; any other is refused with an error naming it and
+// what it holds, and nothing in it is touched, so a mistaken folder (".",
+// a home folder) never loses a file. Start writes the marker into dir.
+//
+// Off Unix (on Windows, say) it returns an error saying the control plane
+// runs on Unix only, unless FromKubeconfig is given.
 func Start(ctx context.Context, dir string, opts ...Option) (*Cluster, error) {
-	o, err := resolve(opts)
+	f, err := resolve(opts)
 	if err != nil {
 		return nil, err
 	}
-	return o.start(ctx, dir, os.Stderr)
+	w := collect(opts).writer()
+	if f.kind == fromKubeconfig {
+		return f.start(ctx, "", w)
+	}
+	if !procutil.Supported {
+		return nil, errUnixOnly
+	}
+	dir, err = prepareDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return f.start(ctx, dir, w)
 }
 
-// Launch starts a control plane built from source for a person at a
-// terminal, as the cluster command and the Memcached demo do: it empties
-// dir, creating it if need be, builds missing binaries with their progress
-// on w (see Build), starts the control plane in dir with a line on w, and
-// returns it once every component is ready. Its kubeconfig, with the
-// admin's credentials embedded, is KubeconfigPath, in dir. The caller
-// stops it with Stop, which leaves dir in place.
+// Launch is Start(ctx, dir, Progress(w)) for a person at a terminal, as
+// the cluster command and the Memcached demo call it: it builds missing
+// binaries with their progress on w, starts the control plane in dir
+// (with Start's care for what dir holds) with a line on w, and returns it
+// once every component is ready. Its kubeconfig, with the admin's
+// credentials embedded, is KubeconfigPath, in dir.
 func Launch(ctx context.Context, dir string, w io.Writer) (*Cluster, error) {
-	dir, err := filepath.Abs(dir)
+	return Start(ctx, dir, Progress(w))
+}
+
+// errUnixOnly says the control plane's processes can't run here.
+var errUnixOnly = fmt.Errorf("clustertest: the control plane runs on Unix only, and this is %s", runtime.GOOS)
+
+// markerFile, in a folder of Start's, says Start made the folder its own:
+// Start empties a folder only when it is missing, empty, or holds it.
+const (
+	markerFile = ".clustertest"
+	markerText = "This folder holds the files of a control plane that github.com/z5labs/humus/kube/clustertest started.\n" +
+		"The next start in this folder empties it.\n"
+)
+
+// prepareDir makes dir absolute, creates it or empties it (see Start),
+// and writes the marker into it.
+func prepareDir(dir string) (string, error) {
+	if dir == "" {
+		return "", errors.New("clustertest: no folder given for the control plane's files")
+	}
+	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("clustertest: %w", err)
+		return "", fmt.Errorf("clustertest: the folder %s: %w", dir, err)
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("clustertest: %w", err)
+	entries, err := os.ReadDir(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		err = os.MkdirAll(abs, 0o755)
+	case err != nil:
+	case len(entries) == 0:
+	case marked(abs):
+		for _, e := range entries {
+			if err = os.RemoveAll(filepath.Join(abs, e.Name())); err != nil {
+				break
+			}
+		}
+	default:
+		return "", fmt.Errorf("clustertest: refusing to use the folder %s for the control plane's files: it holds %s, and no %s file"+
+			" of an earlier start says it is the control plane's to empty; name a folder that is missing or empty", abs, list(entries), markerFile)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("clustertest: %w", err)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(abs, markerFile), []byte(markerText), 0o644)
 	}
-	bin, err := build(ctx, w)
 	if err != nil {
-		return nil, err
+		return "", fmt.Errorf("clustertest: the folder %s: %w", abs, err)
 	}
-	_, _ = fmt.Fprintln(w, "clustertest: starting etcd, kube-apiserver and kube-controller-manager")
-	return startBuilt(ctx, dir, bin, from{})
+	return abs, nil
+}
+
+// marked reports whether dir holds the marker file an earlier start wrote.
+func marked(dir string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, markerFile))
+	return err == nil && string(data) == markerText
+}
+
+// list names the first three of entries, and says how many more there are.
+func list(entries []os.DirEntry) string {
+	var names []string
+	for _, e := range entries[:min(3, len(entries))] {
+		names = append(names, strconv.Quote(e.Name()))
+	}
+	s := strings.Join(names, ", ")
+	if more := len(entries) - len(names); more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
 }
 
 // startBuilt starts a control plane of the binaries in bin: etcd,

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/z5labs/humus/kube/internal/procutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(Run(m)) }
@@ -152,7 +154,7 @@ func TestClusterNoProcessSurvives(t *testing.T) {
 
 	child := exec.Command(os.Args[0], "-test.run=^TestClusterNoProcessSurvives$", "-test.timeout=10m")
 	child.Env = append(os.Environ(), childEnv+"=1")
-	var stderr SyncBuffer // written by exec's goroutine as the child runs
+	var stderr procutil.SyncBuffer // written by exec's goroutine as the child runs
 	child.Stderr = &stderr
 	stdout, err := child.StdoutPipe()
 	if err != nil {
@@ -169,7 +171,7 @@ func TestClusterNoProcessSurvives(t *testing.T) {
 	var pids []int
 	for _, f := range fields[2:] {
 		pid, err := strconv.Atoi(f)
-		if err != nil || !alive(pid) {
+		if err != nil || !procutil.Alive(pid) {
 			t.Fatalf("the child reported %q: pid %s isn't a live process", line, f)
 		}
 		pids = append(pids, pid)
@@ -184,7 +186,7 @@ func TestClusterNoProcessSurvives(t *testing.T) {
 	// sockets, when its leader already shows as a zombie: wait for both.
 	Eventually(t, 10*time.Second, func(context.Context) error {
 		for _, pid := range pids {
-			if alive(pid) {
+			if procutil.Alive(pid) {
 				return fmt.Errorf("pid %d outlived the test binary that started it", pid)
 			}
 		}
@@ -202,7 +204,7 @@ func TestClusterNoProcessSurvives(t *testing.T) {
 
 // childReport is what the child of TestClusterNoProcessSurvives reports
 // of its control plane: its folder, server and processes' ids.
-func childReport(t *testing.T, stdout io.Reader, stderr *SyncBuffer) string {
+func childReport(t *testing.T, stdout io.Reader, stderr *procutil.SyncBuffer) string {
 	t.Helper()
 	lines := make(chan string, 1)
 	go func() {

@@ -81,9 +81,9 @@
 //     kube-controller-manager's /healthz.
 //   - Every component's output goes to a log file; when a test failed, Run
 //     prints the last lines of each to stderr.
-//   - Every process dies with the test binary, even on panic, timeout or
-//     SIGKILL: each runs in its own process group with a parent-death
-//     signal of SIGKILL. A component that hasn't exited 10s after SIGTERM
+//   - On Linux, every process dies with the test binary, even on panic,
+//     timeout or SIGKILL: each runs in its own process group with a
+//     parent-death signal of SIGKILL. A component that hasn't exited 10s after SIGTERM
 //     is killed (kube-apiserver doesn't exit on SIGTERM once etcd is gone).
 //     The temporary folder of a test binary that died is removed by the
 //     next one.
@@ -144,12 +144,25 @@
 // embedded; the CA, certificates, keys and static tokens; etcd's data
 // (etcd/); each component's log (etcd.log, kube-apiserver.log,
 // kube-controller-manager.log); and the audit log (audit.log). It says so
-// at start, with the export KUBECONFIG=... line on stdout, empties the
-// folder at its next start and keeps it after stop. Ctrl-C, or SIGTERM to
-// its process, stops the components and ends it. Run it as a built
-// binary, not through go run, whose process doesn't pass a signal on.
-// Programs of one's own call Launch and Stop.
+// at start, with the export KUBECONFIG=... line on stdout, and keeps the
+// folder after stop. It creates a missing folder, and writes a
+// .clustertest file into it; a folder that holds anything is emptied at
+// start only when that file says an earlier start made it, and any other
+// is refused with an error naming it, so -dir . never loses a file.
+// Ctrl-C, or SIGTERM to its process, stops the components and ends it.
+// Run it as a built binary, not through go run, whose process doesn't
+// pass a signal on. Programs of one's own call Start (or Launch, Start
+// with its progress on a writer of one's choosing) and Stop.
 //
-// The control plane runs on Linux. Elsewhere, macOS say, the package and
-// its unit tests build, but a child process has no parent-death signal.
+// # Where it runs
+//
+// The control plane runs on Unix, and this repository tests it on Linux.
+// On macOS and the BSDs a component has no parent-death signal: Run's
+// end stops it, but it outlives a test binary that never gets there (a
+// panic, a timeout, SIGKILL). Elsewhere (Windows, and AIX and Solaris,
+// which lack flock) the package builds, so a module that imports it
+// builds and runs its other tests there, but Get skips a test saying the
+// control plane runs on Unix only, and Start and Build return an error
+// saying so; FromKubeconfig's existing cluster, which starts nothing,
+// works anywhere.
 package clustertest

@@ -7,11 +7,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/z5labs/humus/kube/internal/procutil"
 )
 
 // A process is one component of the control plane: its command line, the
@@ -30,7 +29,8 @@ type process struct {
 }
 
 // start starts the process in its own process group, appending its output
-// to its log. It dies with this process (SIGKILL), however this one ends.
+// to its log. On Linux it dies with this process (SIGKILL), however this
+// one ends (see procutil.Spawn).
 func (p *process) start() error {
 	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -41,7 +41,7 @@ func (p *process) start() error {
 
 	cmd := exec.Command(p.path, p.args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	if err := spawn(cmd); err != nil {
+	if err := procutil.Spawn(cmd); err != nil {
 		return fmt.Errorf("clustertest: starting %s: %w", p.name, err)
 	}
 	done := make(chan struct{})
@@ -86,23 +86,23 @@ func (p *process) stop(grace time.Duration) error {
 	pid := p.cmd.Process.Pid
 	select {
 	case <-p.done:
-		killGroup(pid) // anything it left behind
+		procutil.KillGroup(pid) // anything it left behind
 		return fmt.Errorf("clustertest: %s had exited before it was stopped: %w", p.name, p.exitError())
 	default:
 	}
-	_ = syscall.Kill(-pid, syscall.SIGTERM) // if it exited meanwhile, done is closed
+	_ = procutil.TerminateGroup(pid) // if it exited meanwhile, done is closed
 	if p.paused {
-		_ = syscall.Kill(-pid, syscall.SIGCONT) // a stopped process acts on SIGTERM only once continued
+		_ = procutil.ResumeGroup(pid) // a stopped process acts on SIGTERM only once continued
 	}
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	select {
 	case <-p.done:
 	case <-timer.C:
-		killGroup(pid)
+		procutil.KillGroup(pid)
 		<-p.done
 	}
-	killGroup(pid)
+	procutil.KillGroup(pid)
 	return nil
 }
 
@@ -112,7 +112,7 @@ func (p *process) kill() error {
 	if !p.running() {
 		return fmt.Errorf("clustertest: %s isn't running", p.name)
 	}
-	killGroup(p.cmd.Process.Pid)
+	procutil.KillGroup(p.cmd.Process.Pid)
 	<-p.done
 	p.cmd, p.paused = nil, false
 	return nil
@@ -128,7 +128,7 @@ func (p *process) pause() error {
 	if p.paused {
 		return fmt.Errorf("clustertest: %s is already paused", p.name)
 	}
-	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+	if err := procutil.PauseGroup(p.cmd.Process.Pid); err != nil {
 		return fmt.Errorf("clustertest: pausing %s: %w", p.name, err)
 	}
 	p.paused = true
@@ -144,7 +144,7 @@ func (p *process) resume() error {
 	if !p.running() {
 		return fmt.Errorf("clustertest: %s exited while paused: %w", p.name, p.exitError())
 	}
-	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+	if err := procutil.ResumeGroup(p.cmd.Process.Pid); err != nil {
 		return fmt.Errorf("clustertest: resuming %s: %w", p.name, err)
 	}
 	return nil
@@ -160,11 +160,6 @@ func (p *process) flag(name string) string {
 	return ""
 }
 
-// killGroup sends SIGKILL to process group pgid, if it still exists.
-func killGroup(pgid int) {
-	_ = syscall.Kill(-pgid, syscall.SIGKILL) // ESRCH: the group is gone already
-}
-
 // exitError is why the exited process ended: cmd.Wait's error, or one
 // saying it exited with status 0.
 func (p *process) exitError() error {
@@ -172,54 +167,6 @@ func (p *process) exitError() error {
 		return p.exitErr
 	}
 	return errors.New("exit status 0")
-}
-
-// Spawn starts cmd as the control plane's components are started: in its
-// own process group, so a Ctrl-C at the terminal reaches only this
-// process, and, on Linux, with a parent-death signal of SIGKILL, so it
-// dies with this process however this one ends. Elsewhere there is no
-// parent-death signal: a child outlives a process that dies without
-// stopping it.
-func Spawn(cmd *exec.Cmd) error { return spawn(cmd) }
-
-// spawn starts cmd in its own process group with a parent-death signal of
-// SIGKILL (on Linux; see dieWithParent), from one OS thread that never
-// exits.
-//
-// Linux sends the parent-death signal when the thread that forked the
-// child exits, not the process: a child forked from an ordinary goroutine's
-// thread would be killed whenever the Go runtime retires that thread. The
-// spawning goroutine locks its thread and never returns, so the signal
-// comes only when the whole process dies, by panic, timeout or SIGKILL.
-func spawn(cmd *exec.Cmd) error {
-	spawner.once.Do(func() {
-		spawner.requests = make(chan spawnRequest)
-		go func() {
-			runtime.LockOSThread() // never unlocked: this thread lives as long as the process
-			for r := range spawner.requests {
-				r.result <- r.cmd.Start()
-			}
-		}()
-	})
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setpgid = true
-	dieWithParent(cmd.SysProcAttr)
-	r := spawnRequest{cmd: cmd, result: make(chan error, 1)}
-	spawner.requests <- r
-	return <-r.result
-}
-
-// spawner is the goroutine that starts every child process; see spawn.
-var spawner struct {
-	once     sync.Once
-	requests chan spawnRequest
-}
-
-type spawnRequest struct {
-	cmd    *exec.Cmd
-	result chan error
 }
 
 // tail is the last n lines of the file at path, or a note saying why it

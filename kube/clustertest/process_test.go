@@ -1,14 +1,20 @@
+//go:build (unix && !aix && !solaris) || illumos
+
 package clustertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/z5labs/humus/kube/internal/procutil"
 )
 
 // These tests run real processes, so they use real time.
@@ -44,13 +50,13 @@ func TestProcessStopKillsAfterGrace(t *testing.T) {
 	if took := time.Since(begin); took < 300*time.Millisecond || took > 5*time.Second {
 		t.Errorf("stop took %s, want the 300ms grace and a kill", took)
 	}
-	if alive(pid) {
+	if procutil.Alive(pid) {
 		t.Errorf("the shell, pid %d, outlived stop", pid)
 	}
 	// SIGKILL is delivered asynchronously; the shell's child, reparented, may
 	// take a moment to end.
 	Eventually(t, 5*time.Second, func(context.Context) error {
-		if alive(sleepPID) {
+		if procutil.Alive(sleepPID) {
 			return fmt.Errorf("the shell's child, pid %d, outlived stop", sleepPID)
 		}
 		return nil
@@ -115,6 +121,12 @@ func TestLastLines(t *testing.T) {
 func state(t testing.TB, pid int) string {
 	t.Helper()
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if errors.Is(err, fs.ErrNotExist) && !procutil.Alive(pid) {
+		t.Fatalf("process %d is gone", pid)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Skip("no /proc to read a process's state from")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,8 +212,8 @@ func TestProcessKill(t *testing.T) {
 	if took := time.Since(begin); took > 5*time.Second {
 		t.Errorf("kill took %s", took)
 	}
-	if alive(pid) || p.running() || p.paused {
-		t.Errorf("after kill: alive %t, running %t, paused %t", alive(pid), p.running(), p.paused)
+	if procutil.Alive(pid) || p.running() || p.paused {
+		t.Errorf("after kill: alive %t, running %t, paused %t", procutil.Alive(pid), p.running(), p.paused)
 	}
 	if err := p.stop(time.Second); err != nil {
 		t.Errorf("stop after kill = %v, want nil", err)

@@ -19,15 +19,44 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// An Option says where Run and Start get the control plane from. Without
-// one, it is built from Kubernetes' source (see Build) and started with
-// kube-controller-manager.
+// An Option says where Run and Start get the control plane from, and
+// where they say how far they got. Without one, it is built from
+// Kubernetes' source (see Build) and started with kube-controller-manager,
+// and its progress goes to os.Stderr.
 type Option func(*options)
 
 // options are what Options set: the sources they name, of which there may
-// be one at most.
+// be one at most, and where progress goes (nil: os.Stderr).
 type options struct {
-	sources []from
+	sources  []from
+	progress io.Writer
+}
+
+// Progress sends what Run's first Get, Start and Launch say as they work
+// to w instead of os.Stderr: a build's progress (see Build) and a line
+// saying the components start. io.Discard silences them; nil is
+// os.Stderr.
+func Progress(w io.Writer) Option {
+	return func(o *options) { o.progress = w }
+}
+
+// collect is what opts set.
+func collect(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}
+
+// writer is where progress goes.
+func (o options) writer() io.Writer {
+	if o.progress == nil {
+		return os.Stderr
+	}
+	return o.progress
 }
 
 // FromAssets runs the etcd and kube-apiserver binaries in dir, a folder
@@ -94,13 +123,7 @@ func (f from) String() string {
 // resolve is where opts say the control plane comes from, or an error
 // naming every mistake in them.
 func resolve(opts []Option) (from, error) {
-	var o options
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	froms := o.sources
+	froms := collect(opts).sources
 	var errs []error
 	if len(froms) > 1 {
 		errs = append(errs, fmt.Errorf("clustertest: %d sources of a control plane given (%v): give FromAssets or FromKubeconfig once, or neither", len(froms), froms))
@@ -134,12 +157,14 @@ func (f from) start(ctx context.Context, dir string, w io.Writer) (*Cluster, err
 			return nil, err
 		}
 		f.path = bin
+		_, _ = fmt.Fprintf(w, "clustertest: starting etcd and kube-apiserver of %s in %s\n", bin, dir)
 		return startBuilt(ctx, dir, bin, f)
 	}
 	bin, err := build(ctx, w)
 	if err != nil {
 		return nil, err
 	}
+	_, _ = fmt.Fprintf(w, "clustertest: starting etcd, kube-apiserver and kube-controller-manager in %s\n", dir)
 	return startBuilt(ctx, dir, bin, f)
 }
 
@@ -248,8 +273,8 @@ func caPool(caPEM []byte) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// ownsProcesses fails t unless this package started the control plane's
-// processes, saying that what needs them.
+// ownsProcesses fails t, saying what (the caller) needs the control
+// plane's processes, unless this package started them.
 func (c *Cluster) ownsProcesses(t testing.TB, what string) {
 	t.Helper()
 	if c.from.kind == fromKubeconfig {

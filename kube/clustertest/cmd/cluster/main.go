@@ -12,8 +12,11 @@
 //	.bin/cluster [-dir .cluster] [-build]
 //
 // -dir is the folder for the certificates, etcd's data, the logs and the
-// kubeconfig; it is emptied at start and kept after stop. -build only
-// builds the binaries and exits.
+// kubeconfig, kept after stop. It is created when missing; a folder that
+// holds anything is emptied at start only when an earlier start wrote its
+// .clustertest file there, and any other is refused, so -dir . or
+// -dir ~/k8s never loses a file (see clustertest.Start). -build only builds
+// the binaries and exits.
 //
 // SIGINT (Ctrl-C) or SIGTERM to this process stops every process it
 // started, and it exits 0 once they are gone; a second signal ends it at
@@ -36,7 +39,8 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", ".cluster", "the folder for the control plane's files, emptied at start")
+	dir := flag.String("dir", ".cluster", "the folder for the control plane's files: created when missing, "+
+		"emptied at start when an earlier start made it, and refused when it holds anything else")
 	buildOnly := flag.Bool("build", false, "build missing or stale binaries and exit")
 	flag.Parse()
 
@@ -77,7 +81,7 @@ func run(ctx context.Context, stopSignals func(), dir string, buildOnly bool) er
 // and how to stop it, this process being pid.
 func describe(w io.Writer, c *clustertest.Cluster, pid int) {
 	_, _ = fmt.Fprintf(w, `clustertest: the control plane is running: kube-apiserver at https://%s
-clustertest: %s holds its files, emptied at start and kept after stop:
+clustertest: %s holds its files, kept after stop and emptied at its next start:
     kubeconfig                          the admin's (system:masters), its token and the CA embedded
     ca.crt, serving.crt, serving.key    the CA, and the serving certificate of kube-apiserver and kube-controller-manager
     service-account.key, .pub           the key pair that signs service account tokens
@@ -87,6 +91,7 @@ clustertest: %s holds its files, emptied at start and kept after stop:
     etcd.log, kube-apiserver.log, kube-controller-manager.log
                                         each component's output
     audit.log, audit-policy.yaml        every write to the API, one JSON event a line, and the policy that says so
+    .clustertest                        says the folder is the control plane's, for the next start to empty
 clustertest: stop it with Ctrl-C, or kill -TERM %d (this process): it stops the three components and exits
 `, c.Server(), filepath.Dir(c.KubeconfigPath()), pid)
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/internal/procutil"
 )
 
 // TestClusterCommandStopsOnSignal builds the command, starts it, and sends
@@ -42,10 +42,36 @@ func TestClusterCommandStopsOnSignal(t *testing.T) {
 	}
 }
 
+// TestRefusesAFolderOfOthers runs the command's body with -dir naming a
+// folder that holds a user's file and no .clustertest file: it must
+// refuse, naming the folder and why, and leave the file as it was. (It
+// used to empty the folder: -dir . lost a user's work.)
+func TestRefusesAFolderOfOthers(t *testing.T) {
+	if !procutil.Supported {
+		t.Skip("the control plane runs on Unix only")
+	}
+	dir := t.TempDir()
+	notes := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(notes, []byte("a user's work"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // nothing is built or started, whatever run does
+	err := run(ctx, func() {}, dir, false)
+	want := "clustertest: refusing to use the folder " + dir + ` for the control plane's files: it holds "notes.txt",` +
+		" and no .clustertest file of an earlier start says it is the control plane's to empty; name a folder that is missing or empty"
+	if err == nil || err.Error() != want {
+		t.Errorf("run = %v, want\n%s", err, want)
+	}
+	if data, err := os.ReadFile(notes); err != nil || string(data) != "a user's work" {
+		t.Errorf("the user's file after run: %q, %v; want it as it was", data, err)
+	}
+}
+
 func testStopsOn(t *testing.T, bin string, sig syscall.Signal) {
 	dir := filepath.Join(t.TempDir(), ".cluster")
 	cmd := exec.Command(bin, "-dir", dir)
-	var stderr clustertest.SyncBuffer
+	var stderr procutil.SyncBuffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -95,7 +121,7 @@ func testStopsOn(t *testing.T, bin string, sig syscall.Signal) {
 		t.Fatalf("the command didn't exit within a minute of %s; stderr:\n%s", sig, stderr.String())
 	}
 	for _, c := range children {
-		if alive(c.pid) {
+		if procutil.Alive(c.pid) {
 			t.Errorf("%s (pid %d) outlived the command", c.name, c.pid)
 		}
 	}
@@ -106,7 +132,7 @@ func testStopsOn(t *testing.T, bin string, sig syscall.Signal) {
 
 // firstLine is the first line the command writes to stdout, once its
 // control plane is running.
-func firstLine(t *testing.T, stdout io.Reader, stderr *clustertest.SyncBuffer) string {
+func firstLine(t *testing.T, stdout io.Reader, stderr *procutil.SyncBuffer) string {
 	t.Helper()
 	lines := make(chan string, 1)
 	go func() {
@@ -164,17 +190,4 @@ func childrenOf(t *testing.T, pid int) []child {
 		children = append(children, child{pid: n, name: filepath.Base(string(argv0))})
 	}
 	return children
-}
-
-// alive reports whether process pid exists and isn't a zombie.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	return len(fields) == 0 || fields[0] != "Z"
 }

@@ -32,8 +32,8 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube/clustertest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
+	"github.com/z5labs/humus/kube/internal/procutil"
 )
 
 // Each App runs in a process of its own, this test binary started again
@@ -305,7 +305,7 @@ func peakRSS() float64 {
 type appProcess struct {
 	cmd     *exec.Cmd
 	control string // the child's control server's address
-	out     *clustertest.SyncBuffer
+	out     *procutil.SyncBuffer
 	done    chan struct{} // closed once it has exited
 	err     error         // cmd.Wait's, once done is closed
 }
@@ -339,7 +339,7 @@ func spawn(b *testing.B, h *humustest.Host) *appProcess {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := &appProcess{cmd: cmd, out: &clustertest.SyncBuffer{}, done: make(chan struct{})}
+	p := &appProcess{cmd: cmd, out: &procutil.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.out
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

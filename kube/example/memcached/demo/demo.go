@@ -29,6 +29,7 @@ import (
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/clustertest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
+	"github.com/z5labs/humus/kube/internal/procutil"
 )
 
 // The files the demo applies, from the repository root.
@@ -62,7 +63,7 @@ const (
 // options are what a run may differ in; the zero value is make demo's.
 type options struct {
 	out io.Writer // where the narration and the controller's lines go
-	dir string    // the control plane's folder, emptied; "" is a temporary one, removed at the end
+	dir string    // the control plane's folder, as clustertest.Start takes it; "" is a temporary one, removed at the end
 	bin string    // the folder the controller is built into; "" is .bin at the repository root
 	// verbose passes every line of the controller's through; otherwise
 	// its DEBUG and TRACE lines are left out.
@@ -177,7 +178,7 @@ func run(ctx context.Context, o options) (err error) {
 		ctrlOut.skip = belowInfo
 	}
 	ctrl.Stdout, ctrl.Stderr = ctrlOut, ctrlOut
-	if err := clustertest.Spawn(ctrl); err != nil {
+	if err := procutil.Spawn(ctrl); err != nil {
 		return fmt.Errorf("starting the controller: %w", err)
 	}
 	exited := make(chan struct{})

@@ -1,4 +1,4 @@
-package clustertest
+package procutil
 
 import (
 	"bytes"
@@ -11,13 +11,13 @@ import (
 )
 
 // dieWithParent makes a child started with attr receive SIGKILL when the
-// thread that started it exits (see spawn).
+// thread that started it exits (see Spawn).
 func dieWithParent(attr *syscall.SysProcAttr) {
 	attr.Pdeathsig = syscall.SIGKILL
 }
 
-// alive reports whether process pid exists and isn't a zombie.
-func alive(pid int) bool {
+// Alive reports whether process pid exists and isn't a zombie.
+func Alive(pid int) bool {
 	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 		return false
 	}
