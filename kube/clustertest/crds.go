@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apiextensionsv1client "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 )
 
 // crdTimeout is how long AwaitCRD waits for a CRD to be served.
@@ -27,12 +30,21 @@ type Resource interface {
 }
 
 // Install installs the CRD of each resource, as whatever deploys a
-// controller would, unless a CRD of its name is there already (which is
-// kept as it is), and returns once every one is served (see AwaitCRD). A
-// resource whose CRD method fails fails t, with every other's error. The
-// CRDs are left in place for the test binary's other tests, which may
-// share them; on an existing cluster (FromKubeconfig), those Install
-// created are deleted when Run's tests end.
+// controller would, and returns once every one is served (see AwaitCRD).
+// A CRD of the same name that is there already is brought to the given
+// spec: its spec replaced, and the given labels and annotations set, so a
+// test never runs against an earlier schema (one left on an existing
+// cluster, or installed by another test under the same name). One that is
+// being deleted is waited for, and created again. A resource whose CRD
+// method fails fails t, with every other's error; so does a change the
+// API server refuses, such as of the scope, or dropping a version that
+// objects are stored in.
+//
+// The CRDs are left in place for the test binary's other tests, which may
+// share them: tests that install different CRDs under one name mustn't
+// run in parallel. On an existing cluster (FromKubeconfig), the CRDs
+// Install created are deleted when Run's tests end; those it updated are
+// left as it made them.
 func (c *Cluster) Install(t testing.TB, resources ...Resource) {
 	t.Helper()
 	var crds []*apiextensionsv1.CustomResourceDefinition
@@ -49,42 +61,100 @@ func (c *Cluster) Install(t testing.TB, resources ...Resource) {
 		t.Fatalf("clustertest: Install: %v", err)
 	}
 	for _, crd := range crds {
-		c.createCRD(t, crd)
+		c.installCRD(t, crd)
 	}
 	for _, crd := range crds {
 		c.AwaitCRD(t, crd.Name)
 	}
 }
 
-// InstallCRD creates crd, as whatever deploys a controller would, unless a
-// CRD of its name is there already (which is kept as it is), and returns
-// it once it is served (see AwaitCRD). It is left in place for the test
-// binary's other tests, which may share it.
+// InstallCRD installs crd as Install does, and returns it once it is
+// served (see AwaitCRD).
 func (c *Cluster) InstallCRD(t testing.TB, crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	c.createCRD(t, crd)
+	c.installCRD(t, crd)
 	return c.AwaitCRD(t, crd.Name)
 }
 
-// createCRD creates crd unless a CRD of its name is there already; on an
-// existing cluster it records crd's name for Stop to delete.
-func (c *Cluster) createCRD(t testing.TB, crd *apiextensionsv1.CustomResourceDefinition) {
+// installCRD creates crd, or brings the CRD of its name to crd's spec;
+// on an existing cluster it records a CRD it created for Stop to delete.
+func (c *Cluster) installCRD(t testing.TB, crd *apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
-	defer cancel()
-	_, err := c.crds(t).Create(ctx, crd, metav1.CreateOptions{})
-	switch {
-	case err == nil && c.from.kind == fromKubeconfig:
-		c.crdMu.Lock()
-		c.created = append(c.created, crd.Name)
-		c.crdMu.Unlock()
-	case err != nil && !apierrors.IsAlreadyExists(err):
-		t.Fatalf("clustertest: creating the CRD %s: %v", crd.Name, err)
+	client := c.crds(t)
+	Eventually(t, crdTimeout, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		_, err := client.Create(ctx, crd, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			c.createdCRD(crd.Name)
+			return nil
+		case !apierrors.IsAlreadyExists(err):
+			t.Fatalf("clustertest: creating the CRD %s: %v", crd.Name, err)
+		}
+		err = updateCRD(ctx, client, crd)
+		if errors.Is(err, errDeleting) || apierrors.IsNotFound(err) {
+			return fmt.Errorf("clustertest: the CRD %s: %w", crd.Name, err) // created again at the next try
+		}
+		if err != nil {
+			t.Fatalf("clustertest: updating the CRD %s to the spec given: %v", crd.Name, err)
+		}
+		return nil
+	})
+}
+
+// createdCRD records, on an existing cluster, that Install created the
+// CRD name, for Stop to delete.
+func (c *Cluster) createdCRD(name string) {
+	if c.from.kind != fromKubeconfig {
+		return
 	}
+	c.crdMu.Lock()
+	defer c.crdMu.Unlock()
+	c.created = append(c.created, name)
+}
+
+// errDeleting says a CRD is being deleted.
+var errDeleting = errors.New("it is being deleted")
+
+// updateCRD replaces the spec of the CRD of crd's name with crd's, and
+// sets crd's labels and annotations on it, unless it is being deleted.
+func updateCRD(ctx context.Context, client apiextensionsv1client.CustomResourceDefinitionInterface, crd *apiextensionsv1.CustomResourceDefinition) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got, err := client.Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.DeletionTimestamp != nil {
+			return errDeleting
+		}
+		updated := got.DeepCopy()
+		crd.Spec.DeepCopyInto(&updated.Spec)
+		updated.Labels = merged(updated.Labels, crd.Labels)
+		updated.Annotations = merged(updated.Annotations, crd.Annotations)
+		if equality.Semantic.DeepEqual(updated, got) {
+			return nil
+		}
+		_, err = client.Update(ctx, updated, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// merged is to with from's entries set.
+func merged(to, from map[string]string) map[string]string {
+	if len(from) == 0 {
+		return to
+	}
+	if to == nil {
+		to = map[string]string{}
+	}
+	maps.Copy(to, from)
+	return to
 }
 
 // AwaitCRD waits until the CRD named name is Established, not being
-// deleted, and every version it serves answers a list, so that an informer
+// deleted, its names (kind, short names, ...) accepted as its spec has
+// them, and every version it serves answers a list, so that an informer
 // or a create finds its resource served; it returns the CRD as it then is,
 // and fails t if that takes longer than a minute. It doesn't wait on t's
 // context, so a cleanup can call it.
@@ -110,8 +180,9 @@ func (c *Cluster) AwaitCRD(t testing.TB, name string) *apiextensionsv1.CustomRes
 	return crd
 }
 
-// served is nil once crd is Established, not being deleted, and each
-// version it serves answers a list.
+// served is nil once crd is Established, not being deleted, its names
+// accepted as its spec has them, and each version it serves answers a
+// list.
 func served(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.CustomResourceDefinition) error {
 	if crd.DeletionTimestamp != nil {
 		return errors.New("it is being deleted")
@@ -124,6 +195,9 @@ func served(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cus
 	}
 	if !established {
 		return fmt.Errorf("it isn't Established: %+v", crd.Status.Conditions)
+	}
+	if names := crd.Status.AcceptedNames; !equality.Semantic.DeepEqual(names, crd.Spec.Names) {
+		return fmt.Errorf("its accepted names are %+v, not yet its spec's %+v: %+v", names, crd.Spec.Names, crd.Status.Conditions)
 	}
 	for _, v := range crd.Spec.Versions {
 		if !v.Served {

@@ -43,7 +43,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	code := clustertest.Run(m, clustertest.FromKubeconfig(existing.KubeconfigPath()))
-	if err := installedDeleted(); err != nil {
+	if err := errors.Join(installedDeleted(), updatedKept()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		code = 1
 	}
@@ -73,6 +73,27 @@ func installedDeleted() error {
 		return err
 	case crd.DeletionTimestamp == nil:
 		return errors.New("kubeconfigtest: the CRD that Install created on the existing cluster is still there after Run")
+	}
+	return nil
+}
+
+// updatedKept is nil when the CRD TestClusterKubeconfigInstallUpdates
+// found on the cluster, and updated, is still there after Run, not being
+// deleted: Run's end deletes only the CRDs Install created.
+func updatedKept() error {
+	if !updated {
+		return nil
+	}
+	client, err := apiextensions.NewForConfig(existing.AdminConfig())
+	if err != nil {
+		return err
+	}
+	crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), sparesCRD, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		return fmt.Errorf("kubeconfigtest: the CRD that Install updated on the existing cluster: %w", err)
+	case crd.DeletionTimestamp != nil:
+		return errors.New("kubeconfigtest: the CRD that Install updated on the existing cluster, which it didn't create, is being deleted after Run")
 	}
 	return nil
 }
