@@ -100,13 +100,15 @@
 //   - Namespace creates a namespace named after the test, and deletes it
 //     at the test's cleanup.
 //   - Install installs the CRDs of Resources (such as kube.Resource, whose
-//     CRD method builds one from Go types) and returns once each is served,
-//     so an informer or a create finds its resource; InstallCRD does it
-//     for one CRD, and AwaitCRD waits for one.
+//     CRD method builds one from Go types), bringing one that is there
+//     already to the spec given, and returns once each is served, so an
+//     informer or a create finds its resource; InstallCRD does it for one
+//     CRD, and AwaitCRD waits for one.
 //   - ServiceAccount creates a ServiceAccount bound to exactly the Grants
 //     given, and returns its token once its rights are in effect;
 //     RBACGrants reads the Grants of a controller's RBAC manifest (its
-//     ClusterRoles and Roles).
+//     ClusterRoles and Roles, cluster-wide or in the test's namespace as
+//     its bindings grant them).
 //   - PodHost is a humustest Host as the kubelet sets up the controller's
 //     pod: the API server's address in KUBERNETES_SERVICE_HOST and
 //     KUBERNETES_SERVICE_PORT, the service account's ca.crt, token and

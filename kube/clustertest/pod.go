@@ -109,14 +109,30 @@ func freeAddr(t testing.TB, h *humustest.Host) string {
 	return addr
 }
 
-// RBACGrants are the rules of the ClusterRoles and Roles in the RBAC
-// manifest at path (YAML, documents separated by ---, as a controller's
-// deploy/rbac.yaml is), for PodHost or ServiceAccount: each ClusterRole's
-// rules a Grant cluster-wide, and each Role's a Grant in namespace, the
-// controller's namespace in the test, whatever namespace the manifest
-// names. Other kinds (the ServiceAccount, the bindings) are passed over:
-// the grants are bound to the test's ServiceAccount. It fails t if the
-// file can't be read or parsed, or holds no ClusterRole or Role.
+// RBACGrants are the Grants of the RBAC manifest at path (YAML, documents
+// separated by ---, as a controller's deploy/rbac.yaml is), for PodHost or
+// ServiceAccount: each ClusterRole's and Role's rules, granted as the
+// manifest's bindings grant them, with namespace, the controller's
+// namespace in the test, in place of whatever namespace the manifest
+// names:
+//
+//   - a ClusterRole that a ClusterRoleBinding binds is a Grant
+//     cluster-wide;
+//   - a ClusterRole that only RoleBindings bind is a Grant in namespace,
+//     as a controller whose RoleBinding is in its own namespace has it;
+//   - a Role is a Grant in namespace;
+//   - a ClusterRole or Role that no binding in the manifest binds (a
+//     manifest of the roles alone) is granted all the same: a ClusterRole
+//     cluster-wide, a Role in namespace.
+//
+// Each binding is taken to bind the controller, whatever its subjects.
+// The grants come in the order of the roles in the manifest, one a role;
+// other kinds (the ServiceAccount) are passed over. It fails t, naming
+// every mistake at once, if the file can't be read or parsed, holds no
+// ClusterRole or Role, binds a role the manifest doesn't define (such as
+// a ClusterRole of the cluster's, whose rules RBACGrants can't know), or
+// holds a ClusterRole with an aggregationRule, whose rules the cluster's
+// ClusterRoles decide.
 func RBACGrants(t testing.TB, path, namespace string) []Grant {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -130,36 +146,113 @@ func RBACGrants(t testing.TB, path, namespace string) []Grant {
 	return grants
 }
 
+// rbacDoc is what RBACGrants reads of a document of an RBAC manifest.
+type rbacDoc struct {
+	n        int    // its number in the manifest, from 1
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+	Rules           []rbacv1.PolicyRule     `json:"rules"`
+	AggregationRule *rbacv1.AggregationRule `json:"aggregationRule"`
+	RoleRef         rbacv1.RoleRef          `json:"roleRef"`
+}
+
+// A boundRole is a ClusterRole or Role of a manifest, and how its
+// bindings bind it.
+type boundRole struct {
+	*rbacDoc
+	clusterWide bool // a ClusterRoleBinding binds it
+	inNamespace bool // a RoleBinding binds it
+}
+
 // parseRBAC is RBACGrants of the manifest data.
 func parseRBAC(data []byte, namespace string) ([]Grant, error) {
+	docs, err := readRBAC(data)
+	if err != nil {
+		return nil, err
+	}
+	var roles []*boundRole
+	var errs []error
+	for _, d := range docs {
+		switch d.Kind {
+		case "ClusterRole", "Role":
+			roles = append(roles, &boundRole{rbacDoc: d})
+			if d.AggregationRule != nil {
+				errs = append(errs, fmt.Errorf("document %d: the ClusterRole %s has an aggregationRule: its rules are those of the cluster's ClusterRoles"+
+					" that it selects, which RBACGrants can't know; list the rules in it, or in a ClusterRole of their own", d.n, d.Metadata.Name))
+			}
+		}
+	}
+	for _, d := range docs {
+		if d.Kind == "ClusterRoleBinding" || d.Kind == "RoleBinding" {
+			errs = append(errs, bind(roles, d))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if len(roles) == 0 {
+		return nil, errors.New("no ClusterRole or Role")
+	}
+	grants := make([]Grant, 0, len(roles))
+	for _, r := range roles {
+		g := Grant{Namespace: namespace, Rules: r.Rules}
+		if r.Kind == "ClusterRole" && (r.clusterWide || !r.inNamespace) {
+			g.Namespace = ""
+		}
+		grants = append(grants, g)
+	}
+	return grants, nil
+}
+
+// readRBAC is the documents of the manifest data.
+func readRBAC(data []byte) ([]*rbacDoc, error) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var grants []Grant
+	var docs []*rbacDoc
 	for n := 1; ; n++ {
-		doc, err := reader.Read()
+		raw, err := reader.Read()
 		if errors.Is(err, io.EOF) {
-			break
+			return docs, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		var role struct {
-			Kind  string              `json:"kind"`
-			Rules []rbacv1.PolicyRule `json:"rules"`
-		}
-		if err := yaml.Unmarshal(doc, &role); err != nil {
+		d := &rbacDoc{n: n}
+		if err := yaml.Unmarshal(raw, d); err != nil {
 			return nil, fmt.Errorf("document %d: %w", n, err)
 		}
-		switch role.Kind {
-		case "ClusterRole":
-			grants = append(grants, Grant{Rules: role.Rules})
-		case "Role":
-			grants = append(grants, Grant{Namespace: namespace, Rules: role.Rules})
+		docs = append(docs, d)
+	}
+}
+
+// bind marks the role of roles that binding b binds as bound by it, or
+// says why it can't.
+func bind(roles []*boundRole, b *rbacDoc) error {
+	ref := b.RoleRef
+	this := fmt.Sprintf("document %d: the %s %s", b.n, b.Kind, b.Metadata.Name)
+	if b.Kind == "RoleBinding" && b.Metadata.Namespace != "" {
+		this = fmt.Sprintf("document %d: the RoleBinding %s/%s", b.n, b.Metadata.Namespace, b.Metadata.Name)
+	}
+	if ref.Kind != "ClusterRole" && (ref.Kind != "Role" || b.Kind != "RoleBinding") {
+		return fmt.Errorf("%s binds a %q, which a %s can't", this, ref.Kind, b.Kind)
+	}
+	for _, r := range roles {
+		if r.Kind != ref.Kind || r.Metadata.Name != ref.Name {
+			continue
 		}
+		if r.Kind == "Role" && r.Metadata.Namespace != "" && b.Metadata.Namespace != "" && r.Metadata.Namespace != b.Metadata.Namespace {
+			continue // another namespace's Role of the name
+		}
+		if b.Kind == "ClusterRoleBinding" {
+			r.clusterWide = true
+		} else {
+			r.inNamespace = true
+		}
+		return nil
 	}
-	if len(grants) == 0 {
-		return nil, errors.New("no ClusterRole or Role")
-	}
-	return grants, nil
+	return fmt.Errorf("%s binds the %s %s, which the manifest doesn't define: RBACGrants grants only the rules the manifest holds", this, ref.Kind, ref.Name)
 }
 
 // Ready is nil once the probes at addr, "HOST:PORT", answer GET /readyz

@@ -76,6 +76,107 @@ func TestRBACGrants(t *testing.T) {
 	}
 }
 
+// clusterRole and role are a ClusterRole and a Role named name (the Role
+// in namespace ns) whose one rule is on resource name, or with no rule
+// when res is "".
+func clusterRole(name, res string) string {
+	doc := "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: " + name + "\n"
+	if res != "" {
+		doc += "rules:\n- apiGroups: [shop.example.com]\n  resources: [" + res + "]\n  verbs: [list]\n"
+	}
+	return doc
+}
+
+func role(ns, name string) string {
+	return "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: " + name + "\n  namespace: " + ns +
+		"\nrules:\n- apiGroups: [shop.example.com]\n  resources: [" + name + "]\n  verbs: [list]\n"
+}
+
+// binding is a binding of kind in namespace ns ("" for none) of the role
+// of refKind named name, binding the ServiceAccount shop/shop. It is named
+// after its namespace, or "cluster" or "namespace" when it has none.
+func binding(kind, ns, refKind, name string) string {
+	meta := "  name: " + ns + "\n  namespace: " + ns + "\n"
+	switch {
+	case ns == "" && kind == "ClusterRoleBinding":
+		meta = "  name: cluster\n"
+	case ns == "":
+		meta = "  name: namespace\n"
+	}
+	return "apiVersion: rbac.authorization.k8s.io/v1\nkind: " + kind + "\nmetadata:\n" + meta +
+		"roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: " + refKind + "\n  name: " + name +
+		"\nsubjects:\n- kind: ServiceAccount\n  name: shop\n  namespace: shop\n"
+}
+
+// TestRBACGrantsBindings pins RBACGrants' ignoring of bindings: it used to
+// grant every ClusterRole cluster-wide, even one the manifest binds only
+// by a RoleBinding, so a namespaced controller's test had more rights
+// than its deployment.
+func TestRBACGrantsBindings(t *testing.T) {
+	rule := func(res string) []rbacv1.PolicyRule {
+		return []rbacv1.PolicyRule{{APIGroups: []string{"shop.example.com"}, Resources: []string{res}, Verbs: []string{"list"}}}
+	}
+	docs := func(d ...string) string { return strings.Join(d, "---\n") }
+	for _, tc := range []struct {
+		name, manifest string
+		want           []Grant
+	}{
+		{
+			"a ClusterRole bound by a RoleBinding",
+			docs(clusterRole("carts", "carts"), binding("RoleBinding", "shop", "ClusterRole", "carts")),
+			[]Grant{{Namespace: "test-ns", Rules: rule("carts")}},
+		},
+		{
+			"a ClusterRole bound by a ClusterRoleBinding",
+			docs(binding("ClusterRoleBinding", "", "ClusterRole", "carts"), clusterRole("carts", "carts")),
+			[]Grant{{Rules: rule("carts")}},
+		},
+		{
+			"a ClusterRole bound by both",
+			docs(clusterRole("carts", "carts"), binding("RoleBinding", "shop", "ClusterRole", "carts"), binding("ClusterRoleBinding", "", "ClusterRole", "carts")),
+			[]Grant{{Rules: rule("carts")}},
+		},
+		{
+			"a ClusterRole bound by RoleBindings in two namespaces",
+			docs(clusterRole("carts", "carts"), binding("RoleBinding", "shop", "ClusterRole", "carts"), binding("RoleBinding", "other", "ClusterRole", "carts")),
+			[]Grant{{Namespace: "test-ns", Rules: rule("carts")}},
+		},
+		{
+			"roles of each kind, each bound, in the manifest's order",
+			docs(role("shop", "leases"), clusterRole("carts", "carts"), clusterRole("orders", "orders"),
+				binding("RoleBinding", "shop", "Role", "leases"), binding("RoleBinding", "shop", "ClusterRole", "carts"),
+				binding("ClusterRoleBinding", "", "ClusterRole", "orders")),
+			[]Grant{{Namespace: "test-ns", Rules: rule("leases")}, {Namespace: "test-ns", Rules: rule("carts")}, {Rules: rule("orders")}},
+		},
+		{
+			"roles no binding binds, beside bound ones",
+			docs(clusterRole("carts", "carts"), clusterRole("orders", "orders"), role("shop", "leases"),
+				binding("RoleBinding", "shop", "ClusterRole", "carts")),
+			[]Grant{{Namespace: "test-ns", Rules: rule("carts")}, {Rules: rule("orders")}, {Namespace: "test-ns", Rules: rule("leases")}},
+		},
+		{
+			"Roles of one name in two namespaces, one bound",
+			docs(role("a", "leases"), role("b", "leases"), binding("RoleBinding", "b", "Role", "leases")),
+			[]Grant{{Namespace: "test-ns", Rules: rule("leases")}, {Namespace: "test-ns", Rules: rule("leases")}},
+		},
+		{
+			"a binding without a namespace, of a Role with one",
+			docs(role("shop", "leases"), binding("RoleBinding", "", "Role", "leases")),
+			[]Grant{{Namespace: "test-ns", Rules: rule("leases")}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "rbac.yaml")
+			if err := os.WriteFile(path, []byte(tc.manifest), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if got := RBACGrants(t, path, "test-ns"); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("RBACGrants of\n%s\n= %+v\nwant %+v", tc.manifest, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestRBACGrantsFails(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, data string) string {
@@ -90,7 +191,15 @@ func TestRBACGrantsFails(t *testing.T) {
 	}{
 		{"missing", filepath.Join(dir, "absent.yaml"), "clustertest: RBACGrants: open " + filepath.Join(dir, "absent.yaml") + ": no such file or directory"},
 		{"no roles", write("sa.yaml", "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: x\n"), "clustertest: RBACGrants: " + filepath.Join(dir, "sa.yaml") + ": no ClusterRole or Role"},
-		{"bad rules", write("bad.yaml", "kind: Role\n---\nkind: ClusterRole\nrules: 3\n"), "clustertest: RBACGrants: " + filepath.Join(dir, "bad.yaml") + ": document 2: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal number into Go struct field .rules of type []v1.PolicyRule"},
+		{"bad rules", write("bad.yaml", "kind: Role\n---\nkind: ClusterRole\nrules: 3\n"), "clustertest: RBACGrants: " + filepath.Join(dir, "bad.yaml") + ": document 2: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal number into Go struct field rbacDoc.rules of type []v1.PolicyRule"},
+		{"aggregated, and bindings of roles it lacks", write("agg.yaml", clusterRole("all", "")+"aggregationRule:\n  clusterRoleSelectors:\n  - matchLabels: {x: y}\n---\n"+
+			binding("RoleBinding", "shop", "ClusterRole", "view")+"---\n"+binding("ClusterRoleBinding", "", "Role", "all")+"---\n"+
+			binding("RoleBinding", "", "Role", "absent")),
+			"clustertest: RBACGrants: " + filepath.Join(dir, "agg.yaml") + ": document 1: the ClusterRole all has an aggregationRule:" +
+				" its rules are those of the cluster's ClusterRoles that it selects, which RBACGrants can't know; list the rules in it, or in a ClusterRole of their own\n" +
+				"document 2: the RoleBinding shop/shop binds the ClusterRole view, which the manifest doesn't define: RBACGrants grants only the rules the manifest holds\n" +
+				`document 3: the ClusterRoleBinding cluster binds a "Role", which a ClusterRoleBinding can't` + "\n" +
+				"document 4: the RoleBinding namespace binds the Role absent, which the manifest doesn't define: RBACGrants grants only the rules the manifest holds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := fataltest.Message(t, func(tb testing.TB) { RBACGrants(tb, tc.path, "ns") })

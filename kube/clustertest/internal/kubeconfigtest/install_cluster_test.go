@@ -88,6 +88,8 @@ func TestClusterKubeconfigInstallUpdates(t *testing.T) {
 }
 
 // resource is a Resource of crd.
-type resource struct{ crd *apiextensionsv1.CustomResourceDefinition }
+type resource struct {
+	crd *apiextensionsv1.CustomResourceDefinition
+}
 
 func (r resource) CRD() (*apiextensionsv1.CustomResourceDefinition, error) { return r.crd, nil }
