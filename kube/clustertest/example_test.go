@@ -25,6 +25,11 @@ import (
 //
 // and the test runs the App as its pod would, with exactly the RBAC its
 // manifest grants, and checks what the API server holds.
+//
+// This example is compiled, never run: the test is a closure that is only
+// assigned, since it needs a control plane and a TestMain that calls Run.
+// In a module of one's own it is a test function, func
+// TestClusterMemcached(t *testing.T), in a _test.go file.
 func Example() {
 	testClusterMemcached := func(t *testing.T) {
 		c := clustertest.Get(t)

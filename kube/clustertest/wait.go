@@ -35,7 +35,7 @@ func Eventually(t testing.TB, timeout time.Duration, check func(ctx context.Cont
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("not within %s: %v", timeout, last)
+			t.Fatalf("clustertest: not within %s: %v", timeout, last)
 		case <-time.After(pollInterval):
 		}
 	}
