@@ -1,8 +1,11 @@
 package kube
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -56,18 +59,86 @@ func compact(obj any) (any, error) {
 // ownedMetadata is an owned resource's informer's transform: of an
 // object's metadata, the cache keeps what maps a change to its owner, and
 // tells the controller's own writes from others': its namespace, name,
-// resourceVersion and controller owner reference. No end user's code sees
-// it. It is idempotent, as client-go requires.
+// resourceVersion, controller owner reference, and a digest of each of its
+// managedFields entries. No end user's code sees it. It is idempotent, as
+// client-go requires.
 func ownedMetadata(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil
 	}
-	kept := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+	kept := &ownedObject{PartialObjectMetadata: metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion,
-	}}
+	}}}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
 		kept.OwnerReferences = []metav1.OwnerReference{*ref}
 	}
+	for i := range m.ManagedFields {
+		e := &m.ManagedFields[i]
+		kept.managed = append(kept.managed, managedDigest{key: managedKey(e.Manager, e.Operation, e.Subresource), sum: managedSum(e)})
+	}
 	return kept, nil
+}
+
+// ownedObject is how an owned resource's cache keeps an object.
+type ownedObject struct {
+	metav1.PartialObjectMetadata
+	managed []managedDigest // one for each managedFields entry
+}
+
+// managedDigest is a managedFields entry's: its key, whose entry it is,
+// and its sum, of what the entry says.
+type managedDigest struct{ key, sum uint64 }
+
+// DeepCopyObject copies o.
+func (o *ownedObject) DeepCopyObject() runtime.Object {
+	c := &ownedObject{managed: slices.Clone(o.managed)}
+	o.PartialObjectMetadata.DeepCopyInto(&c.PartialObjectMetadata)
+	return c
+}
+
+// managedKey names a managedFields entry: its manager, operation and
+// subresource, which the API server keeps one entry for.
+func managedKey(manager string, op metav1.ManagedFieldsOperationType, subresource string) uint64 {
+	h := fnv.New64a()
+	for _, s := range []string{manager, string(op), subresource} {
+		_, _ = h.Write([]byte(s))
+		_, _ = h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
+// managedSum sums what a managedFields entry says: its API version, its
+// time (to the second, as the API server keeps it) and its fields.
+func managedSum(e *metav1.ManagedFieldsEntry) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(e.APIVersion))
+	_, _ = h.Write([]byte{0})
+	if e.Time != nil {
+		_, _ = h.Write(binary.BigEndian.AppendUint64(nil, uint64(e.Time.Unix())))
+	}
+	_, _ = h.Write([]byte{0})
+	if e.FieldsV1 != nil {
+		_, _ = h.Write(e.FieldsV1.Raw)
+	}
+	return h.Sum64()
+}
+
+// managedSumOf is the sum of obj's managedFields entry of key, and whether
+// it has one.
+func managedSumOf(obj metav1.Object, key uint64) (uint64, bool) {
+	if o, ok := obj.(*ownedObject); ok {
+		for _, d := range o.managed {
+			if d.key == key {
+				return d.sum, true
+			}
+		}
+		return 0, false
+	}
+	for _, e := range obj.GetManagedFields() {
+		if managedKey(e.Manager, e.Operation, e.Subresource) == key {
+			return managedSum(&e), true
+		}
+	}
+	return 0, false
 }

@@ -237,7 +237,8 @@
 //     each it Owns, limited to Settings.Namespace. The resource's cache
 //     keeps each object as its metadata and its JSON, without
 //     managedFields; an owned resource's keeps each object's namespace,
-//     name, resourceVersion and controller owner reference.
+//     name, resourceVersion, controller owner reference, and a 16-byte
+//     digest of each managedFields entry.
 //  3. Wait for the caches to sync; Synced is healthy from then.
 //  4. Campaign for the Lease. Every replica runs steps 1 to 4 and keeps
 //     its caches warm; the holder runs Settings.Workers workers.
@@ -288,8 +289,16 @@
 // references, others' finalizers, a deletion begun), and the Reconciler's
 // writes to the resources it Owns, made through the Client's transport
 // (a clientset built from Client.Config) with the reconcile's context,
-// which record the resourceVersion each answer carries. A write made any
-// other way reconciles its owner once more, as anyone's change does.
+// which record the resourceVersion each answer carries. Such a write's
+// event queues nothing only when the write made that version: the
+// writer's managedFields entry changed in it (or the write created the
+// object). A write that changed nothing is answered with the stored
+// object, whose version can be another client's change the informer
+// hasn't brought yet: that change's event still queues the owner. A write
+// made any other way reconciles its owner once more, as anyone's change
+// does, and so does a write of the Reconciler's within a second of its
+// last one to fields it already owned (the API server keeps an entry's
+// time to the second).
 //
 // # What client-go still reads from the process
 //
