@@ -158,8 +158,12 @@
 //     controller. While it runs, a resource whose list or watch keeps
 //     answering NotFound or Forbidden for 10s, such as one whose CRD was
 //     deleted or whose RBAC was taken away, ends Serve the same way; a
-//     Lease this replica may not read or write ends it too. So Synced never
-//     stays healthy on a controller that does nothing.
+//     Lease this replica may not read or write, or can never write, ends it
+//     too: any answer to a request of the Lease that no retry mends (a
+//     403; a 400, 405, 406, 413, 415 or 422; a 404 to its create, its
+//     namespace missing) ends Serve at once, naming the Lease and the
+//     answer. So Synced never stays healthy on a controller that does
+//     nothing.
 //   - Synced is unhealthy until the caches have synced, and healthy from
 //     then until Serve returns, on every replica.
 //   - One object is never reconciled twice at once. A reconcile is handed its

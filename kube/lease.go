@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -60,7 +61,7 @@ type elector struct {
 
 	mu      sync.Mutex
 	renewed time.Time // when the last write naming this replica the holder began
-	denied  error     // the first Forbidden answer, which no retry mends
+	denied  error     // the first answer no retry mends, such as a 403
 	refused chan struct{}
 
 	// asked, when set, is called once a renewal finds another replica named
@@ -136,7 +137,7 @@ func (e *elector) look(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, e.timing.RenewDeadline)
 	defer cancel()
 	lease, err := e.leases.Get(ctx, e.name, metav1.GetOptions{})
-	e.check(err)
+	e.check(err, false)
 	switch {
 	case apierrors.IsNotFound(err):
 		lease = nil
@@ -203,7 +204,7 @@ func (e *elector) take(ctx context.Context) bool {
 		next.Spec = e.spec(acquired, now, transitions)
 		lease, err = e.leases.Update(ctx, next, metav1.UpdateOptions{})
 	}
-	e.check(err)
+	e.check(err, e.seen == nil)
 	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 			e.look(ctx) // another replica wrote it first
@@ -277,7 +278,7 @@ func (e *elector) renew(ctx context.Context) (taken bool, err error) {
 		now := metav1.NewMicroTime(start)
 		next.Spec = e.spec(ptr.Deref(e.seen.Spec.AcquireTime, now), now, ptr.Deref(e.seen.Spec.LeaseTransitions, 0))
 		lease, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
-		e.check(err)
+		e.check(err, false)
 		if err == nil {
 			e.saw(lease)
 			e.wrote(start)
@@ -287,7 +288,7 @@ func (e *elector) renew(ctx context.Context) (taken bool, err error) {
 			return false, err
 		}
 		lease, err = e.leases.Get(ctx, e.name, metav1.GetOptions{})
-		e.check(err)
+		e.check(err, false)
 		if err != nil {
 			return false, err
 		}
@@ -307,9 +308,15 @@ func (e *elector) wrote(start time.Time) {
 	}
 }
 
-// check notes a Forbidden answer: no retry mends it.
-func (e *elector) check(err error) {
-	if !apierrors.IsForbidden(err) {
+// check notes an answer of the API server's to a request of the Lease
+// (creating: a Create) that no retry mends: a 403; a 400, 405, 406, 413,
+// 415 or 422, a request the API server refuses as it is; and a 404 to a
+// create, the Lease's namespace missing. (A 404 to a read or an update is
+// the Lease missing, which a create mends.) It ends the campaign, and
+// Serve, with the answer, as client-go's elector never does: it logs and
+// retries forever, every replica Ready and none of them working.
+func (e *elector) check(err error, creating bool) {
+	if !incurable(err, creating) {
 		return
 	}
 	e.mu.Lock()
@@ -320,6 +327,23 @@ func (e *elector) check(err error) {
 	}
 }
 
+// incurable reports whether err is an answer to a request of the Lease
+// that no retry mends: see check.
+func incurable(err error, creating bool) bool {
+	var status apierrors.APIStatus
+	if err == nil || !errors.As(err, &status) {
+		return false
+	}
+	switch status.Status().Code {
+	case http.StatusBadRequest, http.StatusForbidden, http.StatusMethodNotAllowed, http.StatusNotAcceptable,
+		http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
+		return true
+	case http.StatusNotFound:
+		return creating
+	}
+	return false
+}
+
 // renewedAt is when the last renewal began.
 func (e *elector) renewedAt() time.Time {
 	e.mu.Lock()
@@ -327,7 +351,7 @@ func (e *elector) renewedAt() time.Time {
 	return e.renewed
 }
 
-// deniedErr is the Forbidden answer that closed refused.
+// deniedErr is the answer no retry mends that closed refused.
 func (e *elector) deniedErr() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -449,7 +473,8 @@ func (c *Controller) lead(ctx, stopping context.Context, sh *shard) error {
 
 // watchProof returns a channel closed once this replica can no longer prove
 // it holds the Lease: RenewDeadline has passed since its last renewal
-// began, or leader election stopped. It watches until finished is closed.
+// began, leader election stopped, or the API server refused a request of
+// the Lease as no retry mends. It watches until finished is closed.
 func (c *Controller) watchProof(el *elector, campaigned, finished <-chan struct{}) <-chan struct{} {
 	lost := make(chan struct{})
 	renewDeadline := c.settings.LeaderElection.RenewDeadline
@@ -465,6 +490,7 @@ func (c *Controller) watchProof(el *elector, campaigned, finished <-chan struct{
 					continue
 				}
 			case <-campaigned:
+			case <-el.refused:
 			case <-finished:
 				return
 			}
