@@ -100,10 +100,16 @@ func (t *writesTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRecordedBytes+1))
+	if err == nil && len(body) > maxRecordedBytes {
+		// Too long to record: the caller reads what was read, then the
+		// rest of the answer as it comes.
+		resp.Body = readCloser{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
+		return resp, nil
+	}
 	_ = resp.Body.Close()
 	// The caller reads the answer as it came, or the error reading it.
 	resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
-	if err != nil || len(body) > maxRecordedBytes {
+	if err != nil {
 		return resp, nil
 	}
 	if m, ok := metadataOf(mt, body); ok && m.Name != "" {
@@ -189,6 +195,12 @@ func metadataOf(mediaType string, body []byte) (metav1.ObjectMeta, bool) {
 		b = b[n:]
 	}
 	return m, false
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // errReader returns err, or io.EOF when it is nil.

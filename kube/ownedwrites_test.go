@@ -2,14 +2,17 @@ package kube
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -358,5 +361,59 @@ func TestAWriteThatChangesNothingRecordsNoVersion(t *testing.T) {
 				t.Errorf("owners queued by the event of version %s = %d, want %d", tc.new.ResourceVersion, n, tc.queued)
 			}
 		})
+	}
+}
+
+// Recording a write never changes what its caller reads: an answer over
+// the bound the transport reads for a resourceVersion (3 MiB) reaches the
+// caller whole, whether its length is known in advance or not (chunked,
+// or gzip, which Go's transport decompresses and so has no length). Before,
+// such an answer was cut at 3 MiB + 1 byte.
+func TestAnAnswerOverTheRecordedBoundReachesTheCallerWhole(t *testing.T) {
+	big := fmt.Sprintf(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"namespace":"default","name":"d","resourceVersion":"42","annotations":{"big":%q}}}`,
+		strings.Repeat("x", maxRecordedBytes+1<<20))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch path.Base(r.URL.Path) {
+		case "chunked":
+			for rest := big; rest != ""; {
+				n := min(len(rest), 64<<10)
+				_, _ = io.WriteString(w, rest[:n])
+				w.(http.Flusher).Flush()
+				rest = rest[n:]
+			}
+		case "gzip":
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			_, _ = io.WriteString(zw, big)
+			_ = zw.Close()
+		}
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: &writesTransport{next: http.DefaultTransport}}
+	for _, answer := range []string{"chunked", "gzip"} {
+		var rec recorded
+		req, err := http.NewRequestWithContext(recordingWrites(t.Context(), &rec), http.MethodPatch, srv.URL+"/apis/apps/v1/namespaces/default/deployments/"+answer, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ContentLength >= 0 {
+			t.Errorf("%s: the answer's length is known (%d): the test shows nothing", answer, resp.ContentLength)
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			t.Errorf("%s: reading the answer: %v", answer, err)
+		}
+		if len(body) != len(big) || string(body) != big {
+			t.Errorf("%s: the caller read %d bytes, want the answer's %d whole", answer, len(body), len(big))
+		}
+		if len(rec) != 0 {
+			t.Errorf("%s: recorded %q, want nothing from an answer over the bound", answer, rec)
+		}
 	}
 }
