@@ -146,6 +146,11 @@
 //     moment it has expired by its own clock: it takes a released Lease
 //     within RetryPeriod, and a dead holder's within LeaseDuration and
 //     RetryPeriod of the holder's death (or of its own start, if later).
+//   - A Lease deleted while held counts as held: a standby that saw it held
+//     takes it only LeaseDuration after it first saw it missing, and the
+//     holder stops at the renewal that finds it gone, RetryPeriod after
+//     the deletion at most. A replica whose first look finds no Lease (the
+//     controller's first start) takes it at once.
 //   - The Lease is released only on shutdown, after the workers stopped,
 //     and only while this replica is still its holder: a read, then an
 //     update conditioned on the resourceVersion read, so a release can

@@ -45,7 +45,10 @@ var ErrLostLeadership = errors.New("kube: lost the lease")
 // and tries to take it at the moment it has expired by its own
 // observation, not at its next jittered poll. So a standby takes a
 // released Lease within RetryPeriod, and a dead holder's within
-// LeaseDuration and RetryPeriod of its last renewal. It releases the Lease
+// LeaseDuration and RetryPeriod of its last renewal. A Lease deleted while
+// held counts as held for its duration from when the standby first saw it
+// missing, and the holder stops at the renewal that finds it gone; a
+// missing Lease never seen held (a first start) is free at once. It releases the Lease
 // only on shutdown, after its workers stopped, and only while this replica
 // is still the holder: a read, then an update conditioned on its
 // resourceVersion.
@@ -69,11 +72,17 @@ type elector struct {
 	asked func()
 
 	// What this replica last saw of the Lease, and when it first saw that
-	// version: a holder's lease runs from then, by this replica's clock.
-	// Read and written by campaign's goroutine only.
+	// version, or first saw it missing: a holder's lease runs from then,
+	// by this replica's clock. Read and written by campaign's goroutine
+	// only.
 	seen   *coordinationv1.Lease // nil: none, or not looked at yet
 	looked bool                  // seen is an answer of the API server's
 	seenAt time.Time
+	// heldFor is how long the last Lease this replica saw runs, when it
+	// named a holder; 0 when it named none, or none was seen. A Lease
+	// deleted while held counts as held for that long from when this
+	// replica first saw it missing.
+	heldFor time.Duration
 }
 
 func (c *Controller) newElector(ctx context.Context) *elector {
@@ -149,10 +158,26 @@ func (e *elector) look(ctx context.Context) {
 }
 
 func (e *elector) saw(lease *coordinationv1.Lease) {
-	if !e.looked || lease == nil || e.seen == nil || lease.ResourceVersion != e.seen.ResourceVersion {
+	switch {
+	case !e.looked, (lease == nil) != (e.seen == nil), lease != nil && lease.ResourceVersion != e.seen.ResourceVersion:
 		e.seenAt = time.Now()
 	}
+	if lease != nil {
+		e.heldFor = 0
+		if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != "" {
+			e.heldFor = e.duration(lease)
+		}
+	}
 	e.seen, e.looked = lease, true
+}
+
+// duration is how long lease runs from a renewal: its own
+// leaseDurationSeconds, or LeaseDuration.
+func (e *elector) duration(lease *coordinationv1.Lease) time.Duration {
+	if s := lease.Spec.LeaseDurationSeconds; s != nil && *s > 0 {
+		return time.Duration(*s) * time.Second
+	}
+	return e.timing.LeaseDuration
 }
 
 // free says whether the Lease can be taken now, and if not, when it can be
@@ -161,17 +186,18 @@ func (e *elector) free() (bool, time.Time) {
 	if !e.looked {
 		return false, time.Time{}
 	}
-	if e.seen == nil {
+	d := e.heldFor
+	if e.seen != nil {
+		s := e.seen.Spec
+		if s.HolderIdentity == nil || *s.HolderIdentity == "" || *s.HolderIdentity == e.identity {
+			return true, time.Time{}
+		}
+	} else if d == 0 {
+		// Missing, and never seen held: the controller's first start.
 		return true, time.Time{}
 	}
-	s := e.seen.Spec
-	if s.HolderIdentity == nil || *s.HolderIdentity == "" || *s.HolderIdentity == e.identity {
-		return true, time.Time{}
-	}
-	d := e.timing.LeaseDuration
-	if s.LeaseDurationSeconds != nil && *s.LeaseDurationSeconds > 0 {
-		d = time.Duration(*s.LeaseDurationSeconds) * time.Second
-	}
+	// Held, or deleted while held: its holder may still act as one until
+	// its renewal finds it gone.
 	expiry := e.seenAt.Add(d)
 	return !time.Now().Before(expiry), expiry
 }
@@ -247,6 +273,9 @@ func (e *elector) hold(ctx context.Context) {
 		start := time.Now()
 		taken, err := e.renew(ctx)
 		switch {
+		case taken && err != nil:
+			e.log.Info("Failed to renew lease: it was deleted", "err", err)
+			return
 		case taken:
 			e.log.Info("Failed to renew lease: another replica holds it", "holder", ptr.Deref(e.seen.Spec.HolderIdentity, ""))
 			return
@@ -269,6 +298,9 @@ func (e *elector) hold(ctx context.Context) {
 // renew writes a new renewal time into the Lease, conditioned on the
 // version this replica last wrote. A conflict is read: the Lease may be
 // this replica's still (a write whose answer was lost), or another's.
+// taken is true when it is another's, or gone (NotFound, returned as err):
+// a replica that saw the Lease held takes a deleted one only LeaseDuration
+// after it saw it missing, so the holder stops at once.
 func (e *elector) renew(ctx context.Context) (taken bool, err error) {
 	ctx, cancel := context.WithDeadline(ctx, e.renewedAt().Add(e.timing.RenewDeadline))
 	defer cancel()
@@ -284,11 +316,17 @@ func (e *elector) renew(ctx context.Context) (taken bool, err error) {
 			e.wrote(start)
 			return false, nil
 		}
+		if apierrors.IsNotFound(err) {
+			return true, err // deleted: another replica may create it
+		}
 		if !apierrors.IsConflict(err) {
 			return false, err
 		}
 		lease, err = e.leases.Get(ctx, e.name, metav1.GetOptions{})
 		e.check(err, false)
+		if apierrors.IsNotFound(err) {
+			return true, err
+		}
 		if err != nil {
 			return false, err
 		}

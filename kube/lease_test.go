@@ -550,3 +550,77 @@ func TestAHolderThatFindsAnotherInTheLeaseStops(t *testing.T) {
 		}
 	})
 }
+
+// A Lease deleted while a holds it: b, a standby that had seen it held,
+// counts it held for LeaseDuration from when it first saw it missing, and
+// a stops campaigning at its next renewal, which finds it gone; so b never
+// leads before a has stopped (issue 22, point 1: before, b created the
+// Lease at its next read and a renewed on until it found b in it, both
+// leading for about 2 s). At whatever moment of a's renewals and b's
+// reads it is deleted.
+func TestALeaseDeletedWhileHeldIsTakenOnlyOnceTheHolderStopped(t *testing.T) {
+	for phase := range 10 {
+		t.Run(fmt.Sprint("phase ", phase), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, listKinds)
+				checkLeaseVersions(f)
+				le := testSettings().LeaderElection
+				a, b := testElector(f, "a"), testElector(f, "b")
+				aLeads, _, aEnded := campaigning(t, a)
+				synctest.Wait()
+				if aLeads().IsZero() {
+					t.Fatal("a, the first replica, doesn't lead")
+				}
+				time.Sleep(time.Duration(phase) * 190 * time.Millisecond)
+				bLeads, _, _ := campaigning(t, b)
+				time.Sleep(5*time.Second + time.Duration(phase)*330*time.Millisecond)
+
+				leases := f.kube.CoordinationV1().Leases(le.Namespace)
+				if err := leases.Delete(t.Context(), testSettings().Name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				deleted := time.Now()
+				var aStopped time.Time
+				select {
+				case <-aEnded:
+					aStopped = time.Now()
+				case <-time.After(le.RetryPeriod + time.Second):
+					t.Fatalf("a still campaigns RetryPeriod+1s (%s) after its Lease was deleted", le.RetryPeriod+time.Second)
+				}
+				time.Sleep(time.Until(deleted.Add(le.LeaseDuration + le.RetryPeriod + time.Second)))
+				synctest.Wait()
+				took := bLeads()
+				switch {
+				case took.IsZero():
+					t.Fatalf("b didn't take the deleted Lease within LeaseDuration+RetryPeriod+1s of the deletion")
+				case took.Before(aStopped):
+					t.Errorf("b led %s before a stopped: two leaders", aStopped.Sub(took))
+				case took.Before(deleted.Add(le.LeaseDuration)):
+					t.Errorf("b took the deleted Lease %s after the deletion, before LeaseDuration (%s)", took.Sub(deleted), le.LeaseDuration)
+				}
+				if a.renewedAt().After(deleted) {
+					t.Errorf("a renewed the Lease after it was deleted")
+				}
+				if h := holder(f.lease(t, le.Namespace, testSettings().Name)); h != "b" {
+					t.Errorf("the Lease's holder = %q, want b", h)
+				}
+			})
+		})
+	}
+}
+
+// A replica whose first look finds no Lease (the controller's first
+// start) takes it at once: waiting LeaseDuration there would only delay
+// every first install.
+func TestAFirstStartTakesAMissingLeaseAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds)
+		checkLeaseVersions(f)
+		began := time.Now()
+		leads, _, _ := campaigning(t, testElector(f, "a"))
+		synctest.Wait()
+		if at := leads(); at.IsZero() || at.Sub(began) > 0 {
+			t.Errorf("a led %v after its start, want at once", at.Sub(began))
+		}
+	})
+}

@@ -1,0 +1,117 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/z5labs/humus/kube/clustertest"
+)
+
+// shortLease are Lease timings for a scenario that isn't about the
+// defaults: a takeover in seconds keeps the suite short.
+func shortLease(s Settings) Settings {
+	s.LeaderElection.LeaseDuration, s.LeaderElection.RenewDeadline, s.LeaderElection.RetryPeriod = 6*time.Second, 4*time.Second, time.Second
+	return s
+}
+
+// TestClusterFaultTheLeaseDeletedUnderTwoReplicasKeepsOneWriterAtATime: the
+// Lease deleted while one replica holds it and another stands by, three
+// times at varied phases of the holder's renewals, with every object
+// changing all the while. The holder's next renewal finds the Lease gone
+// and stops it; the standby, which saw the Lease held, counts it held for
+// LeaseDuration from when it first saw it missing, and takes it only then.
+// So the audit log shows the replicas' writes in one run per term: no two
+// writers' writes interleave. Before the fix, the standby created the
+// Lease at its next read while the holder wrote on until a renewal found
+// it: both replicas' writes interleaved, 15 to 141 changes of writer.
+func TestClusterFaultTheLeaseDeletedUnderTwoReplicasKeepsOneWriterAtATime(t *testing.T) {
+	const (
+		objects = 20 // enough for writes all the while; more prove nothing more
+		phases  = 3
+	)
+	w := newWorkload(t)
+	s := shortLease(testSettings())
+	le := s.LeaderElection
+	w.create(objects)
+	replicas := map[string]*faultReplica{"replica-a": w.replica("replica-a", s)}
+	w.holds(s.Name, "replica-a", 30*time.Second)
+	replicas["replica-b"] = w.replica("replica-b", s)
+	w.converged(time.Minute)
+
+	// Every object changes all the while, so the leader is always writing.
+	churning, stopChurn := context.WithCancel(t.Context())
+	var churned sync.WaitGroup
+	churned.Go(func() {
+		for size := int64(2); churning.Err() == nil; size = size%3 + 1 {
+			w.resize(objects, size)
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	users := []string{replicas["replica-a"].user, replicas["replica-b"].user}
+	holder, standby := "replica-a", "replica-b"
+	var stopped, taken []time.Duration
+	for phase := range phases {
+		time.Sleep(2*time.Second + time.Duration(phase)*330*time.Millisecond)
+		if err := w.kube.CoordinationV1().Leases(w.ns).Delete(t.Context(), s.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deleted := time.Now()
+		old := replicas[holder]
+		select {
+		case <-old.ctrl.done:
+			stopped = append(stopped, time.Since(deleted))
+		case <-time.After(le.RetryPeriod + le.RenewDeadline):
+			t.Fatalf("phase %d: %s's Serve still runs %s after its Lease was deleted", phase, holder, le.RetryPeriod+le.RenewDeadline)
+		}
+		if err := old.stop(); !errors.Is(err, ErrLostLeadership) {
+			t.Errorf("phase %d: %s's Serve = %v, want ErrLostLeadership", phase, holder, err)
+		}
+		w.holds(s.Name, standby, le.LeaseDuration+le.RetryPeriod+5*time.Second)
+		taken = append(taken, time.Since(deleted))
+		// The replica that stopped comes back, as its pod would, and
+		// stands by.
+		replicas[holder] = w.replica(holder, s)
+		holder, standby = standby, holder
+	}
+	time.Sleep(2 * time.Second) // the last term writes
+	stopChurn()
+	churned.Wait()
+	w.converged(time.Minute)
+	time.Sleep(time.Second) // for any late write to reach the log
+
+	writes := w.writes(w.c.Audit(t), users...)
+	slices.SortFunc(writes, func(a, b clustertest.AuditEvent) int { return a.RequestReceived.Compare(b.RequestReceived) })
+	changes, overlapping := 0, 0
+	for i := 1; i < len(writes); i++ {
+		if writes[i].User == writes[i-1].User {
+			continue
+		}
+		changes++
+		// Every earlier write of the other writer's was complete before
+		// this one was received.
+		for _, e := range writes[:i] {
+			if e.User != writes[i].User && !e.StageTime.Before(writes[i].RequestReceived) {
+				overlapping++
+			}
+		}
+	}
+	t.Logf("%d writes; %d changes of writer over %d deletions; %d writes overlapping the next writer's first; the holder stopped %v after each deletion, the standby took the Lease %v after",
+		len(writes), changes, phases, overlapping, stopped, taken)
+	if changes != phases {
+		t.Errorf("the writer changed %d times over %d deletions of the Lease, want %d: two writers' writes interleaved", changes, phases, phases)
+	}
+	if overlapping != 0 {
+		t.Errorf("%d writes were still in flight when the next writer's first was received, want 0", overlapping)
+	}
+	for _, r := range replicas {
+		if err := r.stop(); err != nil {
+			t.Errorf("%s's Serve = %v, want nil", r.name, err)
+		}
+	}
+}
