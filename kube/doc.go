@@ -162,7 +162,10 @@
 //     so a rolling upgrade of the API server doesn't crash-loop the
 //     controller. While it runs, a resource whose list or watch keeps
 //     answering NotFound or Forbidden for 10s, such as one whose CRD was
-//     deleted or whose RBAC was taken away, ends Serve the same way; a
+//     deleted or whose RBAC was taken away, ends Serve the same way: each
+//     is listed and watched again every 10s, since an open watch outlives
+//     its rights, so Serve ends within 20s of list or watch taken away. A
+//     patch taken away makes each reconcile fail with the 403 instead. A
 //     Lease this replica may not read or write, or can never write, ends it
 //     too: any answer to a request of the Lease that no retry mends (a
 //     403; a 400, 405, 406, 413, 415 or 422; a 404 to its create, its

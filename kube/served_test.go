@@ -325,6 +325,60 @@ func TestServeEndsWhenTheResourceStopsBeingServed(t *testing.T) {
 	})
 }
 
+// Rights taken away from a running controller: its list and watch of the
+// resource forbidden while its watch stays open, as the API server leaves
+// an open watch (RBAC is checked when a request begins). The controller
+// looks again every rightsProbe, so Serve ends within rightsProbe and
+// unservedGrace with the 403, and Synced goes unhealthy. Before, Serve
+// ran on, Ready, until the open watch ended (5 to 10 minutes on a real
+// API server; never on the fake).
+func TestServeEndsWhenItsRightsAreTakenAwayWhileItsWatchIsOpen(t *testing.T) {
+	resetErrorBackoff(t)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		var mu sync.Mutex
+		forbidden := false
+		denied := apierrors.NewForbidden(cachesGVR.GroupResource(), "", errors.New("the ServiceAccount may not"))
+		refuse := func(k8stesting.Action) (bool, runtime.Object, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if forbidden {
+				return true, nil, denied
+			}
+			return false, nil, nil
+		}
+		f.dyn.PrependReactor("list", "memcacheds", refuse)
+		f.dyn.PrependWatchReactor("memcacheds", func(a k8stesting.Action) (bool, watch.Interface, error) {
+			handled, _, err := refuse(a)
+			return handled, nil, err
+		})
+		var calls counter
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+		stop := served(t, ctrl)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+			t.Fatalf("Synced before the rights are taken away: %v", err)
+		}
+
+		mu.Lock()
+		forbidden = true
+		mu.Unlock()
+		taken := time.Now()
+		returned, err := awaitServe(ctrl, stop, rightsProbe+unservedGrace+2*time.Second)
+		if !returned {
+			t.Fatalf("Serve didn't return within rightsProbe+unservedGrace+2s (%s) of its rights taken away; Serve, cancelled = %v",
+				rightsProbe+unservedGrace+2*time.Second, stop())
+		}
+		if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), listingCaches) {
+			t.Errorf("Serve = %v after %s, want %q followed by the Forbidden", err, time.Since(taken), listingCaches)
+		}
+		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+			t.Error("Synced is healthy after Serve returned")
+		}
+	})
+}
+
 func TestAResourceUnservedForLessThanTheGraceKeepsServing(t *testing.T) {
 	resetErrorBackoff(t)
 	synctest.Test(t, func(t *testing.T) {
