@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -23,12 +24,13 @@ type cachedObject struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 
-	raw []byte // the whole object, without managedFields
+	raw     []byte          // the whole object, without managedFields
+	managed []managedDigest // one for each managedFields entry
 }
 
 // DeepCopyObject copies o. Its JSON is shared: nothing writes it.
 func (o *cachedObject) DeepCopyObject() runtime.Object {
-	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw}
+	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw, managed: o.managed}
 	o.DeepCopyInto(&c.ObjectMeta)
 	return c
 }
@@ -44,12 +46,13 @@ func compact(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
+	managed := managedDigests(u)
 	u.SetManagedFields(nil)
 	raw, err := u.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("kube: caching %s: %w", u.GetName(), err)
 	}
-	o := &cachedObject{raw: raw}
+	o := &cachedObject{raw: raw, managed: managed}
 	if err := json.Unmarshal(raw, o); err != nil {
 		return nil, fmt.Errorf("kube: caching %s: its metadata: %w", u.GetName(), err)
 	}
@@ -124,21 +127,42 @@ func managedSum(e *metav1.ManagedFieldsEntry) uint64 {
 	return h.Sum64()
 }
 
+// managedDigests is a digest of each of obj's managedFields entries.
+func managedDigests(obj metav1.Object) []managedDigest {
+	switch o := obj.(type) {
+	case *ownedObject:
+		return o.managed
+	case *cachedObject:
+		return o.managed
+	}
+	mf := obj.GetManagedFields()
+	ds := make([]managedDigest, 0, len(mf))
+	for i := range mf {
+		e := &mf[i]
+		ds = append(ds, managedDigest{key: managedKey(e.Manager, e.Operation, e.Subresource), sum: managedSum(e)})
+	}
+	return ds
+}
+
 // managedSumOf is the sum of obj's managedFields entry of key, and whether
 // it has one.
 func managedSumOf(obj metav1.Object, key uint64) (uint64, bool) {
-	if o, ok := obj.(*ownedObject); ok {
-		for _, d := range o.managed {
-			if d.key == key {
-				return d.sum, true
-			}
-		}
-		return 0, false
-	}
-	for _, e := range obj.GetManagedFields() {
-		if managedKey(e.Manager, e.Operation, e.Subresource) == key {
-			return managedSum(&e), true
+	for _, d := range managedDigests(obj) {
+		if d.key == key {
+			return d.sum, true
 		}
 	}
 	return 0, false
+}
+
+// othersUnchanged reports whether old and obj have the same managedFields
+// entries but those of keys: no other writer's entry was added, dropped or
+// changed between them.
+func othersUnchanged(old, obj metav1.Object, keys ...uint64) bool {
+	others := func(o metav1.Object) []managedDigest {
+		ds := slices.DeleteFunc(slices.Clone(managedDigests(o)), func(d managedDigest) bool { return slices.Contains(keys, d.key) })
+		slices.SortFunc(ds, func(a, b managedDigest) int { return cmp.Compare(a.key, b.key) })
+		return ds
+	}
+	return slices.Equal(others(old), others(obj))
 }

@@ -197,6 +197,7 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 		finalizer:  finalizer,
 		owned:      owned,
 		ownWrites:  newOwnedWrites(owned),
+		versions:   writtenVersions{manager: settings.Name},
 		clients:    cl,
 		tel:        tel,
 		retry:      newRetryLimiter(settings),

@@ -248,7 +248,8 @@
 //  2. Start the informers: the resource's, and a metadata informer for
 //     each it Owns, limited to Settings.Namespace. The resource's cache
 //     keeps each object as its metadata and its JSON, without
-//     managedFields; an owned resource's keeps each object's namespace,
+//     managedFields but for a 16-byte digest of each entry; an owned
+//     resource's keeps each object's namespace,
 //     name, resourceVersion, controller owner reference, and a 16-byte
 //     digest of each managedFields entry.
 //  3. Wait for the caches to sync; Synced is healthy from then.
@@ -298,13 +299,17 @@
 // nothing, and an object settles in one reconcile: its finalizer and its
 // status, unless the object the event brings changed in anything else
 // since the reconcile's (its generation, labels, annotations, owner
-// references, others' finalizers, a deletion begun), and the Reconciler's
+// references, others' finalizers, a deletion begun, or any managedFields
+// entry but the controller's own applies: a relist can fold another's
+// change into the event of the controller's write, and a Kind such as a
+// ConfigMap bumps no generation), and the Reconciler's
 // writes to the resources it Owns, made through the Client's transport
 // (a clientset built from Client.Config) with the reconcile's context,
 // which record the resourceVersion each answer carries. Such a write's
-// event queues nothing only when the write made that version: the
-// writer's managedFields entry changed in it (or the write created the
-// object). A write that changed nothing is answered with the stored
+// event queues nothing only when the write made that version, and
+// nobody else changed the object since the version before: the writer's
+// managedFields entry changed in it and no other entry did (or the write
+// created the object). A write that changed nothing is answered with the stored
 // object, whose version can be another client's change the informer
 // hasn't brought yet: that change's event still queues the owner. A write
 // made any other way reconciles its owner once more, as anyone's change

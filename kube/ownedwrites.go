@@ -338,8 +338,11 @@ func (w *ownedWrites) redundant(gr schema.GroupResource, old, obj metav1.Object)
 }
 
 // made reports whether the write made obj, the version it answered, from
-// old, the version before it in the cache: it created the object, or it
-// changed the writer's managedFields entry.
+// old, the version before it in the cache, and nobody else changed it
+// between them: it created the object; or it changed the writer's
+// managedFields entry and no other entry changed (a relist can fold
+// another client's change into the event of the reconcile's write: the
+// other client's entry tells).
 func (wr ownedAnswer) made(old, obj metav1.Object) bool {
 	if old == nil {
 		return wr.created
@@ -349,5 +352,5 @@ func (wr ownedAnswer) made(old, obj metav1.Object) bool {
 		return false
 	}
 	before, ok := managedSumOf(old, wr.entry)
-	return !ok || before != after
+	return (!ok || before != after) && othersUnchanged(old, obj, wr.entry)
 }

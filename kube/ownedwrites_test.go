@@ -291,6 +291,17 @@ func TestAWriteThatChangesNothingRecordsNoVersion(t *testing.T) {
 			queued: 0,
 		},
 		{
+			// A relist folded another client's status write into the
+			// event of the reconcile's change: the other client's entry
+			// changed too.
+			name:   "a change with another client's folded into its event",
+			code:   http.StatusOK,
+			answer: storedDeployment("6", 2, ours(300), kcm(200)),
+			old:    storedDeployment("4", 1, ours(100), kcm(150)),
+			new:    storedDeployment("6", 2, ours(300), kcm(200)),
+			queued: 1,
+		},
+		{
 			name:   "a creation",
 			code:   http.StatusCreated,
 			answer: storedDeployment("7", 1, ours(100)),

@@ -471,6 +471,7 @@ func TestTheEventsOfAReconcilesOwnWritesQueueNothing(t *testing.T) {
 		u.SetGeneration(1)
 		u.SetLabels(map[string]string{"app": "m"})
 		u.SetResourceVersion(rv)
+		u.SetManagedFields([]metav1.ManagedFieldsEntry{managedEntry("kubectl", metav1.ManagedFieldsOperationUpdate, "", 100, `{"f:data":{}}`)})
 		for _, f := range change {
 			f(u)
 		}
@@ -530,6 +531,22 @@ func TestTheEventsOfAReconcilesOwnWritesQueueNothing(t *testing.T) {
 			c.versions.wrote("default/m", "5", input)
 			update(obj("5", func(u *unstructured.Unstructured) { u.SetDeletionTimestamp(new(metav1.Now())) }))
 		}, 1},
+		{"the write's event with another's change to what bumps no generation folded in", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5", func(u *unstructured.Unstructured) {
+				u.SetManagedFields([]metav1.ManagedFieldsEntry{managedEntry("kubectl", metav1.ManagedFieldsOperationUpdate, "", 200, `{"f:data":{}}`)})
+			}))
+		}, 1},
+		{"the write's event, the controller's own entries changed", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5", func(u *unstructured.Unstructured) {
+				u.SetManagedFields([]metav1.ManagedFieldsEntry{
+					managedEntry("kubectl", metav1.ManagedFieldsOperationUpdate, "", 100, `{"f:data":{}}`),
+					managedEntry("memcached-controller", metav1.ManagedFieldsOperationApply, "", 300, `{"f:metadata":{}}`),
+					managedEntry("memcached-controller", metav1.ManagedFieldsOperationApply, "status", 300, `{"f:status":{}}`),
+				})
+			}))
+		}, 0},
 		{"a write forgotten", func(c *Controller, update func(*unstructured.Unstructured)) {
 			c.versions.wrote("default/m", "5", input)
 			c.versions.forget("default/m")
@@ -540,7 +557,7 @@ func TestTheEventsOfAReconcilesOwnWritesQueueNothing(t *testing.T) {
 			q := &countingQueue{queue: newQueue("test", nil)}
 			defer q.ShutDown()
 			sh := testShard(q)
-			c := &Controller{finalizer: fin}
+			c := &Controller{finalizer: fin, versions: writtenVersions{manager: "memcached-controller"}}
 			h := c.objectKeys(sh)
 			tc.steps(c, func(u *unstructured.Unstructured) { h.OnUpdate(input, u) })
 			if got := len(q.added); got != tc.queued {
