@@ -9,6 +9,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -140,8 +141,9 @@ func (e *elector) acquire(ctx context.Context) bool {
 	}
 }
 
-// look reads the Lease. A version this replica hadn't seen starts its
-// lease, by this replica's clock, now: after the write that made it began.
+// look reads the Lease. A version this replica hadn't seen, that renews or
+// changes the holder, starts its lease, by this replica's clock, now:
+// after the write that made it began.
 func (e *elector) look(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, e.timing.RenewDeadline)
 	defer cancel()
@@ -159,7 +161,12 @@ func (e *elector) look(ctx context.Context) {
 
 func (e *elector) saw(lease *coordinationv1.Lease) {
 	switch {
-	case !e.looked, (lease == nil) != (e.seen == nil), lease != nil && lease.ResourceVersion != e.seen.ResourceVersion:
+	case !e.looked, (lease == nil) != (e.seen == nil):
+		e.seenAt = time.Now()
+	case lease != nil && lease.ResourceVersion != e.seen.ResourceVersion && !apiequality.Semantic.DeepEqual(lease.Spec, e.seen.Spec):
+		// A renewal, a take or a release. A version that changed only the
+		// metadata, such as a shard request (annotationWantedBy), renews
+		// nothing: the holder's lease runs on from its last renewal.
 		e.seenAt = time.Now()
 	}
 	if lease != nil {

@@ -624,3 +624,44 @@ func TestAFirstStartTakesAMissingLeaseAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// A shard request written as an annotation on a dead holder's Lease gives
+// it a new resourceVersion, but no renewal: a standby's expiry clock runs
+// on from the holder's last renewal, so it takes the Lease within
+// LeaseDuration and RetryPeriod of the holder's death still (issue 22,
+// point 8: before, the annotation restarted the clock, and the takeover
+// came LeaseDuration after the request).
+func TestAShardRequestOnADeadHoldersLeaseDelaysNoTakeover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds)
+		checkLeaseVersions(f)
+		le := testSettings().LeaderElection
+		a, b := testElector(f, "a"), testElector(f, "b")
+		aLeads, killA, aEnded := campaigning(t, a)
+		synctest.Wait()
+		if aLeads().IsZero() {
+			t.Fatal("a, the first replica, doesn't lead")
+		}
+		bLeads, _, _ := campaigning(t, b)
+		time.Sleep(3 * time.Second)
+		killA() // its process dies: no release
+		<-aEnded
+		killed := time.Now()
+
+		time.Sleep(10 * time.Second)
+		leases := f.kube.CoordinationV1().Leases(le.Namespace)
+		l, err := leases.Get(t.Context(), testSettings().Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Annotations = map[string]string{annotationWantedBy: "c"}
+		if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(killed.Add(le.LeaseDuration + le.RetryPeriod + time.Second)))
+		synctest.Wait()
+		if took := bLeads(); took.IsZero() || took.After(killed.Add(le.LeaseDuration+le.RetryPeriod)) {
+			t.Errorf("b took the Lease %v after a died (zero: not yet), want within LeaseDuration+RetryPeriod (%s)", took.Sub(killed), le.LeaseDuration+le.RetryPeriod)
+		}
+	})
+}
