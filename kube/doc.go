@@ -146,6 +146,11 @@
 //     moment it has expired by its own clock: it takes a released Lease
 //     within RetryPeriod, and a dead holder's within LeaseDuration and
 //     RetryPeriod of the holder's death (or of its own start, if later).
+//   - Two processes with one LeaderElection.Identity (a StatefulSet's pod
+//     deleted by force and recreated, a hostname reused) never lead
+//     together: the Lease names the holding process too, in the
+//     annotation kube.humus.z5labs.dev/holder-process, and a Lease of this
+//     identity but another process is another holder's.
 //   - A Lease deleted while held counts as held: a standby that saw it held
 //     takes it only LeaseDuration after it first saw it missing, and the
 //     holder stops at the renewal that finds it gone, RetryPeriod after

@@ -60,8 +60,11 @@ type elector struct {
 	leases   coordinationv1client.LeaseInterface
 	name     string // the Lease's
 	identity string
-	timing   LeaderElection
-	log      klog.Logger
+	// process tells this process's holding from another's with the same
+	// identity (annotationHolderProcess).
+	process string
+	timing  LeaderElection
+	log     klog.Logger
 
 	mu      sync.Mutex
 	renewed time.Time // when the last write naming this replica the holder began
@@ -92,6 +95,7 @@ func (c *Controller) newElector(ctx context.Context) *elector {
 		leases:   c.clients.leases.Leases(le.Namespace),
 		name:     c.name,
 		identity: le.Identity,
+		process:  c.processID,
 		timing:   le,
 		log:      klog.FromContext(ctx).WithValues("lock", le.Namespace+"/"+c.name),
 		refused:  make(chan struct{}),
@@ -196,7 +200,7 @@ func (e *elector) free() (bool, time.Time) {
 	d := e.heldFor
 	if e.seen != nil {
 		s := e.seen.Spec
-		if s.HolderIdentity == nil || *s.HolderIdentity == "" || *s.HolderIdentity == e.identity {
+		if s.HolderIdentity == nil || *s.HolderIdentity == "" || e.mine(e.seen) {
 			return true, time.Time{}
 		}
 	} else if d == 0 {
@@ -219,17 +223,20 @@ func (e *elector) take(ctx context.Context) bool {
 	var lease *coordinationv1.Lease
 	var err error
 	if e.seen == nil {
-		lease, err = e.leases.Create(ctx, &coordinationv1.Lease{
+		created := &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: e.timing.Namespace, Name: e.name},
 			Spec:       e.spec(now, now, 0),
-		}, metav1.CreateOptions{})
+		}
+		e.stamp(created)
+		lease, err = e.leases.Create(ctx, created, metav1.CreateOptions{})
 	} else {
 		next := e.seen.DeepCopy()
 		delete(next.Annotations, annotationWantedBy) // whoever asked, it is this replica's now
+		e.stamp(next)
 		s := e.seen.Spec
 		transitions := ptr.Deref(s.LeaseTransitions, 0)
 		acquired := now
-		if ptr.Deref(s.HolderIdentity, "") == e.identity && s.AcquireTime != nil {
+		if e.mine(e.seen) && s.AcquireTime != nil {
 			acquired = *s.AcquireTime
 		} else {
 			transitions++
@@ -338,11 +345,34 @@ func (e *elector) renew(ctx context.Context) (taken bool, err error) {
 			return false, err
 		}
 		e.saw(lease)
-		if ptr.Deref(lease.Spec.HolderIdentity, "") != e.identity {
+		if !e.mine(lease) {
 			return true, nil
 		}
 	}
 	return false, errors.New("the Lease changed twice while renewing it")
+}
+
+// annotationHolderProcess, on a Lease, names the process of the holder's
+// that wrote it: two processes with one identity (a StatefulSet's pod
+// deleted by force and recreated while the old one runs, a hostname
+// reused) see each other's Lease as held, not as their own.
+const annotationHolderProcess = "kube.humus.z5labs.dev/holder-process"
+
+// mine reports whether lease names this process the holder: this
+// replica's identity, written by this process.
+func (e *elector) mine(lease *coordinationv1.Lease) bool {
+	return ptr.Deref(lease.Spec.HolderIdentity, "") == e.identity && lease.Annotations[annotationHolderProcess] == e.process
+}
+
+// stamp marks lease as this process's.
+func (e *elector) stamp(lease *coordinationv1.Lease) {
+	if e.process == "" {
+		return
+	}
+	if lease.Annotations == nil {
+		lease.Annotations = map[string]string{}
+	}
+	lease.Annotations[annotationHolderProcess] = e.process
 }
 
 func (e *elector) wrote(start time.Time) {
@@ -561,9 +591,10 @@ func (c *Controller) release(el *elector) {
 		c.tel.log.WarnContext(ctx, "releasing the lease", "lease", el.describe(), "error", err.Error())
 		return
 	}
-	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != le.Identity {
+	if !el.mine(lease) {
 		return
 	}
+	delete(lease.Annotations, annotationHolderProcess)
 	now := metav1.NewMicroTime(time.Now())
 	lease.Spec = coordinationv1.LeaseSpec{
 		LeaseDurationSeconds: new(int32(1)),

@@ -665,3 +665,43 @@ func TestAShardRequestOnADeadHoldersLeaseDelaysNoTakeover(t *testing.T) {
 		}
 	})
 }
+
+// Two processes with one identity (a StatefulSet's pod deleted by force
+// and recreated while the old one still runs, a hostname reused): the
+// second counts the first's Lease as held, not as its own, and takes it
+// only once it has expired; the first, while it runs, keeps it (issue 22,
+// point 7: before, a Lease naming this replica's identity was free at
+// once, and both led).
+func TestASecondProcessWithTheSameIdentityDoesNotLeadBesideTheFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds)
+		checkLeaseVersions(f)
+		le := testSettings().LeaderElection
+		first, second := testElector(f, "a"), testElector(f, "a")
+		first.process, second.process = "p1", "p2"
+		firstLeads, killFirst, firstEnded := campaigning(t, first)
+		synctest.Wait()
+		if firstLeads().IsZero() {
+			t.Fatal("the first process doesn't lead")
+		}
+		secondLeads, _, _ := campaigning(t, second)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if at := secondLeads(); !at.IsZero() {
+			t.Fatalf("the second process with the first's identity led beside it, from %v", at)
+		}
+		select {
+		case <-firstEnded:
+			t.Fatal("the first process stopped leading while it ran")
+		default:
+		}
+		killFirst() // its process dies: no release
+		<-firstEnded
+		killed := time.Now()
+		time.Sleep(le.LeaseDuration + le.RetryPeriod + time.Second)
+		synctest.Wait()
+		if took := secondLeads(); took.IsZero() || took.Before(first.renewedAt().Add(le.LeaseDuration)) {
+			t.Errorf("the second process took the Lease %v after the first died (zero: not yet), want once it expired", took.Sub(killed))
+		}
+	})
+}
