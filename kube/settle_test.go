@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -274,6 +275,56 @@ func TestAnObjectThatCannotBeDecodedGetsNoFinalizer(t *testing.T) {
 		}
 		if attrs[attrObjectName] != "m" || attrs[attrNamespace] != "default" {
 			t.Errorf("the record's attributes = %v, want the object default/m", attrs)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+// A status that can't be decoded (a field of the wrong type, written by an
+// older version of the type) is the controller's own output, which only it
+// can mend: the reconcile is handed the object with a zero status, with a
+// WARN record naming the field, and the status it returns is applied, so
+// the next decode succeeds (issue 22, point 10: before, the decode failed
+// every time, and the controller could never write the status that would
+// mend it). A spec that can't be decoded is an error still.
+func TestAStatusThatCannotBeDecodedIsReconciledFromAZeroStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := cacheObject("default", "m", 3)
+		m.Object["status"] = map[string]any{"readyReplicas": "three", "conditions": []any{}}
+		f := newFakeCluster(t, listKinds, m)
+		tel := humustest.NewTelemetry()
+		var calls counter
+		var handed []cacheStatus
+		var mu sync.Mutex
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			mu.Lock()
+			handed = append(handed, m.Status)
+			mu.Unlock()
+			return readyReplicas(&calls)(ctx, m)
+		})
+		stop := served(t, observedController(t, f, tel, testSettings(), rec))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+
+		if got := calls.get("m"); got != 1 {
+			t.Fatalf("reconciles = %d, want 1", got)
+		}
+		if len(handed) == 0 || handed[0].ReadyReplicas != 0 || handed[0].Conditions != nil {
+			t.Errorf("the status handed to the Reconciler = %+v, want the zero status", handed)
+		}
+		st, _, _ := unstructured.NestedMap(f.get(t, cachesGVR, "default", "m").Object, "status")
+		if st["readyReplicas"] != int64(3) {
+			t.Errorf("the status the API server holds = %v, want readyReplicas 3, the Reconciler's", st)
+		}
+		warned := recordsWithBody(tel, "the status can't be decoded: reconciling from a zero status")
+		if len(warned) != 1 {
+			t.Fatalf("WARN records of the status = %d, want 1", len(warned))
+		}
+		const want = "kube: decoding Memcached default/m: field status.readyReplicas: a JSON string can't be a Go int32"
+		if got := recordAttrs(warned[0])["error"]; got != want {
+			t.Errorf("the record's error = %q, want %q", got, want)
 		}
 		if err := stop(); err != nil {
 			t.Errorf("Serve = %v, want nil", err)
