@@ -87,6 +87,7 @@ type elector struct {
 	// deleted while held counts as held for that long from when this
 	// replica first saw it missing.
 	heldFor time.Duration
+	heldBy  string // the holder the last Lease seen named
 }
 
 func (c *Controller) newElector(ctx context.Context) *elector {
@@ -174,8 +175,8 @@ func (e *elector) saw(lease *coordinationv1.Lease) {
 		e.seenAt = time.Now()
 	}
 	if lease != nil {
-		e.heldFor = 0
-		if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != "" {
+		e.heldFor, e.heldBy = 0, ptr.Deref(lease.Spec.HolderIdentity, "")
+		if e.heldBy != "" {
 			e.heldFor = e.duration(lease)
 		}
 	}
@@ -190,6 +191,10 @@ func (e *elector) duration(lease *coordinationv1.Lease) time.Duration {
 	}
 	return e.timing.LeaseDuration
 }
+
+// holder is who holds the Lease by this replica's last look: the holder the
+// last Lease seen named, when it was deleted since.
+func (e *elector) holder() string { return e.heldBy }
 
 // free says whether the Lease can be taken now, and if not, when it can be
 // unless it changes first.
@@ -331,6 +336,7 @@ func (e *elector) renew(ctx context.Context) (taken bool, err error) {
 			return false, nil
 		}
 		if apierrors.IsNotFound(err) {
+			e.saw(nil)
 			return true, err // deleted: another replica may create it
 		}
 		if !apierrors.IsConflict(err) {
@@ -339,6 +345,7 @@ func (e *elector) renew(ctx context.Context) (taken bool, err error) {
 		lease, err = e.leases.Get(ctx, e.name, metav1.GetOptions{})
 		e.check(err, false)
 		if apierrors.IsNotFound(err) {
+			e.saw(nil)
 			return true, err
 		}
 		if err != nil {

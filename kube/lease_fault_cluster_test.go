@@ -115,3 +115,63 @@ func TestClusterFaultTheLeaseDeletedUnderTwoReplicasKeepsOneWriterAtATime(t *tes
 		}
 	}
 }
+
+// TestClusterFaultLosingOneShardKeepsTheOthers: a replica holding both
+// shards of two loses one (its Lease deleted). Losing a shard aborts every
+// connection of the process, since the Client's transport is one for all
+// shards (HTTP/2 carries them all on one connection), so nothing queued
+// for the lost shard is sent late. The other shard's requests in flight
+// are cut with it: its renewal, if one was on the wire, fails and is tried
+// again RetryPeriod later; its writes fail and are retried with backoff;
+// its watches are opened again. This measures that the other shard's term
+// goes on: never lost, its renewals never further apart than
+// RenewDeadline, and every object converges.
+func TestClusterFaultLosingOneShardKeepsTheOthers(t *testing.T) {
+	const objects = 20
+	w := newWorkload(t)
+	s := shortLease(testSettings())
+	s.Shards = 2
+	le := s.LeaderElection
+	w.create(objects)
+	w.c.ServiceAccount(t, w.ns, "replica-a", shardRBAC(w.ns))
+	r := w.replica("replica-a", s)
+	lost, kept := shardLeaseName(s.Name, 0, 2), shardLeaseName(s.Name, 1, 2)
+	w.holds(lost, "replica-a", 30*time.Second)
+	w.holds(kept, "replica-a", 30*time.Second)
+	w.converged(time.Minute)
+
+	w.resize(objects, 2) // work in flight in both shards
+	if err := w.kube.CoordinationV1().Leases(w.ns).Delete(t.Context(), lost, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	w.converged(le.LeaseDuration + time.Minute)
+	w.holds(lost, "replica-a", 30*time.Second) // taken again, once it counted as expired
+	time.Sleep(le.RenewDeadline)
+
+	var lostShards []string
+	for _, rec := range recordsWithBody(r.tel, "lost the lease") {
+		lostShards = append(lostShards, recordAttrs(rec)["lease"])
+	}
+	if !slices.Equal(lostShards, []string{w.ns + "/" + lost}) {
+		t.Errorf("shards lost = %q, want only %s/%s", lostShards, w.ns, lost)
+	}
+	renewals := []time.Time{}
+	for _, e := range w.c.Audit(t) {
+		if e.Namespace == w.ns && e.Resource == "leases" && e.Name == kept && e.User == r.user && e.Code < 300 && e.RequestReceived.After(deleted.Add(-5*time.Second)) {
+			renewals = append(renewals, e.RequestReceived)
+		}
+	}
+	var gap time.Duration
+	for i := 1; i < len(renewals); i++ {
+		gap = max(gap, renewals[i].Sub(renewals[i-1]))
+	}
+	t.Logf("the kept shard: %d renewals from 5s before the other's Lease was deleted, the longest gap %s (RetryPeriod %s, RenewDeadline %s)",
+		len(renewals), gap.Round(time.Millisecond), le.RetryPeriod, le.RenewDeadline)
+	if len(renewals) < 2 || gap >= le.RenewDeadline {
+		t.Errorf("the kept shard's renewals: %d, the longest gap %s; want them on, never RenewDeadline (%s) apart", len(renewals), gap, le.RenewDeadline)
+	}
+	if err := r.stop(); err != nil {
+		t.Errorf("Serve = %v, want nil", err)
+	}
+}

@@ -324,7 +324,7 @@ func (m *shardManager) states(leases []coordinationv1.Lease) (states []shardStat
 		}
 		el.saw(byName[el.name])
 		if free, at := el.free(); !free {
-			s.holder = ptr.Deref(el.seen.Spec.HolderIdentity, "")
+			s.holder = el.holder() // the Lease may be missing, and count as held still
 			if expiry.IsZero() || at.Before(expiry) {
 				expiry = at
 			}

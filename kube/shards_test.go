@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/z5labs/humus"
@@ -289,6 +290,54 @@ func TestAShardedReplicaReconcilesAtMostWorkersObjectsAtOnce(t *testing.T) {
 		defer mu.Unlock()
 		if most != 3 {
 			t.Errorf("reconciles in flight at most = %d, want Workers, 3, across the 4 shards", most)
+		}
+	})
+}
+
+// A shard's Lease deleted while its replica holds it: the replica's term of
+// that shard ends at once (its renewal finds the Lease gone), the shard is
+// taken again once the Lease, which it had seen held, counts as expired,
+// LeaseDuration after it was first seen missing, and the other shards'
+// terms go on. (Before the fix, a missing Lease that counted as held had
+// no holder to name, and the look at the Leases panicked.)
+func TestAShardWhoseLeaseIsDeletedIsTakenAgainOnceItCountsAsExpired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, shardObjects(8)...)
+		checkLeaseVersions(f)
+		tel := humustest.NewTelemetry()
+		var calls counter
+		ctrl := shardedController(t, f, "replica-1", tel, readyReplicas(&calls))
+		stop := served(t, ctrl)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
+			t.Fatalf("the shards' holders = %q, want replica-1 for each", got)
+		}
+		le := testSettings().LeaderElection
+		name := shardLeaseName("memcached-controller", 0, 4)
+		if err := f.kube.CoordinationV1().Leases("kube-system").Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deleted := time.Now()
+		time.Sleep(le.LeaseDuration - le.RetryPeriod)
+		synctest.Wait()
+		if l, err := f.kube.CoordinationV1().Leases("kube-system").Get(t.Context(), name, metav1.GetOptions{}); err == nil {
+			t.Errorf("the deleted shard's Lease was taken again %s after the deletion, holder %q: before it counted as expired", time.Since(deleted), holder(l))
+		}
+		time.Sleep(2*le.RetryPeriod + time.Second)
+		synctest.Wait()
+		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
+			t.Errorf("the shards' holders LeaseDuration+RetryPeriod after the deletion = %q, want replica-1 for each", got)
+		}
+		var lost []string
+		for _, r := range recordsWithBody(tel, "lost the lease") {
+			lost = append(lost, recordAttrs(r)["lease"])
+		}
+		if !slices.Equal(lost, []string{"kube-system/" + name}) {
+			t.Errorf("shards lost = %q, want only kube-system/%s", lost, name)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
 		}
 	})
 }
