@@ -23,6 +23,10 @@ func TestCheckFunctionsNameTheValueAndTheProblem(t *testing.T) {
 		{"a name", CheckName("memcached-controller"), ""},
 		{"no name", CheckName(""), `kube: name "" is required`},
 		{"a name with capitals", CheckName("Memcached"), `kube: name "Memcached" must be a DNS-1123 subdomain: a lowercase RFC 1123 subdomain`},
+		{"a name of 128 characters", CheckName(strings.Repeat("m", 128)), ""},
+		// The API server refuses a field manager over 128 characters, and the
+		// name is the field manager of every apply (issue 22, point 4).
+		{"a name of 129 characters", CheckName(strings.Repeat("m", 129)), `kube: name "` + strings.Repeat("m", 129) + `" must be at most 128 characters: the API server's limit on a field manager, which the name is`},
 		{"every namespace", CheckWatchNamespace(""), ""},
 		{"a watch namespace", CheckWatchNamespace("team-a"), ""},
 		{"a dotted watch namespace", CheckWatchNamespace("team.a"), `kube: namespace "team.a" must be a DNS-1123 label`},
@@ -207,7 +211,11 @@ func TestShardingByNamespaceNeedsNamespacesToDivide(t *testing.T) {
 func TestAShardedControllersNameLeavesRoomForItsLeases(t *testing.T) {
 	setup := &humus.Setup{Host: humustest.NewHost().Host()}
 	s := testSettings()
-	s.Name, s.Shards = strings.Repeat("a", 245), 100
+	s.Name, s.Shards = strings.Repeat("a", 128), 256 // its last Lease: Name-255-of-256, 139 characters
+	if _, err := NewController(setup, testClient(t, setup), s, caches, readyReplicas(&counter{})); err != nil {
+		t.Errorf("a Name of 128 characters with 256 shards: %v", err)
+	}
+	s.Name = strings.Repeat("a", 129)
 	_, err := NewController(setup, testClient(t, setup), s, caches, readyReplicas(&counter{}))
-	wantMistakes(t, err, fmt.Sprintf(`kube: Settings.Name %q is too long for its shards' Lease names, such as "%[1]s-99-of-100": at most 253 characters`, s.Name))
+	wantMistakes(t, err, fmt.Sprintf(`kube: Settings.Name %q must be at most 128 characters: the API server's limit on a field manager, which the name is`, s.Name))
 }

@@ -27,7 +27,8 @@ type LeaderElection struct {
 // NewKindController check them all, and DefaultSettings fills the defaults.
 type Settings struct {
 	// Name is the controller's field manager, and its Lease's name.
-	// Required: a DNS-1123 subdomain (CheckName).
+	// Required: a DNS-1123 subdomain of at most 128 characters, the API
+	// server's limit on a field manager (CheckName).
 	Name string
 
 	// Namespace limits the controller to one namespace. "" means every
@@ -99,7 +100,7 @@ func DefaultSettings() Settings {
 const jitterFactor = 1.2
 
 // CheckName checks a controller's name: a DNS-1123 subdomain, as a Lease's
-// name and a field manager's must be.
+// name must be, of at most 128 characters, as a field manager's must be.
 func CheckName(name string) error { return named("name", name, checkName(name)) }
 
 // CheckWatchNamespace checks the namespace a controller is limited to: "",
@@ -137,7 +138,13 @@ func checkName(name string) error {
 	if name == "" {
 		return errors.New("is required")
 	}
-	return dns("a DNS-1123 subdomain", validation.IsDNS1123Subdomain(name))
+	if err := dns("a DNS-1123 subdomain", validation.IsDNS1123Subdomain(name)); err != nil {
+		return err
+	}
+	if len(name) > maxFieldManager {
+		return fmt.Errorf("must be at most %d characters: the API server's limit on a field manager, which the name is", maxFieldManager)
+	}
+	return nil
 }
 
 func checkWatchNamespace(ns string) error {
@@ -247,10 +254,8 @@ func (s Settings) check(scope Scope) error {
 			errs = append(errs, fmt.Errorf("kube: Settings.ShardBy %q with Settings.Namespace %q puts every object in one shard", s.ShardBy, s.Namespace))
 		}
 	}
-	if s.Shards > 1 && s.Name != "" {
-		if lease := shardLeaseName(s.Name, s.Shards-1, s.Shards); len(lease) > validation.DNS1123SubdomainMaxLength {
-			errs = append(errs, fmt.Errorf("kube: Settings.Name %q is too long for its shards' Lease names, such as %q: at most %d characters", s.Name, lease, validation.DNS1123SubdomainMaxLength))
-		}
-	}
+	// A Name of at most 128 characters (checkName) leaves room for its
+	// shards' Lease names, Name-255-of-256 at most, in a DNS-1123
+	// subdomain's 253.
 	return errors.Join(errs...)
 }
