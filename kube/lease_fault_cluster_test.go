@@ -31,6 +31,7 @@ func shortLease(s Settings) Settings {
 // Lease at its next read while the holder wrote on until a renewal found
 // it: both replicas' writes interleaved, 15 to 141 changes of writer.
 func TestClusterFaultTheLeaseDeletedUnderTwoReplicasKeepsOneWriterAtATime(t *testing.T) {
+	t.Parallel() // a namespace of its own: it runs beside the other parallel scenarios
 	const (
 		objects = 20 // enough for writes all the while; more prove nothing more
 		phases  = 3
@@ -127,6 +128,7 @@ func TestClusterFaultTheLeaseDeletedUnderTwoReplicasKeepsOneWriterAtATime(t *tes
 // goes on: never lost, its renewals never further apart than
 // RenewDeadline, and every object converges.
 func TestClusterFaultLosingOneShardKeepsTheOthers(t *testing.T) {
+	t.Parallel() // a namespace of its own: it runs beside the other parallel scenarios
 	const objects = 20
 	w := newWorkload(t)
 	s := shortLease(testSettings())

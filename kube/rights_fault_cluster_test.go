@@ -20,6 +20,7 @@ import (
 // Before, it ran on, Ready, until its watch timed out (5 to 10 minutes):
 // 46 s after the rule was removed it still ran, /readyz ok.
 func TestClusterFaultListAndWatchTakenAwayWhileRunningEndsServe(t *testing.T) {
+	t.Parallel() // a namespace of its own: it runs beside the other parallel scenarios
 	gvr := clusterCaches.GVR()
 	w := newWorkload(t)
 	apiReleaseAtCleanup(t, w.admin, gvr, w.ns)
