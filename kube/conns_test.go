@@ -19,6 +19,46 @@ func (w wrappedConn) NetConn() net.Conn { return w.Conn }
 // opaqueConn is a Host's connection that hides the TCP one.
 type opaqueConn struct{ net.Conn }
 
+// serverReads reads once from each of conns, and returns what each read
+// returned, and how many were ECONNRESET.
+func serverReads(t *testing.T, conns ...net.Conn) (got []error, resets int) {
+	t.Helper()
+	for _, s := range conns {
+		_ = s.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := s.Read(make([]byte, 1))
+		got = append(got, err)
+		switch {
+		case errors.Is(err, syscall.ECONNRESET):
+			resets++
+		case !errors.Is(err, io.EOF):
+			t.Errorf("the server's read = %v, want ECONNRESET or EOF", err)
+		}
+	}
+	return got, resets
+}
+
+// tcpServer listens on a loopback port until t ends, and returns its
+// address and the connections it accepts.
+func tcpServer(t *testing.T) (string, <-chan net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	accepted := make(chan net.Conn, 2)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	return ln.Addr().String(), accepted
+}
+
 // An abort closes every open connection abortively: a TCP reset, so the
 // peer reads ECONNRESET, not the EOF of a graceful close, and whatever the
 // connection still queued is dropped, not sent late. That holds for the
@@ -37,21 +77,7 @@ func TestAbortClosesEveryOpenConnection(t *testing.T) {
 		{"opaque", func(c net.Conn) net.Conn { return opaqueConn{c} }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = ln.Close() }()
-			accepted := make(chan net.Conn, 2)
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					accepted <- c
-				}
-			}()
+			addr, accepted := tcpServer(t)
 			var d net.Dialer
 			c := newConns(func(ctx context.Context, network, addr string) (net.Conn, error) {
 				conn, err := d.DialContext(ctx, network, addr)
@@ -62,11 +88,11 @@ func TestAbortClosesEveryOpenConnection(t *testing.T) {
 			})
 			graceful := 0
 			c.graceful = func(net.Conn) { graceful++ }
-			a, err := c.Dial(t.Context(), "tcp", ln.Addr().String())
+			a, err := c.Dial(t.Context(), "tcp", addr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := c.Dial(t.Context(), "tcp", ln.Addr().String())
+			b, err := c.Dial(t.Context(), "tcp", addr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,21 +115,7 @@ func TestAbortClosesEveryOpenConnection(t *testing.T) {
 			}
 			// The server's side of a: which of the two dials it accepted
 			// first isn't known, so read both: b's closed gracefully.
-			var got []error
-			for _, s := range []net.Conn{server, other} {
-				_ = s.SetReadDeadline(time.Now().Add(5 * time.Second))
-				_, err := s.Read(make([]byte, 1))
-				got = append(got, err)
-			}
-			resets := 0
-			for _, err := range got {
-				switch {
-				case errors.Is(err, syscall.ECONNRESET):
-					resets++
-				case !errors.Is(err, io.EOF):
-					t.Errorf("the server's read = %v, want ECONNRESET or EOF", err)
-				}
-			}
+			got, resets := serverReads(t, server, other)
 			want := 0
 			if tc.reset {
 				want = 1

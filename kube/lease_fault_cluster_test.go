@@ -3,12 +3,14 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/z5labs/humus/kube/clustertest"
 )
@@ -18,6 +20,48 @@ import (
 func shortLease(s Settings) Settings {
 	s.LeaderElection.LeaseDuration, s.LeaderElection.RenewDeadline, s.LeaderElection.RetryPeriod = 6*time.Second, 4*time.Second, time.Second
 	return s
+}
+
+// churn resizes the first n Memcacheds every 0.1 s until the returned
+// stop is called, which returns once the last resize is done.
+func (w *workload) churn(n int) (stop func()) {
+	ctx, cancel := context.WithCancel(w.t.Context())
+	var churned sync.WaitGroup
+	churned.Go(func() {
+		for size := int64(2); ctx.Err() == nil; size = size%3 + 1 {
+			patch := fmt.Appendf(nil, `{"spec":{"size":%d}}`, size)
+			for i := range n {
+				_, err := w.admin.Resource(clusterCaches.GVR()).Namespace(w.ns).Patch(ctx, fmt.Sprintf("m-%d", i), types.MergePatchType, patch, metav1.PatchOptions{})
+				if err != nil && ctx.Err() == nil {
+					w.t.Errorf("resizing m-%d: %v", i, err) // not Fatal: this isn't the test's goroutine
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	return func() {
+		cancel()
+		churned.Wait()
+	}
+}
+
+// writerChanges sorts writes by when each was received, and counts the
+// changes of writer, and the writes still in flight (not complete) when a
+// write of another writer's that follows them was received.
+func writerChanges(writes []clustertest.AuditEvent) (changes, overlapping int) {
+	slices.SortFunc(writes, func(a, b clustertest.AuditEvent) int { return a.RequestReceived.Compare(b.RequestReceived) })
+	for i := 1; i < len(writes); i++ {
+		if writes[i].User == writes[i-1].User {
+			continue
+		}
+		changes++
+		for _, e := range writes[:i] {
+			if e.User != writes[i].User && !e.StageTime.Before(writes[i].RequestReceived) {
+				overlapping++
+			}
+		}
+	}
+	return changes, overlapping
 }
 
 // TestClusterFaultTheLeaseDeletedUnderTwoReplicasKeepsOneWriterAtATime: the
@@ -46,14 +90,7 @@ func TestClusterFaultTheLeaseDeletedUnderTwoReplicasKeepsOneWriterAtATime(t *tes
 	w.converged(time.Minute)
 
 	// Every object changes all the while, so the leader is always writing.
-	churning, stopChurn := context.WithCancel(t.Context())
-	var churned sync.WaitGroup
-	churned.Go(func() {
-		for size := int64(2); churning.Err() == nil; size = size%3 + 1 {
-			w.resize(objects, size)
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
+	stopChurn := w.churn(objects)
 	users := []string{replicas["replica-a"].user, replicas["replica-b"].user}
 	holder, standby := "replica-a", "replica-b"
 	var stopped, taken []time.Duration
@@ -82,26 +119,11 @@ func TestClusterFaultTheLeaseDeletedUnderTwoReplicasKeepsOneWriterAtATime(t *tes
 	}
 	time.Sleep(2 * time.Second) // the last term writes
 	stopChurn()
-	churned.Wait()
 	w.converged(time.Minute)
 	time.Sleep(time.Second) // for any late write to reach the log
 
 	writes := w.writes(w.c.Audit(t), users...)
-	slices.SortFunc(writes, func(a, b clustertest.AuditEvent) int { return a.RequestReceived.Compare(b.RequestReceived) })
-	changes, overlapping := 0, 0
-	for i := 1; i < len(writes); i++ {
-		if writes[i].User == writes[i-1].User {
-			continue
-		}
-		changes++
-		// Every earlier write of the other writer's was complete before
-		// this one was received.
-		for _, e := range writes[:i] {
-			if e.User != writes[i].User && !e.StageTime.Before(writes[i].RequestReceived) {
-				overlapping++
-			}
-		}
-	}
+	changes, overlapping := writerChanges(writes)
 	t.Logf("%d writes; %d changes of writer over %d deletions; %d writes overlapping the next writer's first; the holder stopped %v after each deletion, the standby took the Lease %v after",
 		len(writes), changes, phases, overlapping, stopped, taken)
 	if changes != phases {

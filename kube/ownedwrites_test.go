@@ -236,14 +236,58 @@ func managedEntry(manager string, op metav1.ManagedFieldsOperationType, subresou
 		Time: new(metav1.NewTime(time.Unix(sec, 0))), FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
 }
 
-// A reconcile's write that the API server answers without writing (a
-// no-op: kube-apiserver's store writes nothing when the bytes are equal,
-// and answers the stored object) is no write of the reconcile's: its
-// answer's resourceVersion can be one another client wrote, whose event
-// must still queue the owner. Each case drives the answer through the
-// Client's transport, as the API server gives it, then the informer's
-// event of that version.
-func TestAWriteThatChangesNothingRecordsNoVersion(t *testing.T) {
+// applyAnswered applies Deployment default/d with a reconcile's context,
+// through a Client's transport, to a test server that answers code and
+// answer, and returns the Controller whose ownWrites recorded it.
+func applyAnswered(t *testing.T, code int, answer *appsv1.Deployment) *Controller {
+	t.Helper()
+	body, err := json.Marshal(answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newTestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPatch || r.URL.Query().Get("fieldManager") != "memcached" {
+			http.Error(w, "unexpected request "+r.Method+" "+r.URL.String(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = w.Write(body)
+	})
+	client := newTestClient(t, &humus.Setup{Host: humustest.NewHost().Host()}, Connection{
+		Server: "localhost:" + srv.Port(),
+		TLS:    &tls.Config{RootCAs: srv.pki.roots},
+	})
+	cs, err := kubernetes.NewForConfig(client.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
+	ctx := recordingWrites(t.Context(), c.ownWrites)
+	apply := appsv1apply.Deployment("d", "default").WithSpec(appsv1apply.DeploymentSpec().WithReplicas(1))
+	got, err := cs.AppsV1().Deployments("default").Apply(ctx, apply, metav1.ApplyOptions{FieldManager: "memcached", Force: true})
+	if err != nil {
+		t.Fatalf("the apply: %v", err)
+	}
+	if got.ResourceVersion != answer.ResourceVersion {
+		t.Fatalf("the apply's answer has resourceVersion %q, want %q", got.ResourceVersion, answer.ResourceVersion)
+	}
+	return c
+}
+
+// noOpCase is an answer of the API server's to a reconcile's apply, and
+// the informer's event of its version after it.
+type noOpCase struct {
+	name     string
+	code     int                // the API server's answer to the apply
+	answer   *appsv1.Deployment // and its object
+	old, new *appsv1.Deployment // the informer's event after the answer; old nil: an add
+	queued   int
+}
+
+// noOpCases are TestAWriteThatChangesNothingRecordsNoVersion's cases.
+func noOpCases() []noOpCase {
 	const (
 		specFields   = `{"f:spec":{"f:replicas":{}}}`
 		statusFields = `{"f:status":{"f:replicas":{}}}`
@@ -254,13 +298,7 @@ func TestAWriteThatChangesNothingRecordsNoVersion(t *testing.T) {
 	kcm := func(sec int64) metav1.ManagedFieldsEntry {
 		return managedEntry("kube-controller-manager", metav1.ManagedFieldsOperationUpdate, "status", sec, statusFields)
 	}
-	for _, tc := range []struct {
-		name     string
-		code     int                // the API server's answer to the apply
-		answer   *appsv1.Deployment // and its object
-		old, new *appsv1.Deployment // the informer's event after the answer; old nil: an add
-		queued   int
-	}{
+	return []noOpCase{
 		{
 			// Another client wrote version 5 (the status); the informer
 			// hasn't seen it yet when the apply, which changes nothing, is
@@ -317,41 +355,20 @@ func TestAWriteThatChangesNothingRecordsNoVersion(t *testing.T) {
 			new:    storedDeployment("7", 1, ours(100)),
 			queued: 1,
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			answer, err := json.Marshal(tc.answer)
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := newTestServer(t, func(w http.ResponseWriter, r *http.Request) {
-				if r.Method != http.MethodPatch || r.URL.Query().Get("fieldManager") != "memcached" {
-					http.Error(w, "unexpected request "+r.Method+" "+r.URL.String(), http.StatusBadRequest)
-					return
-				}
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(tc.code)
-				_, _ = w.Write(answer)
-			})
-			client := newTestClient(t, &humus.Setup{Host: humustest.NewHost().Host()}, Connection{
-				Server: "localhost:" + srv.Port(),
-				TLS:    &tls.Config{RootCAs: srv.pki.roots},
-			})
-			cs, err := kubernetes.NewForConfig(client.Config())
-			if err != nil {
-				t.Fatal(err)
-			}
-			deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-			c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
-			ctx := recordingWrites(t.Context(), c.ownWrites)
-			apply := appsv1apply.Deployment("d", "default").WithSpec(appsv1apply.DeploymentSpec().WithReplicas(1))
-			got, err := cs.AppsV1().Deployments("default").Apply(ctx, apply, metav1.ApplyOptions{FieldManager: "memcached", Force: true})
-			if err != nil {
-				t.Fatalf("the apply: %v", err)
-			}
-			if got.ResourceVersion != tc.answer.ResourceVersion {
-				t.Fatalf("the apply's answer has resourceVersion %q, want %q", got.ResourceVersion, tc.answer.ResourceVersion)
-			}
+	}
+}
 
+// A reconcile's write that the API server answers without writing (a
+// no-op: kube-apiserver's store writes nothing when the bytes are equal,
+// and answers the stored object) is no write of the reconcile's: its
+// answer's resourceVersion can be one another client wrote, whose event
+// must still queue the owner. Each case drives the answer through the
+// Client's transport, as the API server gives it, then the informer's
+// event of that version.
+func TestAWriteThatChangesNothingRecordsNoVersion(t *testing.T) {
+	for _, tc := range noOpCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			c := applyAnswered(t, tc.code, tc.answer)
 			q := &countingQueue{queue: newQueue("test", nil)}
 			defer q.ShutDown()
 			h := c.ownerKeys(testShard(q), deploymentsGR)
