@@ -49,10 +49,10 @@ var ErrLostLeadership = errors.New("kube: lost the lease")
 // LeaseDuration and RetryPeriod of its last renewal. A Lease deleted while
 // held counts as held for its duration from when the standby first saw it
 // missing, and the holder stops at the renewal that finds it gone; a
-// missing Lease never seen held (a first start) is free at once. It releases the Lease
-// only on shutdown, after its workers stopped, and only while this replica
-// is still the holder: a read, then an update conditioned on its
-// resourceVersion.
+// missing Lease never seen held (a first start) is free at once. It
+// releases the Lease only on shutdown, after its workers stopped, and only
+// while this replica is still the holder: a read, then an update
+// conditioned on its resourceVersion.
 
 // elector campaigns for the Lease and, once this replica holds it, renews
 // it every RetryPeriod.
