@@ -76,10 +76,7 @@ func ownedMetadata(obj any) (any, error) {
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
 		kept.OwnerReferences = []metav1.OwnerReference{*ref}
 	}
-	for i := range m.ManagedFields {
-		e := &m.ManagedFields[i]
-		kept.managed = append(kept.managed, managedDigest{key: managedKey(e.Manager, e.Operation, e.Subresource), sum: managedSum(e)})
-	}
+	kept.managed = managedDigests(m)
 	return kept, nil
 }
 
