@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -819,18 +819,22 @@ func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 	})
 
 	// An owned resource's cached metadata keeps what maps a change to its
-	// owner: its namespace, name, resourceVersion and controller reference.
+	// owner: its namespace, name, resourceVersion and controller reference,
+	// and of its managedFields a digest of each entry, no field.
 	controller := metav1.OwnerReference{APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached", Name: "m", UID: "u1", Controller: new(true)}
 	owned := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", UID: "u2", ResourceVersion: "7",
 		Generation: 2, Labels: map[string]string{"app": "m"}, Annotations: map[string]string{"a": "b"}, ManagedFields: managed,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "u3"}, controller}}}
-	want := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: "7",
-		OwnerReferences: []metav1.OwnerReference{controller}}}
+	want := &ownedObject{
+		PartialObjectMetadata: metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: "7",
+			OwnerReferences: []metav1.OwnerReference{controller}}},
+		managed: []managedDigest{{key: managedKey("kubectl", metav1.ManagedFieldsOperationUpdate, ""), sum: managedSum(&managed[0])}},
+	}
 	got, err := ownedMetadata(owned)
-	if err != nil || !equality.Semantic.DeepEqual(got, want) {
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("an owned resource's cached metadata = %+v, %v; want %+v", got, err, want)
 	}
-	if again, err := ownedMetadata(got); err != nil || !equality.Semantic.DeepEqual(again, want) { // idempotent, as client-go requires
+	if again, err := ownedMetadata(got); err != nil || !reflect.DeepEqual(again, want) { // idempotent, as client-go requires
 		t.Errorf("the cached metadata turned again = %+v, %v; want it unchanged", again, err)
 	}
 }

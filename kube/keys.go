@@ -39,18 +39,17 @@ func (c *Controller) objectKeys(sh *shard) cache.ResourceEventHandler {
 // the controller's group and kind; but for the change that is a
 // reconcile's own write.
 func (c *Controller) ownerKeys(sh *shard, gr schema.GroupResource) cache.ResourceEventHandler {
-	queueOwner := func(obj any) {
+	queueOwner := func(old, obj any) {
 		m, ok := obj.(metav1.Object)
 		k, owned := c.ownerKey(obj)
 		if !ok || !owned {
 			return
 		}
-		c.queueUnlessOwn(sh, k, func() bool {
-			return c.ownWrites.redundant(gr, m.GetNamespace(), m.GetName(), m.GetResourceVersion())
-		})
+		before, _ := old.(metav1.Object)
+		c.queueUnlessOwn(sh, k, func() bool { return c.ownWrites.redundant(gr, before, m) })
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: queueOwner,
+		AddFunc: func(obj any) { queueOwner(nil, obj) },
 		UpdateFunc: func(old, obj any) {
 			// A change of owner reconciles the old owner too. The same owner
 			// is queued once: queued twice, a worker could take it between
@@ -60,7 +59,7 @@ func (c *Controller) ownerKeys(sh *shard, gr schema.GroupResource) cache.Resourc
 					c.queueNow(sh, k)
 				}
 			}
-			queueOwner(obj)
+			queueOwner(old, obj)
 		},
 		DeleteFunc: func(obj any) {
 			if k, ok := c.ownerKey(obj); ok {
