@@ -3,6 +3,7 @@
 package procutil
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,13 +38,19 @@ func TestSpawnGroupAndSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
 		t.Errorf("the child ended with %v, want SIGTERM", err)
 	}
 	if Alive(pid) {
 		t.Errorf("Alive(%d) of a child that was waited for = true", pid)
 	}
-	err = TerminateGroup(pid)
+	// The shell's sleep, signalled with it, may take a moment to end.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if err = TerminateGroup(pid); err != nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	if want := "procutil: sending terminated to process group "; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("TerminateGroup of a gone group = %v, want %q...", err, want)
 	}
