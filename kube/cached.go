@@ -3,6 +3,7 @@ package kube
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,19 +22,23 @@ type cachedObject struct {
 	metav1.ObjectMeta `json:"metadata"`
 
 	raw []byte // the whole object, without managedFields
+	// written is the newest time among the object's managedFields: when
+	// the API server last stamped a write of it, to the second.
+	written time.Time
 }
 
 // DeepCopyObject copies o. Its JSON is shared: nothing writes it.
 func (o *cachedObject) DeepCopyObject() runtime.Object {
-	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw}
+	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw, written: o.written}
 	o.DeepCopyInto(&c.ObjectMeta)
 	return c
 }
 
 // compact is the resource's informer's transform: it turns the dynamic
 // client's object into a cachedObject, without managedFields (nothing in
-// the controller reads them, and each apply adds an entry holding the
-// whole set of fields it applied, often most of an object's size). Any
+// the controller reads them but for their newest time, which it keeps,
+// and each apply adds an entry holding the whole set of fields it
+// applied, often most of an object's size). Any
 // other value, such as an object it already turned, is kept as it is, so
 // it is idempotent, as client-go requires.
 func compact(obj any) (any, error) {
@@ -41,23 +46,42 @@ func compact(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
+	written := newestWrite(u)
 	u.SetManagedFields(nil)
 	raw, err := u.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("kube: caching %s: %w", u.GetName(), err)
 	}
-	o := &cachedObject{raw: raw}
+	o := &cachedObject{raw: raw, written: written}
 	if err := json.Unmarshal(raw, o); err != nil {
 		return nil, fmt.Errorf("kube: caching %s: its metadata: %w", u.GetName(), err)
 	}
 	return o, nil
 }
 
+// newestWrite is the newest time among u's managedFields, read without
+// decoding the rest of them; zero when it has none.
+func newestWrite(u *unstructured.Unstructured) time.Time {
+	meta, _ := u.Object["metadata"].(map[string]any)
+	fields, _ := meta["managedFields"].([]any)
+	var newest time.Time
+	for _, f := range fields {
+		entry, _ := f.(map[string]any)
+		s, _ := entry["time"].(string)
+		if t, err := time.Parse(time.RFC3339, s); err == nil && t.After(newest) {
+			newest = t
+		}
+	}
+	return newest
+}
+
 // ownedMetadata is an owned resource's informer's transform: of an
 // object's metadata, the cache keeps what maps a change to its owner, and
 // tells the controller's own writes from others': its namespace, name,
-// resourceVersion and controller owner reference. No end user's code sees
-// it. It is idempotent, as client-go requires.
+// resourceVersion and controller owner reference; and, as the one entry
+// of its managedFields, the time alone of the newest, when the API server
+// last stamped a write of it. No end user's code sees it. It is
+// idempotent, as client-go requires.
 func ownedMetadata(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
@@ -68,6 +92,15 @@ func ownedMetadata(obj any) (any, error) {
 	}}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
 		kept.OwnerReferences = []metav1.OwnerReference{*ref}
+	}
+	var newest *metav1.Time
+	for _, f := range m.ManagedFields {
+		if f.Time != nil && (newest == nil || f.Time.After(newest.Time)) {
+			newest = f.Time
+		}
+	}
+	if newest != nil {
+		kept.ManagedFields = []metav1.ManagedFieldsEntry{{Time: newest}}
 	}
 	return kept, nil
 }
