@@ -819,13 +819,17 @@ func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 	})
 
 	// An owned resource's cached metadata keeps what maps a change to its
-	// owner: its namespace, name, resourceVersion and controller reference.
+	// owner: its namespace, name, resourceVersion and controller reference;
+	// and of its managedFields, the newest time alone.
 	controller := metav1.OwnerReference{APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached", Name: "m", UID: "u1", Controller: new(true)}
+	older, newest := metav1.NewTime(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)), metav1.NewTime(time.Date(2026, 12, 4, 10, 0, 7, 0, time.UTC))
+	stamped := []metav1.ManagedFieldsEntry{managed[0], managed[0], managed[0]}
+	stamped[0].Time, stamped[1].Time = &older, &newest
 	owned := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", UID: "u2", ResourceVersion: "7",
-		Generation: 2, Labels: map[string]string{"app": "m"}, Annotations: map[string]string{"a": "b"}, ManagedFields: managed,
+		Generation: 2, Labels: map[string]string{"app": "m"}, Annotations: map[string]string{"a": "b"}, ManagedFields: stamped,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "u3"}, controller}}}
 	want := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: "7",
-		OwnerReferences: []metav1.OwnerReference{controller}}}
+		OwnerReferences: []metav1.OwnerReference{controller}, ManagedFields: []metav1.ManagedFieldsEntry{{Time: &newest}}}}
 	got, err := ownedMetadata(owned)
 	if err != nil || !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("an owned resource's cached metadata = %+v, %v; want %+v", got, err, want)

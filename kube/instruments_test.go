@@ -748,10 +748,12 @@ func TestOldestWaitIsTheLongestWaitByPriority(t *testing.T) {
 	})
 }
 
-// reconcile.change_latency runs from the time the API server stamped a
-// change with (the newest of the object's managedFields, to the second)
-// to the end of the first reconcile after it that succeeds. A key no
-// change queued, such as a cold start's, records nothing.
+// reconcile.change_latency runs from the change's write to the end of the
+// first reconcile after it that succeeds. The API server stamps a write to
+// the second (the newest of the object's managedFields); the event can't
+// come before the write, so the write is taken as the stamp's second's
+// end, or the event's arrival if earlier. A key no change queued, such as
+// a cold start's, records nothing.
 func TestChangeLatencyRunsFromTheAPIServersStampToTheEndOfTheReconcile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tel := humustest.NewTelemetry()
@@ -765,8 +767,8 @@ func TestChangeLatencyRunsFromTheAPIServersStampToTheEndOfTheReconcile(t *testin
 			t.Errorf("reconcile.change_latency after a cold start has %d points, want none", len(points))
 		}
 
-		// Written 3s ago, as the API server stamped it: reconciled at once,
-		// for 1s.
+		// Stamped 3s ago, in a second that ended 2s ago: reconciled at
+		// once, for 1s, 3s after the second's end.
 		x := cacheObject("default", "x", 1)
 		stamp := metav1.NewTime(time.Now().Add(-3 * time.Second))
 		x.SetCreationTimestamp(metav1.NewTime(stamp.Add(-time.Hour)))
@@ -776,9 +778,11 @@ func TestChangeLatencyRunsFromTheAPIServersStampToTheEndOfTheReconcile(t *testin
 		})
 		f.createObject(t, cachesGVR, x)
 		time.Sleep(10 * time.Second)
-		// Created now, with no stamp: from when its event came. It fails at
+		// Stamped this second: from when its event came, now. It fails at
 		// 1s and 3.5s (2.5s' backoff), and succeeds at 9.5s (5s more).
-		f.createObject(t, cachesGVR, cacheObject("default", "y", 1))
+		y := cacheObject("default", "y", 1)
+		y.SetCreationTimestamp(metav1.NewTime(time.Now()))
+		f.createObject(t, cachesGVR, y)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if err := stop(); err != nil {
@@ -791,13 +795,13 @@ func TestChangeLatencyRunsFromTheAPIServersStampToTheEndOfTheReconcile(t *testin
 		}
 		dp := points[0]
 		checkController(t, p+"reconcile.change_latency", dp.Attributes)
-		if dp.Count != 2 || dp.Sum != 4+10.5 {
-			t.Errorf("reconcile.change_latency counted %d, summing %vs; want 2: x's 4s and y's 10.5s", dp.Count, dp.Sum)
+		if dp.Count != 2 || dp.Sum != 3+10.5 {
+			t.Errorf("reconcile.change_latency counted %d, summing %vs; want 2: x's 3s and y's 10.5s", dp.Count, dp.Sum)
 		}
 		if !slices.Equal(dp.Bounds, proposalBuckets) {
 			t.Errorf("bounds = %v, want %v", dp.Bounds, proposalBuckets)
 		}
-		// 4s in (2.5, 5]; 10.5s past the last bound.
+		// 3s in (2.5, 5]; 10.5s past the last bound.
 		if got := dp.BucketCounts; len(got) != len(proposalBuckets)+1 || got[11] != 1 || got[14] != 1 {
 			t.Errorf("bucket counts = %v, want one in (2.5, 5] and one past 10", got)
 		}

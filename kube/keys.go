@@ -70,11 +70,28 @@ func (c *Controller) changed(was, now metav1.Object) bool {
 	return !unchangedButOwn(was, now, c.finalizer)
 }
 
-// writtenAt is when the API server stamped obj's last write, to the second:
-// the newest time among its managedFields (which the cache keeps apart, in
-// cachedObject.written or as an owned object's one entry), its deletion
-// and its creation; or now, when it has none.
+// writtenAt is when obj's last write was made, for an event of it that
+// arrives now: the API server stamps a write to the second (the newest
+// time among its managedFields, which the cache keeps apart, in
+// cachedObject.written or as an owned object's one entry, or its deletion
+// or creation), and the event can't have come before the write. So it is
+// the stamp's second's end, or now if earlier: never more than a second
+// after the write, and no later than the event. With no stamp, it is now.
 func writtenAt(obj any) time.Time {
+	now := time.Now()
+	at := stampOf(obj)
+	if at.IsZero() {
+		return now
+	}
+	if end := at.Add(time.Second); end.Before(now) {
+		return end
+	}
+	return now
+}
+
+// stampOf is the newest time the API server stamped obj with: among its
+// managedFields, its deletion and its creation; zero when it has none.
+func stampOf(obj any) time.Time {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
@@ -96,9 +113,6 @@ func writtenAt(obj any) time.Time {
 		if created := m.GetCreationTimestamp(); created.After(at) {
 			at = created.Time
 		}
-	}
-	if at.IsZero() {
-		return time.Now()
 	}
 	return at
 }
