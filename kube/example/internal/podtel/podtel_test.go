@@ -58,7 +58,7 @@ func TestLineProcessor(t *testing.T) {
 	}
 }
 
-// The six instruments of the kube module's controller, under their names
+// The eight instruments of the kube module's controller, under their names
 // in docs/kubernetes-controllers.md's table, come out of Build's /metrics
 // with the names in its "in Prometheus" column. The whole-App test of the
 // memcached example checks the same names on a real controller's.
@@ -90,6 +90,10 @@ func TestBuildServesPrometheusNames(t *testing.T) {
 	unfinished.Record(ctx, 0.1)
 	longest, _ := m.Float64Gauge("humus.kube.controller.reconcile.longest_unfinished_duration", metric.WithUnit("s"))
 	longest.Record(ctx, 0.1)
+	oldest, _ := m.Float64Gauge("humus.kube.controller.queue.oldest_wait", metric.WithUnit("s"))
+	oldest.Record(ctx, 0.1)
+	changed, _ := m.Float64Histogram("humus.kube.controller.reconcile.change_latency", metric.WithUnit("s"))
+	changed.Record(ctx, 0.1)
 
 	handler, ok := podtel.Handler(tel)
 	if !ok {
@@ -105,7 +109,7 @@ func TestBuildServesPrometheusNames(t *testing.T) {
 	}
 }
 
-// controllerMetrics are the names of the controller's six instruments in
+// controllerMetrics are the names of the controller's eight instruments in
 // Prometheus, as docs/kubernetes-controllers.md's table has them.
 var controllerMetrics = []string{
 	"humus_kube_controller_queue_depth",
@@ -114,6 +118,8 @@ var controllerMetrics = []string{
 	"humus_kube_controller_reconcile_duration_seconds",
 	"humus_kube_controller_reconcile_unfinished_duration_seconds",
 	"humus_kube_controller_reconcile_longest_unfinished_duration_seconds",
+	"humus_kube_controller_queue_oldest_wait_seconds",
+	"humus_kube_controller_reconcile_change_latency_seconds",
 }
 
 func get(t *testing.T, url string) string {
