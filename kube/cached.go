@@ -75,32 +75,44 @@ func newestWrite(u *unstructured.Unstructured) time.Time {
 	return newest
 }
 
-// ownedMetadata is an owned resource's informer's transform: of an
-// object's metadata, the cache keeps what maps a change to its owner, and
-// tells the controller's own writes from others': its namespace, name,
-// resourceVersion and controller owner reference; and, as the one entry
-// of its managedFields, the time alone of the newest, when the API server
-// last stamped a write of it. No end user's code sees it. It is
-// idempotent, as client-go requires.
+// cachedOwned is how the cache keeps each object of a resource the
+// controller Owns: what maps a change to its owner, and tells the
+// controller's own writes from others' (its namespace, name,
+// resourceVersion and controller owner reference), and when the API
+// server last stamped a write of it.
+type cachedOwned struct {
+	metav1.PartialObjectMetadata
+	// written is the newest time among the object's managedFields, to the
+	// second.
+	written time.Time
+}
+
+// DeepCopyObject copies o.
+func (o *cachedOwned) DeepCopyObject() runtime.Object {
+	c := &cachedOwned{written: o.written}
+	o.PartialObjectMetadata.DeepCopyInto(&c.PartialObjectMetadata)
+	return c
+}
+
+// ownedMetadata is an owned resource's informer's transform: it turns the
+// metadata client's object into a cachedOwned. No end user's code sees
+// it. Any other value, such as an object it already turned, is kept as it
+// is, so it is idempotent, as client-go requires.
 func ownedMetadata(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil
 	}
-	kept := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+	kept := &cachedOwned{PartialObjectMetadata: metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion,
-	}}
+	}}}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
 		kept.OwnerReferences = []metav1.OwnerReference{*ref}
 	}
-	var newest *metav1.Time
 	for _, f := range m.ManagedFields {
-		if f.Time != nil && (newest == nil || f.Time.After(newest.Time)) {
-			newest = f.Time
+		if f.Time != nil && f.Time.After(kept.written) {
+			kept.written = f.Time.Time
 		}
-	}
-	if newest != nil {
-		kept.ManagedFields = []metav1.ManagedFieldsEntry{{Time: newest}}
 	}
 	return kept, nil
 }

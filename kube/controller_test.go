@@ -828,13 +828,17 @@ func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 	owned := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", UID: "u2", ResourceVersion: "7",
 		Generation: 2, Labels: map[string]string{"app": "m"}, Annotations: map[string]string{"a": "b"}, ManagedFields: stamped,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "u3"}, controller}}}
-	want := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: "7",
-		OwnerReferences: []metav1.OwnerReference{controller}, ManagedFields: []metav1.ManagedFieldsEntry{{Time: &newest}}}}
+	want := &cachedOwned{PartialObjectMetadata: metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: "7",
+		OwnerReferences: []metav1.OwnerReference{controller}}}, written: newest.Time}
+	same := func(got any) bool {
+		o, ok := got.(*cachedOwned)
+		return ok && equality.Semantic.DeepEqual(o.PartialObjectMetadata, want.PartialObjectMetadata) && o.written.Equal(want.written)
+	}
 	got, err := ownedMetadata(owned)
-	if err != nil || !equality.Semantic.DeepEqual(got, want) {
+	if err != nil || !same(got) {
 		t.Errorf("an owned resource's cached metadata = %+v, %v; want %+v", got, err, want)
 	}
-	if again, err := ownedMetadata(got); err != nil || !equality.Semantic.DeepEqual(again, want) { // idempotent, as client-go requires
+	if again, err := ownedMetadata(got); err != nil || !same(again) { // idempotent, as client-go requires
 		t.Errorf("the cached metadata turned again = %+v, %v; want it unchanged", again, err)
 	}
 }

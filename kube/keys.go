@@ -73,8 +73,8 @@ func (c *Controller) changed(was, now metav1.Object) bool {
 // writtenAt is when obj's last write was made, for an event of it that
 // arrives now: the API server stamps a write to the second (the newest
 // time among its managedFields, which the cache keeps apart, in
-// cachedObject.written or as an owned object's one entry, or its deletion
-// or creation), and the event can't have come before the write. So it is
+// cachedObject.written or cachedOwned.written, or its deletion or
+// creation), and the event can't have come before the write. So it is
 // the stamp's second's end, or now if earlier: never more than a second
 // after the write, and no later than the event. With no stamp, it is now.
 func writtenAt(obj any) time.Time {
@@ -98,6 +98,8 @@ func stampOf(obj any) time.Time {
 	var at time.Time
 	switch o := obj.(type) {
 	case *cachedObject:
+		at = o.written
+	case *cachedOwned:
 		at = o.written
 	case metav1.Object:
 		for _, f := range o.GetManagedFields() {
