@@ -26,8 +26,9 @@
 //     Normal adds): Get hands it out with the key, and Restamp gives back
 //     one that the worker didn't handle.
 //   - Lead marks the start of a term of work: keys that have waited at
-//     Normal since before a given age move down to Low, in the order they
-//     came, with their change times, as a new leader's backlog; the waits
+//     Normal for longer than a given time move down to Low, placed among
+//     the Low keys in the order the keys came in, as a new leader's
+//     backlog, and change times older than that are dropped; the waits
 //     OldestWait reports count from then at the earliest.
 //   - ShutDown is client-go's: adds are ignored from then, and Get still
 //     hands out the keys that wait, until none is left, then reports
