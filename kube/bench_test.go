@@ -144,9 +144,9 @@ func BenchmarkProcess(b *testing.B) {
 	ctx := withProof(context.Background(), &proof{elector: &elector{renewed: time.Now().Add(time.Hour)}, renewDeadline: time.Hour})
 	b.ReportAllocs()
 	for b.Loop() {
-		sh.q.Add("default/m")
-		k, _ := sh.q.Get()
-		ctrl.process(ctx, sh, k)
+		sh.q.Add("default/m", normal, time.Time{})
+		item, _ := sh.q.Get()
+		ctrl.process(ctx, sh, item)
 	}
 	if n := len(f.appliesTo("status")); n != 0 {
 		b.Fatalf("status applies = %d, want none: the status didn't change", n)

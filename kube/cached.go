@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,11 +27,14 @@ type cachedObject struct {
 
 	raw     []byte          // the whole object, without managedFields
 	managed []managedDigest // one for each managedFields entry
+	// written is the newest time among the object's managedFields: when
+	// the API server last stamped a write of it, to the second.
+	written time.Time
 }
 
 // DeepCopyObject copies o. Its JSON is shared: nothing writes it.
 func (o *cachedObject) DeepCopyObject() runtime.Object {
-	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw, managed: o.managed}
+	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw, managed: o.managed, written: o.written}
 	o.DeepCopyInto(&c.ObjectMeta)
 	return c
 }
@@ -46,13 +50,13 @@ func compact(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	managed := managedDigests(u)
+	managed, written := managedDigests(u), newestWrite(u)
 	u.SetManagedFields(nil)
 	raw, err := u.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("kube: caching %s: %w", u.GetName(), err)
 	}
-	o := &cachedObject{raw: raw, managed: managed}
+	o := &cachedObject{raw: raw, managed: managed, written: written}
 	if err := json.Unmarshal(raw, o); err != nil {
 		return nil, fmt.Errorf("kube: caching %s: its metadata: %w", u.GetName(), err)
 	}
@@ -77,6 +81,11 @@ func ownedMetadata(obj any) (any, error) {
 		kept.OwnerReferences = []metav1.OwnerReference{*ref}
 	}
 	kept.managed = managedDigests(m)
+	for _, f := range m.ManagedFields {
+		if f.Time != nil && f.Time.After(kept.written) {
+			kept.written = f.Time.Time
+		}
+	}
 	return kept, nil
 }
 
@@ -84,6 +93,9 @@ func ownedMetadata(obj any) (any, error) {
 type ownedObject struct {
 	metav1.PartialObjectMetadata
 	managed []managedDigest // one for each managedFields entry
+	// written is the newest time among the object's managedFields, to the
+	// second: when the API server last stamped a write of it.
+	written time.Time
 }
 
 // managedDigest is a managedFields entry's: its key, whose entry it is,
@@ -92,7 +104,7 @@ type managedDigest struct{ key, sum uint64 }
 
 // DeepCopyObject copies o.
 func (o *ownedObject) DeepCopyObject() runtime.Object {
-	c := &ownedObject{managed: slices.Clone(o.managed)}
+	c := &ownedObject{managed: slices.Clone(o.managed), written: o.written}
 	o.PartialObjectMetadata.DeepCopyInto(&c.PartialObjectMetadata)
 	return c
 }
@@ -162,4 +174,20 @@ func othersUnchanged(old, obj metav1.Object, keys ...uint64) bool {
 		return ds
 	}
 	return slices.Equal(others(old), others(obj))
+}
+
+// newestWrite is the newest time among u's managedFields, read without
+// decoding the rest of them; zero when it has none.
+func newestWrite(u *unstructured.Unstructured) time.Time {
+	meta, _ := u.Object["metadata"].(map[string]any)
+	fields, _ := meta["managedFields"].([]any)
+	var newest time.Time
+	for _, f := range fields {
+		entry, _ := f.(map[string]any)
+		s, _ := entry["time"].(string)
+		if t, err := time.Parse(time.RFC3339, s); err == nil && t.After(newest) {
+			newest = t
+		}
+	}
+	return newest
 }

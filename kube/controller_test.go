@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -820,21 +821,34 @@ func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 
 	// An owned resource's cached metadata keeps what maps a change to its
 	// owner: its namespace, name, resourceVersion and controller reference,
-	// and of its managedFields a digest of each entry, no field.
+	// of its managedFields a digest of each entry, no field, and the newest
+	// time.
 	controller := metav1.OwnerReference{APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached", Name: "m", UID: "u1", Controller: new(true)}
+	older, newest := metav1.NewTime(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)), metav1.NewTime(time.Date(2026, 12, 4, 10, 0, 7, 0, time.UTC))
+	stamped := []metav1.ManagedFieldsEntry{managed[0], managed[0], managed[0]}
+	stamped[0].Time, stamped[1].Time = &older, &newest
 	owned := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", UID: "u2", ResourceVersion: "7",
-		Generation: 2, Labels: map[string]string{"app": "m"}, Annotations: map[string]string{"a": "b"}, ManagedFields: managed,
+		Generation: 2, Labels: map[string]string{"app": "m"}, Annotations: map[string]string{"a": "b"}, ManagedFields: stamped,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "u3"}, controller}}}
+	var digests []managedDigest
+	for i := range stamped {
+		digests = append(digests, managedDigest{key: managedKey("kubectl", metav1.ManagedFieldsOperationUpdate, ""), sum: managedSum(&stamped[i])})
+	}
 	want := &ownedObject{
 		PartialObjectMetadata: metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: "7",
 			OwnerReferences: []metav1.OwnerReference{controller}}},
-		managed: []managedDigest{{key: managedKey("kubectl", metav1.ManagedFieldsOperationUpdate, ""), sum: managedSum(&managed[0])}},
+		managed: digests, written: newest.Time,
+	}
+	same := func(got any) bool {
+		o, ok := got.(*ownedObject)
+		return ok && equality.Semantic.DeepEqual(o.PartialObjectMetadata, want.PartialObjectMetadata) &&
+			reflect.DeepEqual(o.managed, want.managed) && o.written.Equal(want.written)
 	}
 	got, err := ownedMetadata(owned)
-	if err != nil || !reflect.DeepEqual(got, want) {
+	if err != nil || !same(got) {
 		t.Errorf("an owned resource's cached metadata = %+v, %v; want %+v", got, err, want)
 	}
-	if again, err := ownedMetadata(got); err != nil || !reflect.DeepEqual(again, want) { // idempotent, as client-go requires
+	if again, err := ownedMetadata(got); err != nil || !same(again) { // idempotent, as client-go requires
 		t.Errorf("the cached metadata turned again = %+v, %v; want it unchanged", again, err)
 	}
 }

@@ -277,6 +277,9 @@
 //     for a wait that a change already ended. A failed decode, status apply
 //     or finalizer add or remove is an error like Reconcile's own. No error
 //     ends the Service.
+//   - A change never waits behind a backlog: the work queue hands out the
+//     keys that changes queued before those of a cold start, a relist or a
+//     resync (see The work queue).
 //   - The decode comes before the finalizer: an object that can't be
 //     decoded gets no finalizer, and a deleting one that can't be decoded
 //     keeps it, its error naming the object and the field once per
@@ -308,6 +311,48 @@
 //     puts in their context, and its work queue's metrics come through a
 //     provider of the controller's own.
 //
+// # The work queue
+//
+// The work queue is client-go's (workqueue.Typed) with an order of its
+// own: client-go v0.37.2 has no priority queue, and Typed takes the order
+// it hands keys out in from a workqueue.Queue in its config, calling that
+// Queue's Touch when a waiting key is added again, where a key moves up.
+// So one worker per key, the folding of adds, shutdown and the metrics are
+// client-go's, and the order is the controller's. The queue promises:
+//
+//   - Two priorities. A key goes in at normal priority when a change
+//     queues it: an update of the object that differs from what the cache
+//     held in anything the controller reads (its generation, labels,
+//     annotations, deletion, owner references or finalizers other than the
+//     controller's own; anything at all, for a kind that keeps no
+//     generation), its creation or deletion, or any change, creation or
+//     deletion of an object it Owns. It goes in at low priority when the
+//     initial list queues it, a relist or a resync that brings the object
+//     as the cache held it, or a status another wrote.
+//   - A worker takes the key that has waited longest at normal priority,
+//     and a low key only when none waits at normal: within a priority, first
+//     in, first out. A change to an object whose key waits at low moves it
+//     up, once, to the back of the normal keys.
+//   - A key waits at most once: a change to an object whose key waits
+//     queues nothing more. A key is never on two workers: a change while
+//     its object is reconciled queues it again once the reconcile ends, at
+//     the highest priority of the changes meanwhile.
+//   - A retry after an error, Result.After, and the wait to read its own
+//     write come back after their wait, which no priority shortens or
+//     lengthens, at the priority the key was taken at. A change during the
+//     wait ends it, and queues the key at the higher of the two.
+//   - A new leader's backlog is low priority: when a replica takes the
+//     Lease (or a shard), the keys that have waited at normal priority for
+//     longer than LeaseDuration, changes the former leader had to handle,
+//     move down among the low keys in the order they came; the changes
+//     since then, which the former leader may never have taken, stay ahead.
+//   - Shutdown and a lost Lease stop the workers taking keys: the backlog,
+//     at both priorities, is left for the next leader. The queue is shut
+//     down with ShutDown, never drained, and no goroutine of it outlives
+//     Serve.
+//   - A low key waits for as long as normal keys keep coming: with changes
+//     faster than the workers reconcile them, the backlog waits.
+//
 // # How one key is reconciled
 //
 // Serve runs these steps, which serve.go's and lease.go's step comments
@@ -326,7 +371,8 @@
 //  4. Campaign for the Lease. Every replica runs steps 1 to 4 and keeps
 //     its caches warm; the holder runs Settings.Workers workers.
 //  5. Reconcile: each worker takes a key from the work queue, which never
-//     hands one key to two workers at once, and reconciles it.
+//     hands one key to two workers at once and hands out the keys changes
+//     queued first, and reconciles it.
 //
 // A key is reconciled in these steps, which reconcile.go's step comments
 // name:
@@ -442,14 +488,17 @@
 //     one that chooses by severity (the telemetry package's, by its
 //     Verbosity), as far as it takes them.
 //
-// The controller has six instruments of its own, each with
+// The controller has eight instruments of its own, each with
 // humus.kube.controller.name (Settings.Name) on every data point, and
-// nothing per object; their Prometheus names are last:
+// humus.kube.controller.shard with Settings.Shards above 1, and nothing
+// per object; their Prometheus names are last:
 //
 //	humus.kube.controller.queue.depth                            Int64UpDownCounter  {object}  humus_kube_controller_queue_depth
 //	humus.kube.controller.queue.adds                             Int64Counter        {object}  humus_kube_controller_queue_adds_total
 //	humus.kube.controller.queue.duration                         Float64Histogram    s         humus_kube_controller_queue_duration_seconds
+//	humus.kube.controller.queue.oldest_wait                      Float64Gauge        s         humus_kube_controller_queue_oldest_wait_seconds
 //	humus.kube.controller.reconcile.duration                     Float64Histogram    s         humus_kube_controller_reconcile_duration_seconds
+//	humus.kube.controller.reconcile.change_latency               Float64Histogram    s         humus_kube_controller_reconcile_change_latency_seconds
 //	humus.kube.controller.reconcile.unfinished_duration          Float64Gauge        s         humus_kube_controller_reconcile_unfinished_duration_seconds
 //	humus.kube.controller.reconcile.longest_unfinished_duration  Float64Gauge        s         humus_kube_controller_reconcile_longest_unfinished_duration_seconds
 //
@@ -459,15 +508,37 @@
 // a backoff isn't counted; reconcile.duration is the reconcile span's time,
 // with humus.kube.controller.reconcile.outcome: success, error (the key is
 // retried with backoff) or panic (recovered, and not retried). The two
-// gauges are set every 500ms by the work queue while it runs. Both
-// histograms' boundaries are OpenTelemetry's for a duration in seconds:
-// 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10.
-// The work queue's work duration and retries aren't recorded: the first is
-// reconcile.duration without its outcome, and the queue would count every
-// Result.After as a retry. A standby records them too: its queue.depth
-// holds a key for every object, its reconcile.duration records nothing and
-// its gauges read 0 until it takes the Lease, so read queue.depth per
-// replica.
+// unfinished gauges are set every 500ms by the work queue while it runs.
+// The proposal defines those six; the other two measure the latency a
+// change sees:
+//
+//   - queue.oldest_wait is, for each priority,
+//     humus.kube.controller.queue.priority (low or normal), how long the
+//     key that has waited longest at it has waited, from its add or from
+//     when this replica took the Lease, if later; 0 when none waits, and on
+//     a standby. The work queue sets it every 500ms, and 0 when it shuts
+//     down. Its normal point is how late the changes are; its low point
+//     is how far the backlog is.
+//   - reconcile.change_latency is the time from a change's write to the end
+//     of the first reconcile after it that succeeds (or finds the object
+//     gone): what a user's kubectl apply waits. The API server stamps a
+//     write to the second only (the newest time in its managedFields, or
+//     its creation or deletion), and its watch event can't come before the
+//     write, so the write is taken as the end of the stamped second, or as
+//     the event's arrival if that is earlier: it reads at most a second
+//     less than the truth, and, when the watch is prompt, less only by the
+//     watch's delay. A key no change queued, a cold start's or a resync's,
+//     records nothing, and neither does a failed reconcile: the change
+//     waits for the retry.
+//
+// The three histograms' boundaries are OpenTelemetry's for a duration in
+// seconds: 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5,
+// 5, 7.5, 10. The work queue's work duration and retries aren't recorded:
+// the first is reconcile.duration without its outcome, and the queue would
+// count every Result.After as a retry. A standby records them too: its
+// queue.depth holds a key for every object, its reconcile.duration records
+// nothing and its gauges read 0 until it takes the Lease, so read
+// queue.depth per replica.
 //
 // # The RBAC a Controller needs
 //

@@ -25,6 +25,7 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/internal/procutil"
 )
 
 // The handover tests run each replica of the Memcached controller as a
@@ -197,7 +198,7 @@ type replicaProc struct {
 	name string // its identity, and its ServiceAccount's name
 	user string // as the audit log names it
 	cmd  *exec.Cmd
-	out  *clustertest.SyncBuffer // its stdout and stderr together
+	out  *procutil.SyncBuffer // its stdout and stderr together
 	done chan struct{}           // closed once it has exited
 	err  error                   // cmd.Wait's, once done is closed
 }
@@ -251,7 +252,7 @@ func (l *procLauncher) start(name string) *replicaProc {
 	if l.shards > 1 {
 		cmd.Env = append(cmd.Env, procShardsEnv+"="+strconv.Itoa(l.shards))
 	}
-	out := &clustertest.SyncBuffer{}
+	out := &procutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

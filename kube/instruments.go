@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
 
 // durationBuckets is OpenTelemetry's advice for a duration in seconds, as
@@ -15,7 +18,8 @@ import (
 // for milliseconds.
 var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
-// instruments are the controller's six.
+// instruments are the controller's eight: the proposal's six, and the two
+// of the latency a change sees.
 type instruments struct {
 	queueDepth         metric.Int64UpDownCounter
 	queueAdds          metric.Int64Counter
@@ -23,6 +27,8 @@ type instruments struct {
 	reconcileDuration  metric.Float64Histogram
 	unfinishedDuration metric.Float64Gauge
 	longestUnfinished  metric.Float64Gauge
+	oldestWait         metric.Float64Gauge
+	changeLatency      metric.Float64Histogram
 }
 
 func newInstruments(m metric.Meter) (*instruments, error) {
@@ -56,6 +62,13 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	i.longestUnfinished, err = m.Float64Gauge(p+"reconcile.longest_unfinished_duration", metric.WithUnit("s"),
 		metric.WithDescription("How long the longest reconcile in flight has run."))
 	check(p+"reconcile.longest_unfinished_duration", err)
+	i.oldestWait, err = m.Float64Gauge(p+"queue.oldest_wait", metric.WithUnit("s"),
+		metric.WithDescription("How long the object that has waited longest in the work queue has waited, by priority."))
+	check(p+"queue.oldest_wait", err)
+	i.changeLatency, err = m.Float64Histogram(p+"reconcile.change_latency", metric.WithUnit("s"),
+		metric.WithDescription("How long from a change's write, as the API server stamped it, to the end of the reconcile that handled it."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	check(p+"reconcile.change_latency", err)
 
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -71,8 +84,19 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 // first, with the outcome, and the error outcome counts the second exactly,
 // where the queue would count every Result.After as a retry.
 type queueMetrics struct {
-	inst  *instruments
-	attrs []attribute.KeyValue // the shard's
+	inst       *instruments
+	attrs      []attribute.KeyValue // the shard's
+	byPriority map[priority]metric.MeasurementOption
+}
+
+// newQueueMetrics returns the queue's provider for the controller named
+// name, with the shard's attributes.
+func newQueueMetrics(inst *instruments, name string, attrs []attribute.KeyValue) *queueMetrics {
+	p := &queueMetrics{inst: inst, attrs: attrs, byPriority: map[priority]metric.MeasurementOption{}}
+	for _, pr := range priorityqueue.Priorities {
+		p.byPriority[pr] = p.byController(name, attribute.String(attrPriority, pr.String()))
+	}
+	return p
 }
 
 var _ workqueue.MetricsProvider = (*queueMetrics)(nil)
@@ -101,8 +125,26 @@ func (p *queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) work
 
 func (p *queueMetrics) NewRetriesMetric(string) workqueue.CounterMetric { return noop{} }
 
-func (p *queueMetrics) byController(name string) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{attribute.String(attrController, name)}, p.attrs...)...))
+func (p *queueMetrics) byController(name string, more ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue{attribute.String(attrController, name)}, p.attrs...), more...)...))
+}
+
+// oldestWait records queue.oldest_wait for p: the queue calls it every
+// 500ms, as it sets the work in flight, and with 0 once it shuts down.
+func (p *queueMetrics) oldestWait(pr priority, wait time.Duration) {
+	p.inst.oldestWait.Record(context.Background(), wait.Seconds(), p.byPriority[pr])
+}
+
+// handled records reconcile.change_latency for a reconcile, ending now,
+// that handled a change the API server stamped at changed, with the
+// shard's attributes; nothing when changed is zero, for a key that no
+// change queued. A clock behind the API server's reads as 0.
+func (t *telemetry) handled(ctx context.Context, changed time.Time, shard []attribute.KeyValue) {
+	if changed.IsZero() {
+		return
+	}
+	t.instruments.changeLatency.Record(context.WithoutCancel(ctx), max(0, time.Since(changed).Seconds()),
+		metric.WithAttributes(append([]attribute.KeyValue{t.controller}, shard...)...))
 }
 
 // The work queue's metrics are handed no context, so they record with

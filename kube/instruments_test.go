@@ -159,7 +159,7 @@ func heldByAnother(t testing.TB, f *fakeCluster, ns, name, holder string) {
 	}
 }
 
-// instrument is one of the proposal's Instruments, as it is exported.
+// instrument is one of the controller's instruments, as it is exported.
 type instrument struct {
 	name, unit, description string
 	kind                    string // the metricdata type
@@ -167,13 +167,17 @@ type instrument struct {
 	keys                    []string
 }
 
-var proposalInstruments = []instrument{
+// controllerInstruments are the controller's eight: the proposal's six
+// Instruments, and the two of the latency a change sees.
+var controllerInstruments = []instrument{
 	{p + "queue.depth", "{object}", "Objects waiting in the work queue for a worker.", "Sum[int64]", false, []string{attrController}},
 	{p + "queue.adds", "{object}", "Objects added to the work queue, not counting one already waiting.", "Sum[int64]", true, []string{attrController}},
 	{p + "queue.duration", "s", "How long an object waited in the work queue for a worker.", "Histogram[float64]", false, []string{attrController}},
 	{p + "reconcile.duration", "s", "How long each reconcile took, by its outcome.", "Histogram[float64]", false, []string{attrController, attrOutcome}},
 	{p + "reconcile.unfinished_duration", "s", "How long the reconciles in flight have run, added together.", "Gauge[float64]", false, []string{attrController}},
 	{p + "reconcile.longest_unfinished_duration", "s", "How long the longest reconcile in flight has run.", "Gauge[float64]", false, []string{attrController}},
+	{p + "queue.oldest_wait", "s", "How long the object that has waited longest in the work queue has waited, by priority.", "Gauge[float64]", false, []string{attrController, attrPriority}},
+	{p + "reconcile.change_latency", "s", "How long from a change's write, as the API server stamped it, to the end of the reconcile that handled it.", "Histogram[float64]", false, []string{attrController}},
 }
 
 // The proposal's boundaries: OpenTelemetry's advice for a duration in
@@ -202,6 +206,11 @@ func TestTheControllersInstrumentsAreTheProposals(t *testing.T) {
 					object("v1", "Namespace", "", "default", nil), object("v1", "Namespace", "", "team-b", nil))
 				stop := served(t, build(t, f, tel))
 				time.Sleep(time.Minute)
+				// A change, for reconcile.change_latency: the objects above
+				// were there before Serve, and no change queued them.
+				f.createObject(t, cachesGVR, cacheObject("default", "c", 1))
+				f.createObject(t, namespacesGVR, object("v1", "Namespace", "", "team-c", nil))
+				time.Sleep(time.Minute)
 				synctest.Wait()
 				if err := stop(); err != nil {
 					t.Errorf("Serve = %v, want nil", err)
@@ -215,14 +224,14 @@ func TestTheControllersInstrumentsAreTheProposals(t *testing.T) {
 func checkInstruments(t *testing.T, ms map[string]metricdata.Metrics) {
 	t.Helper()
 	var want []string
-	for _, in := range proposalInstruments {
+	for _, in := range controllerInstruments {
 		want = append(want, in.name)
 	}
 	slices.Sort(want)
 	if got := keysOf(ms); !slices.Equal(got, want) {
-		t.Errorf("the scope's instruments = %v, want the proposal's six, %v", got, want)
+		t.Errorf("the scope's instruments = %v, want the controller's eight, %v", got, want)
 	}
-	for _, in := range proposalInstruments {
+	for _, in := range controllerInstruments {
 		m, ok := ms[in.name]
 		if !ok {
 			continue
@@ -337,7 +346,6 @@ func TestAStandbysQueueHoldsEveryObjectAndItsReconcileInstrumentsReadZero(t *tes
 		stop := served(t, observedController(t, f, tel, testSettings(), readyReplicas(&calls)))
 		time.Sleep(time.Minute)
 		synctest.Wait()
-
 		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "replica-2" {
 			t.Fatalf("the Lease's holder = %q, want replica-2", h)
 		}
@@ -362,6 +370,9 @@ func TestAStandbysQueueHoldsEveryObjectAndItsReconcileInstrumentsReadZero(t *tes
 		}
 		if got := gauged(t, ms, p+"reconcile.longest_unfinished_duration"); got != 0 {
 			t.Errorf("reconcile.longest_unfinished_duration = %v, want 0", got)
+		}
+		if got := gaugedBy(t, ms, p+"queue.oldest_wait", attrPriority); len(got) != 2 || got["low"]+got["normal"] != 0 {
+			t.Errorf("queue.oldest_wait = %v, want 0 for low and normal: a standby's keys wait for no worker", got)
 		}
 
 		// Changes to an object whose key waits add nothing.
@@ -581,6 +592,7 @@ func TestAnErrorCreatingAnInstrumentIsAmongTheConstructorsErrors(t *testing.T) {
 	want := []string{
 		"kube: creating the instrument humus.kube.controller.queue.duration: histograms are refused",
 		"kube: creating the instrument humus.kube.controller.reconcile.duration: histograms are refused",
+		"kube: creating the instrument humus.kube.controller.reconcile.change_latency: histograms are refused",
 		"kube: Settings.Workers 0 must be at least 1",
 	}
 	constructors := map[string]func() (*Controller, error){
@@ -615,14 +627,14 @@ func TestAnErrorCreatingAnInstrumentIsAmongTheConstructorsErrors(t *testing.T) {
 	}
 }
 
-// Every instrument is created with the kind the proposal gives it, as a
+// Every instrument is created with its kind (the proposal's, for its six), as a
 // MeterProvider sees it: here, one that refuses each kind in turn.
 func TestEachInstrumentIsCreatedWithItsKind(t *testing.T) {
 	kinds := map[string][]string{
 		"Int64UpDownCounter": {p + "queue.depth"},
 		"Int64Counter":       {p + "queue.adds"},
-		"Float64Histogram":   {p + "queue.duration", p + "reconcile.duration"},
-		"Float64Gauge":       {p + "reconcile.unfinished_duration", p + "reconcile.longest_unfinished_duration"},
+		"Float64Histogram":   {p + "queue.duration", p + "reconcile.duration", p + "reconcile.change_latency"},
+		"Float64Gauge":       {p + "reconcile.unfinished_duration", p + "reconcile.longest_unfinished_duration", p + "queue.oldest_wait"},
 	}
 	for kind, names := range kinds {
 		t.Run(kind, func(t *testing.T) {
@@ -673,4 +685,124 @@ func (m refusingMeter) Float64Histogram(name string, opts ...metric.Float64Histo
 func (m refusingMeter) Float64Gauge(name string, opts ...metric.Float64GaugeOption) (metric.Float64Gauge, error) {
 	i, _ := m.Meter.Float64Gauge(name, opts...)
 	return i, m.refuse("Float64Gauge")
+}
+
+// gaugedBy returns a Float64 gauge's data points' values by the value of
+// the attribute key, each checked for the controller's name.
+func gaugedBy(t testing.TB, ms map[string]metricdata.Metrics, name string, key attribute.Key) map[string]float64 {
+	t.Helper()
+	m, ok := ms[name]
+	if !ok {
+		t.Fatalf("no metric %s; metrics: %v", name, keysOf(ms))
+	}
+	g, ok := m.Data.(metricdata.Gauge[float64])
+	if !ok {
+		t.Fatalf("%s is a %T, want a metricdata.Gauge[float64]", name, m.Data)
+	}
+	out := map[string]float64{}
+	for _, dp := range g.DataPoints {
+		checkController(t, name, dp.Attributes)
+		v, _ := dp.Attributes.Value(key)
+		out[v.AsString()] = dp.Value
+	}
+	return out
+}
+
+// queue.oldest_wait is, for each priority, how long the key that has
+// waited longest at it has waited: from its add, or from when this
+// replica took the Lease if that is later, since a standby's keys wait for
+// no worker. It reads 0 where no key waits, and once Serve has returned.
+func TestOldestWaitIsTheLongestWaitByPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tel := humustest.NewTelemetry()
+		f := newFakeCluster(t, listKinds, backlog(5)...)
+		j := newJournal()
+		j.took = 10 * time.Second
+		stop := served(t, observedController(t, f, tel, oneWorker(), ReconcilerFunc[cacheSpec, cacheStatus](j.reconcile)))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		// The first reconcile began as the term did, once the caches had
+		// synced: the keys waited from before.
+		j.mu.Lock()
+		leading := j.start
+		j.mu.Unlock()
+		if got := gaugedBy(t, instrumentsOf(t, tel), p+"queue.oldest_wait", attrPriority); got["normal"] != 0 || got["low"] != time.Since(leading).Seconds() {
+			t.Errorf("queue.oldest_wait at 1s = %v, want normal 0 and low %vs, since the Lease was taken", got, time.Since(leading).Seconds())
+		}
+		time.Sleep(2 * time.Second)
+		relabel(t, f, "m-04", "a") // moves up from the backlog
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		got := gaugedBy(t, instrumentsOf(t, tel), p+"queue.oldest_wait", attrPriority)
+		if want := map[string]float64{"normal": 2, "low": time.Since(leading).Seconds()}; got["normal"] != want["normal"] || got["low"] != want["low"] {
+			t.Errorf("queue.oldest_wait at 5s = %v, want %v", got, want)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+		got = gaugedBy(t, instrumentsOf(t, tel), p+"queue.oldest_wait", attrPriority)
+		if got["normal"] != 0 || got["low"] != 0 || len(got) != 2 {
+			t.Errorf("queue.oldest_wait once Serve returned = %v, want 0 for normal and low", got)
+		}
+	})
+}
+
+// reconcile.change_latency runs from the change's write to the end of the
+// first reconcile after it that succeeds. The API server stamps a write to
+// the second (the newest of the object's managedFields); the event can't
+// come before the write, so the write is taken as the stamp's second's
+// end, or the event's arrival if earlier. A key no change queued, such as
+// a cold start's, records nothing.
+func TestChangeLatencyRunsFromTheAPIServersStampToTheEndOfTheReconcile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tel := humustest.NewTelemetry()
+		f := newFakeCluster(t, listKinds, backlog(2)...)
+		j := newJournal()
+		j.fail["y"] = 2
+		stop := served(t, observedController(t, f, tel, oneWorker(), ReconcilerFunc[cacheSpec, cacheStatus](j.reconcile)))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if points := histogramPoints(t, instrumentsOf(t, tel), p+"reconcile.change_latency"); len(points) != 0 {
+			t.Errorf("reconcile.change_latency after a cold start has %d points, want none", len(points))
+		}
+
+		// Stamped 3s ago, in a second that ended 2s ago: reconciled at
+		// once, for 1s, 3s after the second's end.
+		x := cacheObject("default", "x", 1)
+		stamp := metav1.NewTime(time.Now().Add(-3 * time.Second))
+		x.SetCreationTimestamp(metav1.NewTime(stamp.Add(-time.Hour)))
+		x.SetManagedFields([]metav1.ManagedFieldsEntry{
+			{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, Time: &stamp},
+			{Manager: "earlier", Operation: metav1.ManagedFieldsOperationUpdate, Time: new(metav1.NewTime(stamp.Add(-time.Minute)))},
+		})
+		f.createObject(t, cachesGVR, x)
+		time.Sleep(10 * time.Second)
+		// Stamped this second: from when its event came, now. It fails at
+		// 1s and 3.5s (2.5s' backoff), and succeeds at 9.5s (5s more).
+		y := cacheObject("default", "y", 1)
+		y.SetCreationTimestamp(metav1.NewTime(time.Now()))
+		f.createObject(t, cachesGVR, y)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+
+		points := histogramPoints(t, instrumentsOf(t, tel), p+"reconcile.change_latency")
+		if len(points) != 1 {
+			t.Fatalf("reconcile.change_latency has %d points, want 1", len(points))
+		}
+		dp := points[0]
+		checkController(t, p+"reconcile.change_latency", dp.Attributes)
+		if dp.Count != 2 || dp.Sum != 3+10.5 {
+			t.Errorf("reconcile.change_latency counted %d, summing %vs; want 2: x's 3s and y's 10.5s", dp.Count, dp.Sum)
+		}
+		if !slices.Equal(dp.Bounds, proposalBuckets) {
+			t.Errorf("bounds = %v, want %v", dp.Bounds, proposalBuckets)
+		}
+		// 3s in (2.5, 5]; 10.5s past the last bound.
+		if got := dp.BucketCounts; len(got) != len(proposalBuckets)+1 || got[11] != 1 || got[14] != 1 {
+			t.Errorf("bucket counts = %v, want one in (2.5, 5] and one past 10", got)
+		}
+	})
 }

@@ -505,6 +505,7 @@ func (c *Controller) lead(ctx, stopping context.Context, sh *shard) error {
 	defer endTerm()
 	var workers sync.WaitGroup
 	work := withProof(klog.NewContext(term, c.tel.logr), &proof{elector: el, renewDeadline: le.RenewDeadline})
+	sh.lead(le)
 	for range c.settings.Workers {
 		workers.Go(func() { c.worker(work, sh) })
 	}

@@ -9,17 +9,41 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
 
-// queue is the controller's work queue of object keys: it never hands one
-// key to two workers at once, and folds a key added again while it waits.
-type queue = workqueue.TypedInterface[string]
+// queue is the controller's work queue of object keys, in two
+// priorities (internal/priorityqueue): it never hands one key to two
+// workers at once, folds a key added again while it waits, and hands out a
+// key a change queued before the backlog of a cold start.
+type queue interface {
+	Add(key string, p priority, changed time.Time)
+	Get() (priorityqueue.Item, bool)
+	Done(key string)
+	Restamp(key string, changed time.Time)
+	Lead(now time.Time, keep time.Duration)
+	Len() int
+	ShutDown()
+}
+
+type priority = priorityqueue.Priority
+
+const (
+	low    = priorityqueue.Low
+	normal = priorityqueue.Normal
+)
 
 // newQueue returns the controller's queue, named after it, with its own
 // metrics provider in its config (never workqueue.SetProvider, which is
-// global). It has no delays of its own: the controller's later holds them.
-func newQueue(name string, mp workqueue.MetricsProvider) queue {
-	return workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: name, MetricsProvider: mp})
+// global), or none when mp is nil. It has no delays of its own: the
+// controller's later holds them.
+func newQueue(name string, mp *queueMetrics) queue {
+	cfg := priorityqueue.Config{Name: name}
+	if mp != nil {
+		cfg.MetricsProvider, cfg.OldestWait = mp, mp.oldestWait
+	}
+	return priorityqueue.New(cfg)
 }
 
 // shard is the work of one shard of the controller's objects, or of all of
@@ -46,9 +70,16 @@ func (c *Controller) newShard(r shardRange) *shard {
 	if r.count > 1 {
 		attrs = []attribute.KeyValue{attribute.String(attrShard, r.String())}
 	}
-	q := newQueue(c.name, &queueMetrics{inst: c.tel.instruments, attrs: attrs})
+	q := newQueue(c.name, newQueueMetrics(c.tel.instruments, c.name, attrs))
 	return &shard{r: r, q: q, later: newLater(q), attrs: attrs, stop: make(chan struct{})}
 }
+
+// lead begins a term of leading: the workers are about to start. Keys that
+// have waited at normal priority for longer than the Lease's duration, a
+// former leader's to handle, move down to low priority, as the new
+// leader's backlog; those queued since then, which the former leader may
+// never have taken, stay.
+func (sh *shard) lead(le LeaderElection) { sh.q.Lead(time.Now(), le.LeaseDuration) }
 
 // stopTaking makes the shard's workers take no more keys, and shuts its
 // queue down with ShutDown, never ShutDownWithDrain: draining would hand
@@ -103,53 +134,65 @@ func newRetryLimiter(s Settings) workqueue.TypedRateLimiter[string] {
 	)
 }
 
-// later holds each key's one pending reconcile: Result.After's, or an
-// error's backoff. A change to the object, or a reconcile of it that
-// succeeds, replaces it, so "again after this long, unless it changes
-// first" never reconciles once more for a wait that a change already
-// ended. client-go's delaying queue can't take a delay back, so the
-// controller keeps its own timers.
+// later holds each key's one pending reconcile: Result.After's, an
+// error's backoff, or the wait to read its own write. A change to the
+// object, or a reconcile of it that succeeds, replaces it, so "again after
+// this long, unless it changes first" never reconciles once more for a
+// wait that a change already ended. client-go's delaying queue can't take
+// a delay back, so the controller keeps its own timers. A wait keeps the
+// priority the key was taken at, and queues it at that priority when it
+// ends.
 type later struct {
 	mu      sync.Mutex
 	q       queue
-	timers  map[string]*time.Timer
+	timers  map[string]pending
 	stopped bool
 }
 
-func newLater(q queue) *later { return &later{q: q, timers: map[string]*time.Timer{}} }
+type pending struct {
+	t *time.Timer
+	p priority
+}
 
-// add queues key after d, in place of any wait it had.
-func (l *later) add(key string, d time.Duration) {
+func newLater(q queue) *later { return &later{q: q, timers: map[string]pending{}} }
+
+// add queues key at p after d, in place of any wait it had, at the higher
+// of the two priorities.
+func (l *later) add(key string, d time.Duration, p priority) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.stopped {
 		return
 	}
-	if t, ok := l.timers[key]; ok {
-		t.Stop()
+	if w, ok := l.timers[key]; ok {
+		w.t.Stop()
+		p = max(p, w.p)
 	}
 	var t *time.Timer
 	t = time.AfterFunc(d, func() {
 		l.mu.Lock()
-		if l.timers[key] != t {
+		if l.timers[key].t != t {
 			l.mu.Unlock()
 			return // replaced or cancelled meanwhile
 		}
 		delete(l.timers, key)
 		l.mu.Unlock()
-		l.q.Add(key)
+		l.q.Add(key, p, time.Time{})
 	})
-	l.timers[key] = t
+	l.timers[key] = pending{t: t, p: p}
 }
 
-// cancel drops key's wait, if it has one.
-func (l *later) cancel(key string) {
+// cancel drops key's wait, if it has one, and returns its priority and
+// whether it had one.
+func (l *later) cancel(key string) (priority, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if t, ok := l.timers[key]; ok {
-		t.Stop()
+	w, ok := l.timers[key]
+	if ok {
+		w.t.Stop()
 		delete(l.timers, key)
 	}
+	return w.p, ok
 }
 
 // stop drops every wait, for good.
@@ -157,8 +200,8 @@ func (l *later) stop() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stopped = true
-	for key, t := range l.timers {
-		t.Stop()
+	for key, w := range l.timers {
+		w.t.Stop()
 		delete(l.timers, key)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
 
 // worker takes keys from q and reconciles them until q shuts down: the
@@ -16,42 +18,44 @@ import (
 // done unreconciled, and left for the next leader.
 func (c *Controller) worker(ctx context.Context, sh *shard) {
 	for {
-		key, shutdown := sh.q.Get()
+		item, shutdown := sh.q.Get()
 		if shutdown {
 			return
 		}
 		if c.stopped() || sh.stopped() || ctx.Err() != nil || !sh.acquire(ctx) {
-			sh.q.Done(key)
+			sh.q.Done(item.Key)
 			continue
 		}
-		c.process(ctx, sh, key)
+		c.process(ctx, sh, item)
 		sh.release()
 	}
 }
 
 // process reconciles one key: steps 1 to 7 of How one key is reconciled,
 // in the package doc, which the step comments below name.
-func (c *Controller) process(ctx context.Context, sh *shard, key string) {
+func (c *Controller) process(ctx context.Context, sh *shard, item priorityqueue.Item) {
+	key := item.Key
 	defer sh.q.Done(key)
 	c.inFlight.begin(key)
 	defer func() {
 		// An event held while the key was reconciled, and not of its own
 		// writes, queues it again at once.
-		if c.inFlight.end(key) {
-			c.queueNow(sh, key)
+		if again, p, changed := c.inFlight.end(key); again {
+			c.queueNow(sh, key, p, changed)
 		}
 	}()
 
 	// 1. Look it up in the cache. An object that is gone needs nothing: its
 	// owned resources are garbage collected, through their owner
 	// references.
-	item, exists, err := sh.store.GetByKey(key)
+	cached, exists, err := sh.store.GetByKey(key)
 	if err != nil || !exists {
 		c.settle(sh, key)
 		c.versions.forget(key)
+		c.tel.handled(ctx, item.Changed, sh.attrs)
 		return
 	}
-	u := item.(*cachedObject)
+	u := cached.(*cachedObject)
 
 	// Read your own writes: a cache older than this key's last write would
 	// reconcile, and apply, what that write already did. The watch event
@@ -59,13 +63,23 @@ func (c *Controller) process(ctx context.Context, sh *shard, key string) {
 	// as after the API server's resourceVersions went backwards, the write
 	// is forgotten after rywBound, and the key reconciled then.
 	if left, ahead := c.versions.aheadFor(key, u.GetResourceVersion()); ahead {
-		sh.later.add(key, left)
+		sh.q.Restamp(key, item.Changed)
+		sh.later.add(key, left, item.Priority)
 		return
 	}
 
 	ctx, record := c.tel.start(ctx, c.kind, u, sh.attrs)
 	ctx = recordingWrites(ctx, c.ownWrites)
 	after, pv, err := c.reconcileOrPanic(ctx, u)
+	c.conclude(ctx, sh, item, record, after, pv, err)
+}
+
+// conclude is step 7: it records how the reconcile of item ended, and
+// settles its key, or waits to reconcile it again, at the priority it was
+// taken at. The change the key was queued for is handled by a reconcile
+// that succeeds; any other keeps its time for the next.
+func (c *Controller) conclude(ctx context.Context, sh *shard, item priorityqueue.Item, record *reconcileRecord, after time.Duration, pv *panicValue, err error) {
+	key := item.Key
 	switch {
 	case pv != nil:
 		// 7. A panic is recovered, recorded and forgotten: a retry would run
@@ -76,16 +90,19 @@ func (c *Controller) process(ctx context.Context, sh *shard, key string) {
 		// The cache's object was deleted, or replaced by a new one of the
 		// same name: the watch event that says so queues the key again.
 		record.stale(err)
+		sh.q.Restamp(key, item.Changed)
 		c.settle(sh, key)
 	case err != nil:
 		// 7. An error retries the object after a backoff of its own.
 		record.failed(err)
-		sh.later.add(key, c.retry.When(key))
+		sh.q.Restamp(key, item.Changed)
+		sh.later.add(key, c.retry.When(key), item.Priority)
 	default:
 		record.succeeded()
+		c.tel.handled(ctx, item.Changed, sh.attrs)
 		c.settle(sh, key)
 		if after > 0 {
-			sh.later.add(key, after)
+			sh.later.add(key, after, item.Priority)
 		}
 	}
 }

@@ -678,7 +678,7 @@ func TestAnEventThatComesBeforeItsWritesAnswerIsJudgedOnceTheReconcileEnds(t *te
 				t.Errorf("keys queued while the reconcile runs = %v, want none", q.added)
 			}
 			c.versions.wrote("default/m", "5", input)
-			if got := c.inFlight.end("default/m"); got != tc.again {
+			if got, _, _ := c.inFlight.end("default/m"); got != tc.again {
 				t.Errorf("queued again once the reconcile ended = %v, want %v", got, tc.again)
 			}
 			h.OnUpdate(input, obj("6", 1))
@@ -689,15 +689,17 @@ func TestAnEventThatComesBeforeItsWritesAnswerIsJudgedOnceTheReconcileEnds(t *te
 	}
 }
 
-// countingQueue counts the keys added to it.
+// countingQueue counts the keys added to it, and keeps their priorities.
 type countingQueue struct {
 	queue
-	added []string
+	added      []string
+	priorities []priority
 }
 
-func (q *countingQueue) Add(key string) {
+func (q *countingQueue) Add(key string, p priority, changed time.Time) {
 	q.added = append(q.added, key)
-	q.queue.Add(key)
+	q.priorities = append(q.priorities, p)
+	q.queue.Add(key, p, changed)
 }
 
 // An owned object's update queues its owner once, so no worker can take

@@ -542,8 +542,8 @@ func (m *shardManager) forgetKeys(sh *shard) {
 		}
 	}
 	for sh.q.Len() > 0 {
-		k, _ := sh.q.Get()
-		sh.q.Done(k)
+		item, _ := sh.q.Get()
+		sh.q.Done(item.Key)
 	}
 }
 
@@ -571,6 +571,7 @@ func (m *shardManager) startWorkers(t *shardTerm, ctx context.Context) bool {
 	if m.closed {
 		return false
 	}
+	t.sh.lead(m.c.settings.LeaderElection)
 	for range m.c.settings.Workers {
 		t.workers.Add(1)
 		m.workers.Go(func() {

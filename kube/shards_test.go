@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -109,6 +110,19 @@ func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testi
 		}
 		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"", "", "", ""}) {
 			t.Errorf("the shards' holders after shutdown = %q, want none: each released", got)
+		}
+		// Each shard's queue reports its oldest waits with its shard, and 0
+		// once its term ended.
+		oldest, ok := instrumentsOf(t, tel)[p+"queue.oldest_wait"].Data.(metricdata.Gauge[float64])
+		if !ok || len(oldest.DataPoints) != 8 {
+			t.Fatalf("queue.oldest_wait = %+v, want a point for each shard and priority", oldest)
+		}
+		for _, dp := range oldest.DataPoints {
+			shard, _ := dp.Attributes.Value(attrShard)
+			pr, _ := dp.Attributes.Value(attrPriority)
+			if dp.Value != 0 || shard.AsString() == "" || pr.AsString() == "" {
+				t.Errorf("a queue.oldest_wait point = %v with %v, want 0 with a shard and a priority", dp.Value, dp.Attributes.ToSlice())
+			}
 		}
 	})
 }

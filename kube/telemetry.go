@@ -29,6 +29,7 @@ const (
 	attrController    = "humus.kube.controller.name"
 	attrOutcome       = "humus.kube.controller.reconcile.outcome"
 	attrShard         = "humus.kube.controller.shard"
+	attrPriority      = "humus.kube.controller.queue.priority"
 	attrExcType       = "exception.type"
 	attrExcMessage    = "exception.message"
 	attrExcStacktrace = "exception.stacktrace"

@@ -52,6 +52,10 @@ func TestBuildServesPrometheusNames(t *testing.T) {
 	unfinished.Record(ctx, 0.1)
 	longest, _ := m.Float64Gauge("humus.kube.controller.reconcile.longest_unfinished_duration", metric.WithUnit("s"))
 	longest.Record(ctx, 0.1)
+	oldest, _ := m.Float64Gauge("humus.kube.controller.queue.oldest_wait", metric.WithUnit("s"))
+	oldest.Record(ctx, 0.1)
+	changed, _ := m.Float64Histogram("humus.kube.controller.reconcile.change_latency", metric.WithUnit("s"))
+	changed.Record(ctx, 0.1)
 
 	body := scrape(t, tel)
 	for _, name := range []string{
@@ -61,6 +65,8 @@ func TestBuildServesPrometheusNames(t *testing.T) {
 		"humus_kube_controller_reconcile_duration_seconds",
 		"humus_kube_controller_reconcile_unfinished_duration_seconds",
 		"humus_kube_controller_reconcile_longest_unfinished_duration_seconds",
+		"humus_kube_controller_queue_oldest_wait_seconds",
+		"humus_kube_controller_reconcile_change_latency_seconds",
 	} {
 		if !regexp.MustCompile(`(?m)^# TYPE ` + name + ` `).MatchString(body) {
 			t.Errorf("/metrics has no %s:\n%s", name, body)

@@ -141,6 +141,8 @@ func TestClusterMemcached(t *testing.T) {
 			"humus_kube_controller_reconcile_duration_seconds",
 			"humus_kube_controller_reconcile_unfinished_duration_seconds",
 			"humus_kube_controller_reconcile_longest_unfinished_duration_seconds",
+			"humus_kube_controller_queue_oldest_wait_seconds",
+			"humus_kube_controller_reconcile_change_latency_seconds",
 		}
 		clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
 			text, err := clustertest.Metrics(ctx, probes)

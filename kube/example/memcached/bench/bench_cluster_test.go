@@ -242,6 +242,21 @@ func (s *settled) times() map[string]time.Time {
 	return maps.Clone(s.at)
 }
 
+// count is how many have settled.
+func (s *settled) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.at)
+}
+
+// has reports whether name has settled.
+func (s *settled) has(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.at[name]
+	return ok
+}
+
 func (s *settled) close() {
 	s.stop()
 	s.done.Wait()

@@ -1,0 +1,389 @@
+// Package priorityqueue is a controller's work queue of object keys, in two
+// priorities: a key a change queued goes ahead of a backlog of keys a cold
+// start queued.
+//
+// It is client-go's work queue (workqueue.Typed), with an order of its own
+// in place of its first in, first out. client-go v0.37.2 has no priority
+// queue, and its Typed queue can't be given a priority with an add, but it
+// takes the order it hands keys out in from a workqueue.Queue in its config,
+// and calls that Queue's Touch when a key that waits is added again: Order
+// is that Queue. So client-go's queue still keeps what it promises (one
+// worker per key, an add folded into a waiting key, shutdown, metrics),
+// and Order decides only which waiting key goes next. A Queue promises:
+//
+//   - Two priorities, Normal and Low. Get hands out the key that has waited
+//     longest at Normal, and a Low key only when no key waits at Normal.
+//     Within a priority, first in, first out.
+//   - A key waits at most once (stingy). Added again while it waits, it
+//     keeps its place; added at Normal while it waits at Low, it moves up,
+//     once, to the back of Normal's line. It never moves down while it
+//     waits, but at Lead.
+//   - A key is never handed to two workers at once. Added while a worker
+//     has it, it waits until the worker is Done with it, and then goes in
+//     at the highest priority of the adds meanwhile.
+//   - Each key carries the time of the oldest change it was added for
+//     since a worker last took it (the earliest non-zero changed of its
+//     Normal adds): Get hands it out with the key, and Restamp gives back
+//     one that the worker didn't handle.
+//   - Lead marks the start of a term of work: keys that have waited at
+//     Normal for longer than a given time move down to Low, placed among
+//     the Low keys in the order the keys came in, as a new leader's
+//     backlog, and change times older than that are dropped; the waits
+//     OldestWait reports count from then at the earliest.
+//   - ShutDown is client-go's: adds are ignored from then, and Get still
+//     hands out the keys that wait, until none is left, then reports
+//     shutdown. It stops the queue's goroutine at once. A controller that
+//     must leave its backlog stops taking keys itself.
+//   - The metrics are client-go's, through the config's MetricsProvider:
+//     the depth, the adds (a key already waiting isn't counted, whatever
+//     its priority), the time from a key's add to its take, and the work
+//     in flight, set every 500ms. Each time client-go sets the work in
+//     flight, OldestWait's ages are handed to Config.OldestWait, for each
+//     priority; once at ShutDown, as 0.
+//
+// A Low key waits for as long as Normal keys keep coming: with changes
+// arriving faster than the workers reconcile them, the backlog waits.
+package priorityqueue
+
+import (
+	"container/list"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Priority is a key's place in the queue: Normal keys go first.
+type Priority uint8
+
+const (
+	// Low is a key's priority when nothing changed: the initial list, a
+	// resync, a relist that found the object as it was, a new leader's
+	// backlog.
+	Low Priority = iota
+	// Normal is a key's priority when a change queued it.
+	Normal
+)
+
+// Priorities are both priorities, Normal first: the order OldestWait's
+// callback is called in.
+var Priorities = []Priority{Normal, Low}
+
+// String is the priority's name, low or normal.
+func (p Priority) String() string {
+	if p == Normal {
+		return "normal"
+	}
+	return "low"
+}
+
+// Config configures a Queue.
+type Config struct {
+	// Name is the queue's, handed to MetricsProvider.
+	Name string
+	// MetricsProvider records client-go's metrics of the queue; nil records
+	// none.
+	MetricsProvider workqueue.MetricsProvider
+	// OldestWait, if set, is called for each priority, with how long the
+	// key that has waited longest at it has waited (see Queue.OldestWait),
+	// each time the queue sets the work in flight, and with 0 at ShutDown.
+	OldestWait func(p Priority, wait time.Duration)
+}
+
+// Item is a key a worker took: the priority it waited at, and the time of
+// the oldest change it was added for since a worker last took it, zero if
+// none.
+type Item struct {
+	Key      string
+	Priority Priority
+	Changed  time.Time
+}
+
+// Queue is a work queue of keys in two priorities (see the package doc).
+type Queue struct {
+	work   *workqueue.Typed[string]
+	order  *Order
+	oldest func(Priority, time.Duration)
+}
+
+// New returns a queue configured by cfg.
+func New(cfg Config) *Queue {
+	q := &Queue{order: NewOrder(), oldest: cfg.OldestWait}
+	var mp workqueue.MetricsProvider
+	if cfg.MetricsProvider != nil {
+		mp = metricsProvider{MetricsProvider: cfg.MetricsProvider, q: q}
+	}
+	q.work = workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{
+		Name: cfg.Name, MetricsProvider: mp, Queue: q.order,
+	})
+	return q
+}
+
+// Add queues key at p, or raises its priority to p if it waits at a lower
+// one; changed, if not zero and p is Normal, is when the change it is
+// added for was made.
+func (q *Queue) Add(key string, p Priority, changed time.Time) {
+	q.order.request(key, p, changed)
+	q.work.Add(key)
+}
+
+// Get waits for a key to hand out, and returns it, or reports shutdown
+// once the queue is shut down and empty. The caller calls Done with the
+// key once it has finished with it.
+func (q *Queue) Get() (Item, bool) {
+	key, shutdown := q.work.Get()
+	if shutdown {
+		return Item{}, true
+	}
+	p, changed := q.order.took(key)
+	return Item{Key: key, Priority: p, Changed: changed}, false
+}
+
+// Done marks key as finished with: if it was added meanwhile, it waits
+// again.
+func (q *Queue) Done(key string) { q.work.Done(key) }
+
+// Restamp gives back the change time Get handed out with key, for a
+// change its worker didn't handle: the next Get of key hands out the
+// earlier of it and any newer change's.
+func (q *Queue) Restamp(key string, changed time.Time) { q.order.restamp(key, changed) }
+
+// Len is how many keys wait.
+func (q *Queue) Len() int { return q.work.Len() }
+
+// Lead begins a term of work at now: every key that has waited at Normal
+// since before now less keep moves down to Low, placed among the Low keys
+// in the order the keys came in at their priorities, and the change times
+// of such keys are dropped, as they are a former leader's to handle.
+// OldestWait counts from now at the earliest.
+func (q *Queue) Lead(now time.Time, keep time.Duration) { q.order.lead(now, keep) }
+
+// OldestWait reports how long the key that has waited longest at each
+// priority has waited at it, from its add or, if later, from the start of
+// the term (Lead): 0 when no key waits at it, and 0 for both outside a
+// term.
+func (q *Queue) OldestWait(now time.Time) (normal, low time.Duration) {
+	return q.order.oldestWait(now)
+}
+
+// ShutDown stops the queue, as client-go's ShutDown does, ends the term,
+// and reports 0 to Config.OldestWait for each priority.
+func (q *Queue) ShutDown() {
+	q.work.ShutDown()
+	q.order.lead(time.Time{}, 0)
+	if q.oldest != nil {
+		for _, p := range Priorities {
+			q.oldest(p, 0)
+		}
+	}
+}
+
+// reportOldest hands Config.OldestWait each priority's oldest wait.
+func (q *Queue) reportOldest() {
+	if q.oldest == nil {
+		return
+	}
+	normal, low := q.OldestWait(time.Now())
+	q.oldest(Normal, normal)
+	q.oldest(Low, low)
+}
+
+// metricsProvider is the config's, with the work in flight's gauge
+// reporting the oldest waits each time the queue sets it.
+type metricsProvider struct {
+	workqueue.MetricsProvider
+	q *Queue
+}
+
+func (p metricsProvider) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return ticking{SettableGaugeMetric: p.MetricsProvider.NewUnfinishedWorkSecondsMetric(name), q: p.q}
+}
+
+type ticking struct {
+	workqueue.SettableGaugeMetric
+	q *Queue
+}
+
+func (t ticking) Set(v float64) {
+	t.SettableGaugeMetric.Set(v)
+	t.q.reportOldest()
+}
+
+// Order is the order a Queue hands its keys out in: a workqueue.Queue,
+// whose methods client-go's queue calls under its own lock. Its own lock
+// guards it against the calls of Queue, which come outside that lock.
+type Order struct {
+	mu      sync.Mutex
+	lines   [2]list.List // by priority, each of *entry, oldest first
+	waiting map[string]*list.Element
+	raise   map[string]Priority  // the highest priority of key's adds not yet pushed or touched
+	changed map[string]time.Time // the oldest change each key was added for
+	taken   map[string]Priority  // the priority each key a worker holds waited at
+	seq     uint64
+	term    time.Time // when the term began; zero outside one
+}
+
+type entry struct {
+	key   string
+	p     Priority
+	seq   uint64    // when it came in at p, in the order of every entry's
+	since time.Time // when it came in at p
+}
+
+var _ workqueue.Queue[string] = (*Order)(nil)
+
+// NewOrder returns an empty order.
+func NewOrder() *Order {
+	return &Order{
+		waiting: map[string]*list.Element{},
+		raise:   map[string]Priority{},
+		changed: map[string]time.Time{},
+		taken:   map[string]Priority{},
+	}
+}
+
+// request notes an add of key at p for changed, before client-go's queue
+// pushes or touches it.
+func (o *Order) request(key string, p Priority, changed time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if was, ok := o.raise[key]; !ok || p > was {
+		o.raise[key] = p
+	}
+	if p == Normal && !changed.IsZero() {
+		if was, ok := o.changed[key]; !ok || changed.Before(was) {
+			o.changed[key] = changed
+		}
+	}
+}
+
+// Push queues key, which doesn't wait, at the priority of its adds.
+func (o *Order) Push(key string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := o.raise[key]
+	delete(o.raise, key)
+	o.push(key, p, time.Now())
+}
+
+func (o *Order) push(key string, p Priority, now time.Time) {
+	o.seq++
+	o.waiting[key] = o.lines[p].PushBack(&entry{key: key, p: p, seq: o.seq, since: now})
+}
+
+// Touch moves key, which waits, up to the priority of its adds since, if
+// that is higher.
+func (o *Order) Touch(key string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p, ok := o.raise[key]
+	delete(o.raise, key)
+	el := o.waiting[key]
+	if !ok || el == nil || p <= el.Value.(*entry).p {
+		return
+	}
+	o.lines[el.Value.(*entry).p].Remove(el)
+	o.push(key, p, time.Now())
+}
+
+// Len is how many keys wait.
+func (o *Order) Len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.lines[Low].Len() + o.lines[Normal].Len()
+}
+
+// Pop takes the key that has waited longest at the highest priority that
+// has one. client-go's queue calls it only when a key waits.
+func (o *Order) Pop() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range Priorities {
+		if front := o.lines[p].Front(); front != nil {
+			e := o.lines[p].Remove(front).(*entry)
+			delete(o.waiting, e.key)
+			o.taken[e.key] = p
+			return e.key
+		}
+	}
+	return ""
+}
+
+// took returns the priority key, just taken, waited at, and the oldest
+// change it was added for, and forgets both.
+func (o *Order) took(key string) (Priority, time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p, changed := o.taken[key], o.changed[key]
+	delete(o.taken, key)
+	delete(o.changed, key)
+	return p, changed
+}
+
+func (o *Order) restamp(key string, changed time.Time) {
+	if changed.IsZero() {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if was, ok := o.changed[key]; !ok || changed.Before(was) {
+		o.changed[key] = changed
+	}
+}
+
+// lead begins a term at now (none, if now is zero): see Queue.Lead.
+func (o *Order) lead(now time.Time, keep time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.term = now
+	if now.IsZero() {
+		return
+	}
+	cutoff := now.Add(-keep)
+	for key, at := range o.changed {
+		if at.Before(cutoff) {
+			delete(o.changed, key)
+		}
+	}
+	// Both lines are in the order of seq: merge the Normal keys that came
+	// in before the cutoff into the Low line, keeping that order.
+	low := o.lines[Low].Front()
+	for el := o.lines[Normal].Front(); el != nil; {
+		next := el.Next()
+		e := el.Value.(*entry)
+		if !e.since.Before(cutoff) {
+			break // the rest came in later
+		}
+		o.lines[Normal].Remove(el)
+		for low != nil && low.Value.(*entry).seq < e.seq {
+			low = low.Next()
+		}
+		e.p = Low
+		if low == nil {
+			o.waiting[e.key] = o.lines[Low].PushBack(e)
+		} else {
+			o.waiting[e.key] = o.lines[Low].InsertBefore(e, low)
+		}
+		el = next
+	}
+}
+
+func (o *Order) oldestWait(now time.Time) (normal, low time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.term.IsZero() {
+		return 0, 0
+	}
+	age := func(p Priority) time.Duration {
+		front := o.lines[p].Front()
+		if front == nil {
+			return 0
+		}
+		since := front.Value.(*entry).since
+		if since.Before(o.term) {
+			since = o.term
+		}
+		return max(0, now.Sub(since))
+	}
+	return age(Normal), age(Low)
+}

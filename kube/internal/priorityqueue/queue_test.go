@@ -1,0 +1,245 @@
+package priorityqueue
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+)
+
+// drain takes every waiting key, in the order Get hands them out, marking
+// each done.
+func drain(t *testing.T, q *Queue) []Item {
+	t.Helper()
+	var out []Item
+	for q.Len() > 0 {
+		it, shutdown := q.Get()
+		if shutdown {
+			t.Fatal("Get reported shutdown with keys waiting")
+		}
+		q.Done(it.Key)
+		out = append(out, it)
+	}
+	return out
+}
+
+func keys(items []Item) []string {
+	var out []string
+	for _, it := range items {
+		out = append(out, it.Key)
+	}
+	return out
+}
+
+func newTestQueue(t *testing.T) *Queue {
+	t.Helper()
+	q := New(Config{Name: "test"})
+	t.Cleanup(q.ShutDown)
+	return q
+}
+
+func TestANormalKeyGoesAheadOfTheLowKeysFirstInFirstOutWithinEach(t *testing.T) {
+	q := newTestQueue(t)
+	for _, k := range []string{"a", "b", "c"} {
+		q.Add(k, Low, time.Time{})
+	}
+	q.Add("x", Normal, time.Time{})
+	q.Add("d", Low, time.Time{})
+	q.Add("y", Normal, time.Time{})
+	got := drain(t, q)
+	if want := []string{"x", "y", "a", "b", "c", "d"}; !slices.Equal(keys(got), want) {
+		t.Errorf("handed out %v, want %v", keys(got), want)
+	}
+	for _, it := range got {
+		want := Low
+		if it.Key == "x" || it.Key == "y" {
+			want = Normal
+		}
+		if it.Priority != want {
+			t.Errorf("%s handed out at %s, want %s", it.Key, it.Priority, want)
+		}
+	}
+}
+
+func TestALowKeyMovesUpOnceToTheBackOfTheNormalLine(t *testing.T) {
+	q := newTestQueue(t)
+	for _, k := range []string{"a", "b", "c", "d"} {
+		q.Add(k, Low, time.Time{})
+	}
+	q.Add("x", Normal, time.Time{})
+	// c moves up behind x; adding it again, at either priority, neither
+	// queues it twice nor moves it again.
+	q.Add("c", Normal, time.Time{})
+	q.Add("y", Normal, time.Time{})
+	q.Add("c", Normal, time.Time{})
+	q.Add("c", Low, time.Time{})
+	q.Add("x", Low, time.Time{})
+	if got := keys(drain(t, q)); !slices.Equal(got, []string{"x", "c", "y", "a", "b", "d"}) {
+		t.Errorf("handed out %v, want x, c, y, then a, b and d", got)
+	}
+}
+
+func TestAKeyAddedWhileAWorkerHasItWaitsForDoneAtTheHighestPriorityOfItsAdds(t *testing.T) {
+	q := newTestQueue(t)
+	q.Add("k", Low, time.Time{})
+	q.Add("a", Low, time.Time{})
+	it, _ := q.Get()
+	if it.Key != "k" {
+		t.Fatalf("took %s, want k", it.Key)
+	}
+	q.Add("k", Low, time.Time{})
+	q.Add("k", Normal, time.Time{})
+	q.Add("k", Low, time.Time{})
+	if q.Len() != 1 {
+		t.Fatalf("%d keys wait while a worker has k, want 1, a: k waits for Done", q.Len())
+	}
+	q.Done("k")
+	got := drain(t, q)
+	if !slices.Equal(keys(got), []string{"k", "a"}) || got[0].Priority != Normal {
+		t.Errorf("after Done, handed out %v (k at %s), want k at normal, then a", keys(got), got[0].Priority)
+	}
+}
+
+func TestAKeyCarriesItsOldestChangeUntilAWorkerTakesIt(t *testing.T) {
+	q := newTestQueue(t)
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	q.Add("k", Normal, t0.Add(2*time.Second))
+	q.Add("k", Normal, t0)
+	q.Add("k", Normal, t0.Add(time.Second))
+	q.Add("k", Low, t0.Add(-time.Hour)) // a Low add is for no change
+	it, _ := q.Get()
+	if !it.Changed.Equal(t0) {
+		t.Errorf("changed = %v, want the oldest, %v", it.Changed, t0)
+	}
+	// Not handled: given back, it goes with the next take, unless an
+	// older one comes.
+	q.Restamp("k", it.Changed)
+	q.Add("k", Normal, t0.Add(5*time.Second))
+	q.Done("k")
+	it, _ = q.Get()
+	if !it.Changed.Equal(t0) {
+		t.Errorf("changed after Restamp = %v, want %v", it.Changed, t0)
+	}
+	q.Done("k")
+	q.Add("k", Low, time.Time{})
+	if it, _ := q.Get(); !it.Changed.IsZero() {
+		t.Errorf("changed of a key no change queued since its last take = %v, want zero", it.Changed)
+	}
+}
+
+// At the start of a term, the keys that have waited at Normal for longer
+// than keep are a former leader's: they join the Low line in the order
+// they came; those queued since stay.
+func TestLeadMovesTheOlderNormalKeysDownInTheOrderTheyCame(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newTestQueue(t)
+		start := time.Now()
+		q.Add("old-low-1", Low, time.Time{})
+		time.Sleep(time.Second)
+		q.Add("old-normal", Normal, time.Now())
+		time.Sleep(time.Second)
+		q.Add("old-low-2", Low, time.Time{})
+		time.Sleep(20 * time.Second)
+		q.Add("new-normal", Normal, time.Now())
+		q.Add("new-low", Low, time.Time{})
+		q.Lead(time.Now(), 15*time.Second)
+		got := drain(t, q)
+		want := []string{"new-normal", "old-low-1", "old-normal", "old-low-2", "new-low"}
+		if !slices.Equal(keys(got), want) {
+			t.Fatalf("handed out %v, want %v", keys(got), want)
+		}
+		if got[0].Changed.IsZero() {
+			t.Error("new-normal lost its change's time")
+		}
+		if !got[2].Changed.IsZero() || got[2].Priority != Low {
+			t.Errorf("old-normal handed out at %s, changed %v; want at low, its change a former leader's (%v)", got[2].Priority, got[2].Changed, start.Add(time.Second))
+		}
+	})
+}
+
+func TestOldestWaitIsByPriorityFromTheStartOfTheTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		reported := map[Priority][]time.Duration{}
+		q := New(Config{Name: "test", MetricsProvider: noopProvider{}, OldestWait: func(p Priority, d time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			reported[p] = append(reported[p], d)
+		}})
+		q.Add("a", Low, time.Time{})
+		time.Sleep(10 * time.Second)
+		if n, l := q.OldestWait(time.Now()); n != 0 || l != 0 {
+			t.Errorf("outside a term, oldest waits = %v, %v, want 0 and 0", n, l)
+		}
+		q.Lead(time.Now(), time.Minute)
+		time.Sleep(3 * time.Second)
+		q.Add("x", Normal, time.Now())
+		time.Sleep(2 * time.Second)
+		if n, l := q.OldestWait(time.Now()); n != 2*time.Second || l != 5*time.Second {
+			t.Errorf("oldest waits = %v at normal, %v at low; want 2s (x's) and 5s (a's, from the term's start)", n, l)
+		}
+		// The queue reports them every 500ms, as it sets the work in flight.
+		synctest.Wait()
+		mu.Lock()
+		last := reported[Normal][len(reported[Normal])-1]
+		lastLow := reported[Low][len(reported[Low])-1]
+		mu.Unlock()
+		if last != 2*time.Second || lastLow != 5*time.Second {
+			t.Errorf("last reported = %v at normal, %v at low; want 2s and 5s", last, lastLow)
+		}
+		q.ShutDown()
+		mu.Lock()
+		defer mu.Unlock()
+		if reported[Normal][len(reported[Normal])-1] != 0 || reported[Low][len(reported[Low])-1] != 0 {
+			t.Errorf("after ShutDown, last reported = %v, %v, want 0 and 0", reported[Normal][len(reported[Normal])-1], reported[Low][len(reported[Low])-1])
+		}
+	})
+}
+
+// ShutDown is client-go's: adds are ignored, and Get hands out what waits
+// (a controller that leaves its backlog stops taking keys itself), then
+// reports shutdown.
+func TestShutDownIgnoresAddsAndGetStillHandsOutWhatWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config{Name: "test", MetricsProvider: noopProvider{}})
+		q.Add("a", Low, time.Time{})
+		q.Add("x", Normal, time.Time{})
+		q.ShutDown()
+		q.Add("y", Normal, time.Time{})
+		got := drain(t, q)
+		if !slices.Equal(keys(got), []string{"x", "a"}) {
+			t.Errorf("handed out %v after ShutDown, want x and a", keys(got))
+		}
+		if _, shutdown := q.Get(); !shutdown {
+			t.Error("Get on an empty queue after ShutDown didn't report shutdown")
+		}
+		// The queue's goroutine stopped with ShutDown: synctest's bubble
+		// ends with none left.
+	})
+}
+
+type noopProvider struct{}
+
+func (noopProvider) NewDepthMetric(string) workqueue.GaugeMetric       { return noop{} }
+func (noopProvider) NewAddsMetric(string) workqueue.CounterMetric      { return noop{} }
+func (noopProvider) NewLatencyMetric(string) workqueue.HistogramMetric { return noop{} }
+func (noopProvider) NewWorkDurationMetric(string) workqueue.HistogramMetric {
+	return noop{}
+}
+func (noopProvider) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noop{}
+}
+func (noopProvider) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noop{}
+}
+func (noopProvider) NewRetriesMetric(string) workqueue.CounterMetric { return noop{} }
+
+type noop struct{}
+
+func (noop) Inc()            {}
+func (noop) Dec()            {}
+func (noop) Set(float64)     {}
+func (noop) Observe(float64) {}
