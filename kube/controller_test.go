@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -820,9 +819,8 @@ func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 	})
 
 	// An owned resource's cached metadata keeps what maps a change to its
-	// owner: its namespace, name, resourceVersion and controller reference,
-	// of its managedFields a digest of each entry, no field, and the newest
-	// time.
+	// owner: its namespace, name, resourceVersion and controller reference;
+	// and of its managedFields, the newest time alone.
 	controller := metav1.OwnerReference{APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached", Name: "m", UID: "u1", Controller: new(true)}
 	older, newest := metav1.NewTime(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)), metav1.NewTime(time.Date(2026, 12, 4, 10, 0, 7, 0, time.UTC))
 	stamped := []metav1.ManagedFieldsEntry{managed[0], managed[0], managed[0]}
@@ -830,19 +828,11 @@ func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 	owned := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", UID: "u2", ResourceVersion: "7",
 		Generation: 2, Labels: map[string]string{"app": "m"}, Annotations: map[string]string{"a": "b"}, ManagedFields: stamped,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "u3"}, controller}}}
-	var digests []managedDigest
-	for i := range stamped {
-		digests = append(digests, managedDigest{key: managedKey("kubectl", metav1.ManagedFieldsOperationUpdate, ""), sum: managedSum(&stamped[i])})
-	}
-	want := &ownedObject{
-		PartialObjectMetadata: metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: "7",
-			OwnerReferences: []metav1.OwnerReference{controller}}},
-		managed: digests, written: newest.Time,
-	}
+	want := &cachedOwned{PartialObjectMetadata: metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: "7",
+		OwnerReferences: []metav1.OwnerReference{controller}}}, written: newest.Time}
 	same := func(got any) bool {
-		o, ok := got.(*ownedObject)
-		return ok && equality.Semantic.DeepEqual(o.PartialObjectMetadata, want.PartialObjectMetadata) &&
-			reflect.DeepEqual(o.managed, want.managed) && o.written.Equal(want.written)
+		o, ok := got.(*cachedOwned)
+		return ok && equality.Semantic.DeepEqual(o.PartialObjectMetadata, want.PartialObjectMetadata) && o.written.Equal(want.written)
 	}
 	got, err := ownedMetadata(owned)
 	if err != nil || !same(got) {
