@@ -90,7 +90,7 @@ type cachedOwned struct {
 // DeepCopyObject copies o.
 func (o *cachedOwned) DeepCopyObject() runtime.Object {
 	c := &cachedOwned{written: o.written}
-	o.PartialObjectMetadata.DeepCopyInto(&c.PartialObjectMetadata)
+	o.DeepCopyInto(&c.PartialObjectMetadata)
 	return c
 }
 

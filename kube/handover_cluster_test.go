@@ -199,8 +199,8 @@ type replicaProc struct {
 	user string // as the audit log names it
 	cmd  *exec.Cmd
 	out  *procutil.SyncBuffer // its stdout and stderr together
-	done chan struct{}           // closed once it has exited
-	err  error                   // cmd.Wait's, once done is closed
+	done chan struct{}        // closed once it has exited
+	err  error                // cmd.Wait's, once done is closed
 }
 
 // procLauncher starts replica processes of one workload.
