@@ -46,6 +46,11 @@ var targets = map[string]string{
 	"ColdStart/N=1000 restart-writes":     "0",
 	"ColdStart/N=10000 restart-writes":    "0",
 	"Churn latency-p99-s":                 "< 1",
+	// A live change during a cold start.
+	"LiveChanges/N=10000 change-latency-p50-s": "< 1",
+	"LiveChanges/N=10000 change-latency-p99-s": "< 1",
+	"LiveChanges/N=10000 settle-vs-quiet":      "≤ 1.02",
+	"ColdChurn/N=10000 latency-p99-s":          "< 1",
 	// Scaling out: per replica, a replica's share of replicas=1's.
 	"Shards/replicas=2 settle-s":             "≤ replicas=1's",
 	"Shards/replicas=4 settle-s":             "≤ replicas=1's",

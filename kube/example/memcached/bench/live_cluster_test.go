@@ -51,6 +51,10 @@ func liveChanges(b *testing.B, n, changes int) {
 	b.ReportMetric(busy.settle.Seconds(), "settle-s")
 	b.ReportMetric(quiet.settle.Seconds(), "settle-quiet-s")
 	b.ReportMetric(busy.settle.Seconds()/quiet.settle.Seconds(), "settle-vs-quiet")
+	// The App's own CPU, which the machine's other load sways less than
+	// the settle time.
+	b.ReportMetric(busy.cpu/quiet.cpu, "cpu-vs-quiet")
+	b.ReportMetric(float64(busy.reconciles)-float64(quiet.reconciles), "extra-reconciles")
 	b.ReportMetric(at(0.5), "change-latency-p50-s")
 	b.ReportMetric(at(0.99), "change-latency-p99-s")
 	b.ReportMetric(busy.latencies[len(busy.latencies)-1], "change-latency-max-s")
@@ -64,6 +68,7 @@ type coldRun struct {
 	latencies     []float64 // each change's, in seconds
 	appLatencyP99 float64   // reconcile.change_latency's p99, from the App's instrument
 	reconciles    uint64
+	cpu           float64 // the App's CPU seconds, once idle
 }
 
 // coldRun runs a cold start of n Memcacheds in a namespace of its own,
@@ -89,7 +94,7 @@ func (bn *bench) coldRun(b *testing.B, n, changes int) coldRun {
 	settle := s.await(b, n, start)
 	<-done
 	idle(b, ctrl, uint64(n))
-	run := coldRun{settle: settle, latencies: latencies, reconciles: ctrl.reconciles(b)}
+	run := coldRun{settle: settle, latencies: latencies, reconciles: ctrl.reconciles(b), cpu: ctrl.p.usage(b).CPU}
 	h := ctrl.p.histogram(b, "humus.kube.controller.reconcile.change_latency", "")
 	run.appLatencyP99 = quantile(0.99, h.Bounds, h.Buckets)
 	progress(b, "settled in %s; changes' latencies %v", settle.Round(time.Millisecond), latencies)
