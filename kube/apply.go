@@ -182,6 +182,8 @@ const rywBound = 30 * time.Second
 // into the event of the controller's write, and would otherwise go
 // unreconciled until the resync.
 type writtenVersions struct {
+	manager string // the controller's field manager: its name
+
 	mu sync.Mutex
 	m  map[string]written
 }
@@ -270,12 +272,15 @@ func (w *writtenVersions) redundant(key string, obj metav1.Object, finalizer str
 	} else {
 		w.m[key] = wr
 	}
-	return unchangedButOwn(input, obj, finalizer)
+	return unchangedButOwn(input, obj, finalizer, w.manager)
 }
 
 // unchangedButOwn reports whether now differs from was in nothing a
-// reconcile reads but the status, and finalizer.
-func unchangedButOwn(was, now metav1.Object, finalizer string) bool {
+// reconcile reads but the status, and finalizer: nor in any managedFields
+// entry but manager's two applies (its finalizer's and its status's). The
+// entries tell a change of someone else's that the rest can't, such as to
+// a ConfigMap's data, which bumps no generation.
+func unchangedButOwn(was, now metav1.Object, finalizer, manager string) bool {
 	others := func(fs []string) []string {
 		return slices.DeleteFunc(slices.Clone(fs), func(f string) bool { return f == finalizer })
 	}
@@ -285,7 +290,10 @@ func unchangedButOwn(was, now metav1.Object, finalizer string) bool {
 		maps.Equal(was.GetLabels(), now.GetLabels()) &&
 		maps.Equal(was.GetAnnotations(), now.GetAnnotations()) &&
 		equality.Semantic.DeepEqual(was.GetOwnerReferences(), now.GetOwnerReferences()) &&
-		slices.Equal(others(was.GetFinalizers()), others(now.GetFinalizers()))
+		slices.Equal(others(was.GetFinalizers()), others(now.GetFinalizers())) &&
+		othersUnchanged(was, now,
+			managedKey(manager, metav1.ManagedFieldsOperationApply, ""),
+			managedKey(manager, metav1.ManagedFieldsOperationApply, "status"))
 }
 
 func (w *writtenVersions) forget(key string) {

@@ -1,8 +1,12 @@
 package kube
 
 import (
+	"cmp"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +25,8 @@ type cachedObject struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 
-	raw []byte // the whole object, without managedFields
+	raw     []byte          // the whole object, without managedFields
+	managed []managedDigest // one for each managedFields entry
 	// written is the newest time among the object's managedFields: when
 	// the API server last stamped a write of it, to the second.
 	written time.Time
@@ -29,16 +34,15 @@ type cachedObject struct {
 
 // DeepCopyObject copies o. Its JSON is shared: nothing writes it.
 func (o *cachedObject) DeepCopyObject() runtime.Object {
-	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw, written: o.written}
+	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw, managed: o.managed, written: o.written}
 	o.DeepCopyInto(&c.ObjectMeta)
 	return c
 }
 
 // compact is the resource's informer's transform: it turns the dynamic
 // client's object into a cachedObject, without managedFields (nothing in
-// the controller reads them but for their newest time, which it keeps,
-// and each apply adds an entry holding the whole set of fields it
-// applied, often most of an object's size). Any
+// the controller reads them, and each apply adds an entry holding the
+// whole set of fields it applied, often most of an object's size). Any
 // other value, such as an object it already turned, is kept as it is, so
 // it is idempotent, as client-go requires.
 func compact(obj any) (any, error) {
@@ -46,17 +50,130 @@ func compact(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	written := newestWrite(u)
+	managed, written := managedDigests(u), newestWrite(u)
 	u.SetManagedFields(nil)
 	raw, err := u.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("kube: caching %s: %w", u.GetName(), err)
 	}
-	o := &cachedObject{raw: raw, written: written}
+	o := &cachedObject{raw: raw, managed: managed, written: written}
 	if err := json.Unmarshal(raw, o); err != nil {
 		return nil, fmt.Errorf("kube: caching %s: its metadata: %w", u.GetName(), err)
 	}
 	return o, nil
+}
+
+// ownedMetadata is an owned resource's informer's transform: of an
+// object's metadata, the cache keeps what maps a change to its owner, and
+// tells the controller's own writes from others': its namespace, name,
+// resourceVersion, controller owner reference, and a digest of each of its
+// managedFields entries. No end user's code sees it. It is idempotent, as
+// client-go requires.
+func ownedMetadata(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	kept := &ownedObject{PartialObjectMetadata: metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion,
+	}}}
+	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
+		kept.OwnerReferences = []metav1.OwnerReference{*ref}
+	}
+	kept.managed = managedDigests(m)
+	for _, f := range m.ManagedFields {
+		if f.Time != nil && f.Time.After(kept.written) {
+			kept.written = f.Time.Time
+		}
+	}
+	return kept, nil
+}
+
+// ownedObject is how an owned resource's cache keeps an object.
+type ownedObject struct {
+	metav1.PartialObjectMetadata
+	managed []managedDigest // one for each managedFields entry
+	// written is the newest time among the object's managedFields, to the
+	// second: when the API server last stamped a write of it.
+	written time.Time
+}
+
+// managedDigest is a managedFields entry's: its key, whose entry it is,
+// and its sum, of what the entry says.
+type managedDigest struct{ key, sum uint64 }
+
+// DeepCopyObject copies o.
+func (o *ownedObject) DeepCopyObject() runtime.Object {
+	c := &ownedObject{managed: slices.Clone(o.managed), written: o.written}
+	o.DeepCopyInto(&c.PartialObjectMetadata)
+	return c
+}
+
+// managedKey names a managedFields entry: its manager, operation and
+// subresource, which the API server keeps one entry for.
+func managedKey(manager string, op metav1.ManagedFieldsOperationType, subresource string) uint64 {
+	h := fnv.New64a()
+	for _, s := range []string{manager, string(op), subresource} {
+		_, _ = h.Write([]byte(s))
+		_, _ = h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
+// managedSum sums what a managedFields entry says: its API version, its
+// time (to the second, as the API server keeps it) and its fields.
+func managedSum(e *metav1.ManagedFieldsEntry) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(e.APIVersion))
+	_, _ = h.Write([]byte{0})
+	if e.Time != nil {
+		_, _ = h.Write(binary.BigEndian.AppendUint64(nil, uint64(e.Time.Unix())))
+	}
+	_, _ = h.Write([]byte{0})
+	if e.FieldsV1 != nil {
+		_, _ = h.Write(e.FieldsV1.Raw)
+	}
+	return h.Sum64()
+}
+
+// managedDigests is a digest of each of obj's managedFields entries.
+func managedDigests(obj metav1.Object) []managedDigest {
+	switch o := obj.(type) {
+	case *ownedObject:
+		return o.managed
+	case *cachedObject:
+		return o.managed
+	}
+	mf := obj.GetManagedFields()
+	ds := make([]managedDigest, 0, len(mf))
+	for i := range mf {
+		e := &mf[i]
+		ds = append(ds, managedDigest{key: managedKey(e.Manager, e.Operation, e.Subresource), sum: managedSum(e)})
+	}
+	return ds
+}
+
+// managedSumOf is the sum of obj's managedFields entry of key, and whether
+// it has one.
+func managedSumOf(obj metav1.Object, key uint64) (uint64, bool) {
+	for _, d := range managedDigests(obj) {
+		if d.key == key {
+			return d.sum, true
+		}
+	}
+	return 0, false
+}
+
+// othersUnchanged reports whether old and obj have the same managedFields
+// entries but those of keys: no other writer's entry was added, dropped or
+// changed between them.
+func othersUnchanged(old, obj metav1.Object, keys ...uint64) bool {
+	others := func(o metav1.Object) []managedDigest {
+		ds := slices.DeleteFunc(slices.Clone(managedDigests(o)), func(d managedDigest) bool { return slices.Contains(keys, d.key) })
+		slices.SortFunc(ds, func(a, b managedDigest) int { return cmp.Compare(a.key, b.key) })
+		return ds
+	}
+	return slices.Equal(others(old), others(obj))
 }
 
 // newestWrite is the newest time among u's managedFields, read without
@@ -73,46 +190,4 @@ func newestWrite(u *unstructured.Unstructured) time.Time {
 		}
 	}
 	return newest
-}
-
-// cachedOwned is how the cache keeps each object of a resource the
-// controller Owns: what maps a change to its owner, and tells the
-// controller's own writes from others' (its namespace, name,
-// resourceVersion and controller owner reference), and when the API
-// server last stamped a write of it.
-type cachedOwned struct {
-	metav1.PartialObjectMetadata
-	// written is the newest time among the object's managedFields, to the
-	// second.
-	written time.Time
-}
-
-// DeepCopyObject copies o.
-func (o *cachedOwned) DeepCopyObject() runtime.Object {
-	c := &cachedOwned{written: o.written}
-	o.DeepCopyInto(&c.PartialObjectMetadata)
-	return c
-}
-
-// ownedMetadata is an owned resource's informer's transform: it turns the
-// metadata client's object into a cachedOwned. No end user's code sees
-// it. Any other value, such as an object it already turned, is kept as it
-// is, so it is idempotent, as client-go requires.
-func ownedMetadata(obj any) (any, error) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return obj, nil
-	}
-	kept := &cachedOwned{PartialObjectMetadata: metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-		Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion,
-	}}}
-	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
-		kept.OwnerReferences = []metav1.OwnerReference{*ref}
-	}
-	for _, f := range m.ManagedFields {
-		if f.Time != nil && f.Time.After(kept.written) {
-			kept.written = f.Time.Time
-		}
-	}
-	return kept, nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -35,6 +37,9 @@ type Controller struct {
 
 	clients clients
 	tel     *telemetry
+	// processID tells this Controller's holding of a Lease from another
+	// process's with the same identity: random, one per Controller.
+	processID string
 
 	synced    *health.Binary
 	versions  writtenVersions
@@ -197,6 +202,8 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 		finalizer:  finalizer,
 		owned:      owned,
 		ownWrites:  newOwnedWrites(owned),
+		versions:   writtenVersions{manager: settings.Name},
+		processID:  strconv.FormatUint(rand.Uint64(), 36),
 		clients:    cl,
 		tel:        tel,
 		retry:      newRetryLimiter(settings),

@@ -300,6 +300,41 @@ func TestClusterServeFailsOnAResourceThatIsNotServed(t *testing.T) {
 	}
 }
 
+// A Lease in a namespace that doesn't exist can never be created (the API
+// server answers 404, namespaces "..." not found): Serve ends within
+// seconds, naming the Lease and the answer, and Synced goes unhealthy.
+// Before, every replica stayed Ready, retrying forever, none working.
+func TestClusterALeaseInANamespaceThatDoesNotExistEndsServe(t *testing.T) {
+	c := clustertest.Get(t)
+	installCRD(t, c, clusterCaches)
+	tel := humustest.NewTelemetry()
+	setup, client := clientAs(t, c, tel, c.AdminToken())
+	s := testSettings()
+	s.Namespace = c.Namespace(t)
+	s.LeaderElection.Namespace = "absent-" + s.Namespace[len(s.Namespace)-5:] // its random suffix
+	var calls counter
+	ctrl, err := NewController(setup, client, s, clusterCaches, readyReplicas(&calls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	began := time.Now()
+	err = ctrl.Serve(ctx)
+	took := time.Since(began)
+	want := fmt.Sprintf("kube: the Lease %s/memcached-controller: namespaces %q not found", s.LeaderElection.Namespace, s.LeaderElection.Namespace)
+	if err == nil || err.Error() != want {
+		t.Errorf("Serve = %v, want %q", err, want)
+	}
+	if took > 10*time.Second {
+		t.Errorf("Serve returned %s after it began, want within 10s", took)
+	}
+	t.Logf("Serve returned %s after it began", took.Round(time.Millisecond))
+	if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+		t.Error("Synced is healthy after Serve returned")
+	}
+}
+
 func TestClusterOnlyTheLeaseHolderReconciles(t *testing.T) {
 	c := clustertest.Get(t)
 	installCRD(t, c, clusterCaches)

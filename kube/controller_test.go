@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -819,8 +820,9 @@ func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 	})
 
 	// An owned resource's cached metadata keeps what maps a change to its
-	// owner: its namespace, name, resourceVersion and controller reference;
-	// and of its managedFields, the newest time alone.
+	// owner: its namespace, name, resourceVersion and controller reference,
+	// of its managedFields a digest of each entry, no field, and the newest
+	// time.
 	controller := metav1.OwnerReference{APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached", Name: "m", UID: "u1", Controller: new(true)}
 	older, newest := metav1.NewTime(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)), metav1.NewTime(time.Date(2026, 12, 4, 10, 0, 7, 0, time.UTC))
 	stamped := []metav1.ManagedFieldsEntry{managed[0], managed[0], managed[0]}
@@ -828,11 +830,19 @@ func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 	owned := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", UID: "u2", ResourceVersion: "7",
 		Generation: 2, Labels: map[string]string{"app": "m"}, Annotations: map[string]string{"a": "b"}, ManagedFields: stamped,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "u3"}, controller}}}
-	want := &cachedOwned{PartialObjectMetadata: metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: "7",
-		OwnerReferences: []metav1.OwnerReference{controller}}}, written: newest.Time}
+	var digests []managedDigest
+	for i := range stamped {
+		digests = append(digests, managedDigest{key: managedKey("kubectl", metav1.ManagedFieldsOperationUpdate, ""), sum: managedSum(&stamped[i])})
+	}
+	want := &ownedObject{
+		PartialObjectMetadata: metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: "7",
+			OwnerReferences: []metav1.OwnerReference{controller}}},
+		managed: digests, written: newest.Time,
+	}
 	same := func(got any) bool {
-		o, ok := got.(*cachedOwned)
-		return ok && equality.Semantic.DeepEqual(o.PartialObjectMetadata, want.PartialObjectMetadata) && o.written.Equal(want.written)
+		o, ok := got.(*ownedObject)
+		return ok && equality.Semantic.DeepEqual(o.PartialObjectMetadata, want.PartialObjectMetadata) &&
+			reflect.DeepEqual(o.managed, want.managed) && o.written.Equal(want.written)
 	}
 	got, err := ownedMetadata(owned)
 	if err != nil || !same(got) {

@@ -211,6 +211,16 @@
 //     moment it has expired by its own clock: it takes a released Lease
 //     within RetryPeriod, and a dead holder's within LeaseDuration and
 //     RetryPeriod of the holder's death (or of its own start, if later).
+//   - Two processes with one LeaderElection.Identity (a StatefulSet's pod
+//     deleted by force and recreated, a hostname reused) never lead
+//     together: the Lease names the holding process too, in the
+//     annotation kube.humus.z5labs.dev/holder-process, and a Lease of this
+//     identity but another process is another holder's.
+//   - A Lease deleted while held counts as held: a standby that saw it held
+//     takes it only LeaseDuration after it first saw it missing, and the
+//     holder stops at the renewal that finds it gone, RetryPeriod after
+//     the deletion at most. A replica whose first look finds no Lease (the
+//     controller's first start) takes it at once.
 //   - The Lease is released only on shutdown, after the workers stopped,
 //     and only while this replica is still its holder: a read, then an
 //     update conditioned on the resourceVersion read, so a release can
@@ -222,9 +232,16 @@
 //     so a rolling upgrade of the API server doesn't crash-loop the
 //     controller. While it runs, a resource whose list or watch keeps
 //     answering NotFound or Forbidden for 10s, such as one whose CRD was
-//     deleted or whose RBAC was taken away, ends Serve the same way; a
-//     Lease this replica may not read or write ends it too. So Synced never
-//     stays healthy on a controller that does nothing.
+//     deleted or whose RBAC was taken away, ends Serve the same way: each
+//     is listed and watched again every 10s, since an open watch outlives
+//     its rights, so Serve ends within 20s of list or watch taken away. A
+//     patch taken away makes each reconcile fail with the 403 instead. A
+//     Lease this replica may not read or write, or can never write, ends it
+//     too: any answer to a request of the Lease that no retry mends (a
+//     403; a 400, 405, 406, 413, 415 or 422; a 404 to its create, its
+//     namespace missing) ends Serve at once, naming the Lease and the
+//     answer. So Synced never stays healthy on a controller that does
+//     nothing.
 //   - Synced is unhealthy until the caches have synced, and healthy from
 //     then until Serve returns, on every replica.
 //   - One object is never reconciled twice at once. A reconcile is handed its
@@ -346,8 +363,10 @@
 //  2. Start the informers: the resource's, and a metadata informer for
 //     each it Owns, limited to Settings.Namespace. The resource's cache
 //     keeps each object as its metadata and its JSON, without
-//     managedFields; an owned resource's keeps each object's namespace,
-//     name, resourceVersion and controller owner reference.
+//     managedFields but for a 16-byte digest of each entry; an owned
+//     resource's keeps each object's namespace,
+//     name, resourceVersion, controller owner reference, and a 16-byte
+//     digest of each managedFields entry.
 //  3. Wait for the caches to sync; Synced is healthy from then.
 //  4. Campaign for the Lease. Every replica runs steps 1 to 4 and keeps
 //     its caches warm; the holder runs Settings.Workers workers.
@@ -368,7 +387,12 @@
 //     the cached JSON as encoding/json would: nothing the Reconciler does
 //     changes the cache.
 //     An object that can't be decoded is retried with backoff, its error
-//     naming the object and the field, and gets no finalizer.
+//     naming the object and the field, and gets no finalizer. A status
+//     that can't be decoded (a field of the wrong type, written by an
+//     older version of the type) is the controller's own output, which
+//     only its status apply can mend: the reconcile is handed the object
+//     with a zero status, with a WARN record naming the field, and the
+//     status it returns is applied, even the zero status.
 //  3. Handle the finalizer, when Finalize is given: add it before the
 //     first reconcile; once the object is being deleted, call Finalize
 //     instead of the Reconciler, and remove the finalizer once it returns
@@ -396,11 +420,23 @@
 // nothing, and an object settles in one reconcile: its finalizer and its
 // status, unless the object the event brings changed in anything else
 // since the reconcile's (its generation, labels, annotations, owner
-// references, others' finalizers, a deletion begun), and the Reconciler's
+// references, others' finalizers, a deletion begun, or any managedFields
+// entry but the controller's own applies: a relist can fold another's
+// change into the event of the controller's write, and a Kind such as a
+// ConfigMap bumps no generation), and the Reconciler's
 // writes to the resources it Owns, made through the Client's transport
 // (a clientset built from Client.Config) with the reconcile's context,
-// which record the resourceVersion each answer carries. A write made any
-// other way reconciles its owner once more, as anyone's change does.
+// which record the resourceVersion each answer carries. Such a write's
+// event queues nothing only when the write made that version, and
+// nobody else changed the object since the version before: the writer's
+// managedFields entry changed in it and no other entry did (or the write
+// created the object). A write that changed nothing is answered with the stored
+// object, whose version can be another client's change the informer
+// hasn't brought yet: that change's event still queues the owner. A write
+// made any other way reconciles its owner once more, as anyone's change
+// does, and so does a write of the Reconciler's within a second of its
+// last one to fields it already owned (the API server keeps an entry's
+// time to the second).
 //
 // # What client-go still reads from the process
 //

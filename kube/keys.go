@@ -67,13 +67,13 @@ func (c *Controller) changed(was, now metav1.Object) bool {
 	if now.GetGeneration() == 0 {
 		return true
 	}
-	return !unchangedButOwn(was, now, c.finalizer)
+	return !unchangedButOwn(was, now, c.finalizer, c.name)
 }
 
 // writtenAt is when obj's last write was made, for an event of it that
 // arrives now: the API server stamps a write to the second (the newest
 // time among its managedFields, which the cache keeps apart, in
-// cachedObject.written or cachedOwned.written, or its deletion or
+// cachedObject.written or ownedObject.written, or its deletion or
 // creation), and the event can't have come before the write. So it is
 // the stamp's second's end, or now if earlier: never more than a second
 // after the write, and no later than the event. With no stamp, it is now.
@@ -99,7 +99,7 @@ func stampOf(obj any) time.Time {
 	switch o := obj.(type) {
 	case *cachedObject:
 		at = o.written
-	case *cachedOwned:
+	case *ownedObject:
 		at = o.written
 	case metav1.Object:
 		for _, f := range o.GetManagedFields() {
@@ -126,27 +126,26 @@ func stampOf(obj any) time.Time {
 // same resourceVersion, queue it at low priority; any other change at
 // normal.
 func (c *Controller) ownerKeys(sh *shard, gr schema.GroupResource) cache.ResourceEventHandler {
-	queueOwner := func(obj any, p priority) {
+	queueOwner := func(old, obj any, p priority) {
 		m, ok := obj.(metav1.Object)
 		k, owned := c.ownerKey(obj)
 		if !ok || !owned {
 			return
 		}
+		before, _ := old.(metav1.Object)
 		var at time.Time
 		if p == normal {
 			at = writtenAt(obj)
 		}
-		c.queueUnlessOwn(sh, k, p, at, func() bool {
-			return c.ownWrites.redundant(gr, m.GetNamespace(), m.GetName(), m.GetResourceVersion())
-		})
+		c.queueUnlessOwn(sh, k, p, at, func() bool { return c.ownWrites.redundant(gr, before, m) })
 	}
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if initial {
-				queueOwner(obj, low)
+				queueOwner(nil, obj, low)
 				return
 			}
-			queueOwner(obj, normal)
+			queueOwner(nil, obj, normal)
 		},
 		UpdateFunc: func(old, obj any) {
 			// A change of owner reconciles the old owner too. The same owner
@@ -161,7 +160,7 @@ func (c *Controller) ownerKeys(sh *shard, gr schema.GroupResource) cache.Resourc
 			if was, ok := old.(metav1.Object); ok && sameVersion(was, obj) {
 				p = low
 			}
-			queueOwner(obj, p)
+			queueOwner(old, obj, p)
 		},
 		DeleteFunc: func(obj any) {
 			if k, ok := c.ownerKey(obj); ok {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -44,10 +46,13 @@ var ErrLostLeadership = errors.New("kube: lost the lease")
 // and tries to take it at the moment it has expired by its own
 // observation, not at its next jittered poll. So a standby takes a
 // released Lease within RetryPeriod, and a dead holder's within
-// LeaseDuration and RetryPeriod of its last renewal. It releases the Lease
-// only on shutdown, after its workers stopped, and only while this replica
-// is still the holder: a read, then an update conditioned on its
-// resourceVersion.
+// LeaseDuration and RetryPeriod of its last renewal. A Lease deleted while
+// held counts as held for its duration from when the standby first saw it
+// missing, and the holder stops at the renewal that finds it gone; a
+// missing Lease never seen held (a first start) is free at once. It
+// releases the Lease only on shutdown, after its workers stopped, and only
+// while this replica is still the holder: a read, then an update
+// conditioned on its resourceVersion.
 
 // elector campaigns for the Lease and, once this replica holds it, renews
 // it every RetryPeriod.
@@ -55,12 +60,15 @@ type elector struct {
 	leases   coordinationv1client.LeaseInterface
 	name     string // the Lease's
 	identity string
-	timing   LeaderElection
-	log      klog.Logger
+	// process tells this process's holding from another's with the same
+	// identity (annotationHolderProcess).
+	process string
+	timing  LeaderElection
+	log     klog.Logger
 
 	mu      sync.Mutex
 	renewed time.Time // when the last write naming this replica the holder began
-	denied  error     // the first Forbidden answer, which no retry mends
+	denied  error     // the first answer no retry mends, such as a 403
 	refused chan struct{}
 
 	// asked, when set, is called once a renewal finds another replica named
@@ -68,11 +76,18 @@ type elector struct {
 	asked func()
 
 	// What this replica last saw of the Lease, and when it first saw that
-	// version: a holder's lease runs from then, by this replica's clock.
-	// Read and written by campaign's goroutine only.
+	// version, or first saw it missing: a holder's lease runs from then,
+	// by this replica's clock. Read and written by campaign's goroutine
+	// only.
 	seen   *coordinationv1.Lease // nil: none, or not looked at yet
 	looked bool                  // seen is an answer of the API server's
 	seenAt time.Time
+	// heldFor is how long the last Lease this replica saw runs, when it
+	// named a holder; 0 when it named none, or none was seen. A Lease
+	// deleted while held counts as held for that long from when this
+	// replica first saw it missing.
+	heldFor time.Duration
+	heldBy  string // the holder the last Lease seen named
 }
 
 func (c *Controller) newElector(ctx context.Context) *elector {
@@ -81,6 +96,7 @@ func (c *Controller) newElector(ctx context.Context) *elector {
 		leases:   c.clients.leases.Leases(le.Namespace),
 		name:     c.name,
 		identity: le.Identity,
+		process:  c.processID,
 		timing:   le,
 		log:      klog.FromContext(ctx).WithValues("lock", le.Namespace+"/"+c.name),
 		refused:  make(chan struct{}),
@@ -130,13 +146,14 @@ func (e *elector) acquire(ctx context.Context) bool {
 	}
 }
 
-// look reads the Lease. A version this replica hadn't seen starts its
-// lease, by this replica's clock, now: after the write that made it began.
+// look reads the Lease. A version this replica hadn't seen, that renews or
+// changes the holder, starts its lease, by this replica's clock, now:
+// after the write that made it began.
 func (e *elector) look(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, e.timing.RenewDeadline)
 	defer cancel()
 	lease, err := e.leases.Get(ctx, e.name, metav1.GetOptions{})
-	e.check(err)
+	e.check(err, false)
 	switch {
 	case apierrors.IsNotFound(err):
 		lease = nil
@@ -148,11 +165,36 @@ func (e *elector) look(ctx context.Context) {
 }
 
 func (e *elector) saw(lease *coordinationv1.Lease) {
-	if !e.looked || lease == nil || e.seen == nil || lease.ResourceVersion != e.seen.ResourceVersion {
+	switch {
+	case !e.looked, (lease == nil) != (e.seen == nil):
 		e.seenAt = time.Now()
+	case lease != nil && lease.ResourceVersion != e.seen.ResourceVersion && !apiequality.Semantic.DeepEqual(lease.Spec, e.seen.Spec):
+		// A renewal, a take or a release. A version that changed only the
+		// metadata, such as a shard request (annotationWantedBy), renews
+		// nothing: the holder's lease runs on from its last renewal.
+		e.seenAt = time.Now()
+	}
+	if lease != nil {
+		e.heldFor, e.heldBy = 0, ptr.Deref(lease.Spec.HolderIdentity, "")
+		if e.heldBy != "" {
+			e.heldFor = e.duration(lease)
+		}
 	}
 	e.seen, e.looked = lease, true
 }
+
+// duration is how long lease runs from a renewal: its own
+// leaseDurationSeconds, or LeaseDuration.
+func (e *elector) duration(lease *coordinationv1.Lease) time.Duration {
+	if s := lease.Spec.LeaseDurationSeconds; s != nil && *s > 0 {
+		return time.Duration(*s) * time.Second
+	}
+	return e.timing.LeaseDuration
+}
+
+// holder is who holds the Lease by this replica's last look: the holder the
+// last Lease seen named, when it was deleted since.
+func (e *elector) holder() string { return e.heldBy }
 
 // free says whether the Lease can be taken now, and if not, when it can be
 // unless it changes first.
@@ -160,17 +202,18 @@ func (e *elector) free() (bool, time.Time) {
 	if !e.looked {
 		return false, time.Time{}
 	}
-	if e.seen == nil {
+	d := e.heldFor
+	if e.seen != nil {
+		s := e.seen.Spec
+		if s.HolderIdentity == nil || *s.HolderIdentity == "" || e.mine(e.seen) {
+			return true, time.Time{}
+		}
+	} else if d == 0 {
+		// Missing, and never seen held: the controller's first start.
 		return true, time.Time{}
 	}
-	s := e.seen.Spec
-	if s.HolderIdentity == nil || *s.HolderIdentity == "" || *s.HolderIdentity == e.identity {
-		return true, time.Time{}
-	}
-	d := e.timing.LeaseDuration
-	if s.LeaseDurationSeconds != nil && *s.LeaseDurationSeconds > 0 {
-		d = time.Duration(*s.LeaseDurationSeconds) * time.Second
-	}
+	// Held, or deleted while held: its holder may still act as one until
+	// its renewal finds it gone.
 	expiry := e.seenAt.Add(d)
 	return !time.Now().Before(expiry), expiry
 }
@@ -185,17 +228,20 @@ func (e *elector) take(ctx context.Context) bool {
 	var lease *coordinationv1.Lease
 	var err error
 	if e.seen == nil {
-		lease, err = e.leases.Create(ctx, &coordinationv1.Lease{
+		created := &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: e.timing.Namespace, Name: e.name},
 			Spec:       e.spec(now, now, 0),
-		}, metav1.CreateOptions{})
+		}
+		e.stamp(created)
+		lease, err = e.leases.Create(ctx, created, metav1.CreateOptions{})
 	} else {
 		next := e.seen.DeepCopy()
 		delete(next.Annotations, annotationWantedBy) // whoever asked, it is this replica's now
+		e.stamp(next)
 		s := e.seen.Spec
 		transitions := ptr.Deref(s.LeaseTransitions, 0)
 		acquired := now
-		if ptr.Deref(s.HolderIdentity, "") == e.identity && s.AcquireTime != nil {
+		if e.mine(e.seen) && s.AcquireTime != nil {
 			acquired = *s.AcquireTime
 		} else {
 			transitions++
@@ -203,7 +249,7 @@ func (e *elector) take(ctx context.Context) bool {
 		next.Spec = e.spec(acquired, now, transitions)
 		lease, err = e.leases.Update(ctx, next, metav1.UpdateOptions{})
 	}
-	e.check(err)
+	e.check(err, e.seen == nil)
 	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 			e.look(ctx) // another replica wrote it first
@@ -246,6 +292,9 @@ func (e *elector) hold(ctx context.Context) {
 		start := time.Now()
 		taken, err := e.renew(ctx)
 		switch {
+		case taken && err != nil:
+			e.log.Info("Failed to renew lease: it was deleted", "err", err)
+			return
 		case taken:
 			e.log.Info("Failed to renew lease: another replica holds it", "holder", ptr.Deref(e.seen.Spec.HolderIdentity, ""))
 			return
@@ -268,6 +317,9 @@ func (e *elector) hold(ctx context.Context) {
 // renew writes a new renewal time into the Lease, conditioned on the
 // version this replica last wrote. A conflict is read: the Lease may be
 // this replica's still (a write whose answer was lost), or another's.
+// taken is true when it is another's, or gone (NotFound, returned as err):
+// a replica that saw the Lease held takes a deleted one only LeaseDuration
+// after it saw it missing, so the holder stops at once.
 func (e *elector) renew(ctx context.Context) (taken bool, err error) {
 	ctx, cancel := context.WithDeadline(ctx, e.renewedAt().Add(e.timing.RenewDeadline))
 	defer cancel()
@@ -277,26 +329,57 @@ func (e *elector) renew(ctx context.Context) (taken bool, err error) {
 		now := metav1.NewMicroTime(start)
 		next.Spec = e.spec(ptr.Deref(e.seen.Spec.AcquireTime, now), now, ptr.Deref(e.seen.Spec.LeaseTransitions, 0))
 		lease, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
-		e.check(err)
+		e.check(err, false)
 		if err == nil {
 			e.saw(lease)
 			e.wrote(start)
 			return false, nil
 		}
+		if apierrors.IsNotFound(err) {
+			e.saw(nil)
+			return true, err // deleted: another replica may create it
+		}
 		if !apierrors.IsConflict(err) {
 			return false, err
 		}
 		lease, err = e.leases.Get(ctx, e.name, metav1.GetOptions{})
-		e.check(err)
+		e.check(err, false)
+		if apierrors.IsNotFound(err) {
+			e.saw(nil)
+			return true, err
+		}
 		if err != nil {
 			return false, err
 		}
 		e.saw(lease)
-		if ptr.Deref(lease.Spec.HolderIdentity, "") != e.identity {
+		if !e.mine(lease) {
 			return true, nil
 		}
 	}
 	return false, errors.New("the Lease changed twice while renewing it")
+}
+
+// annotationHolderProcess, on a Lease, names the process of the holder's
+// that wrote it: two processes with one identity (a StatefulSet's pod
+// deleted by force and recreated while the old one runs, a hostname
+// reused) see each other's Lease as held, not as their own.
+const annotationHolderProcess = "kube.humus.z5labs.dev/holder-process"
+
+// mine reports whether lease names this process the holder: this
+// replica's identity, written by this process.
+func (e *elector) mine(lease *coordinationv1.Lease) bool {
+	return ptr.Deref(lease.Spec.HolderIdentity, "") == e.identity && lease.Annotations[annotationHolderProcess] == e.process
+}
+
+// stamp marks lease as this process's.
+func (e *elector) stamp(lease *coordinationv1.Lease) {
+	if e.process == "" {
+		return
+	}
+	if lease.Annotations == nil {
+		lease.Annotations = map[string]string{}
+	}
+	lease.Annotations[annotationHolderProcess] = e.process
 }
 
 func (e *elector) wrote(start time.Time) {
@@ -307,9 +390,15 @@ func (e *elector) wrote(start time.Time) {
 	}
 }
 
-// check notes a Forbidden answer: no retry mends it.
-func (e *elector) check(err error) {
-	if !apierrors.IsForbidden(err) {
+// check notes an answer of the API server's to a request of the Lease
+// (creating: a Create) that no retry mends: a 403; a 400, 405, 406, 413,
+// 415 or 422, a request the API server refuses as it is; and a 404 to a
+// create, the Lease's namespace missing. (A 404 to a read or an update is
+// the Lease missing, which a create mends.) It ends the campaign, and
+// Serve, with the answer, as client-go's elector never does: it logs and
+// retries forever, every replica Ready and none of them working.
+func (e *elector) check(err error, creating bool) {
+	if !incurable(err, creating) {
 		return
 	}
 	e.mu.Lock()
@@ -320,6 +409,23 @@ func (e *elector) check(err error) {
 	}
 }
 
+// incurable reports whether err is an answer to a request of the Lease
+// that no retry mends: see check.
+func incurable(err error, creating bool) bool {
+	var status apierrors.APIStatus
+	if err == nil || !errors.As(err, &status) {
+		return false
+	}
+	switch status.Status().Code {
+	case http.StatusBadRequest, http.StatusForbidden, http.StatusMethodNotAllowed, http.StatusNotAcceptable,
+		http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
+		return true
+	case http.StatusNotFound:
+		return creating
+	}
+	return false
+}
+
 // renewedAt is when the last renewal began.
 func (e *elector) renewedAt() time.Time {
 	e.mu.Lock()
@@ -327,7 +433,7 @@ func (e *elector) renewedAt() time.Time {
 	return e.renewed
 }
 
-// deniedErr is the Forbidden answer that closed refused.
+// deniedErr is the answer no retry mends that closed refused.
 func (e *elector) deniedErr() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -450,7 +556,8 @@ func (c *Controller) lead(ctx, stopping context.Context, sh *shard) error {
 
 // watchProof returns a channel closed once this replica can no longer prove
 // it holds the Lease: RenewDeadline has passed since its last renewal
-// began, or leader election stopped. It watches until finished is closed.
+// began, leader election stopped, or the API server refused a request of
+// the Lease as no retry mends. It watches until finished is closed.
 func (c *Controller) watchProof(el *elector, campaigned, finished <-chan struct{}) <-chan struct{} {
 	lost := make(chan struct{})
 	renewDeadline := c.settings.LeaderElection.RenewDeadline
@@ -466,6 +573,7 @@ func (c *Controller) watchProof(el *elector, campaigned, finished <-chan struct{
 					continue
 				}
 			case <-campaigned:
+			case <-el.refused:
 			case <-finished:
 				return
 			}
@@ -491,9 +599,10 @@ func (c *Controller) release(el *elector) {
 		c.tel.log.WarnContext(ctx, "releasing the lease", "lease", el.describe(), "error", err.Error())
 		return
 	}
-	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != le.Identity {
+	if !el.mine(lease) {
 		return
 	}
+	delete(lease.Annotations, annotationHolderProcess)
 	now := metav1.NewMicroTime(time.Now())
 	lease.Spec = coordinationv1.LeaseSpec{
 		LeaseDurationSeconds: new(int32(1)),

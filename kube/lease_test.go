@@ -550,3 +550,158 @@ func TestAHolderThatFindsAnotherInTheLeaseStops(t *testing.T) {
 		}
 	})
 }
+
+// A Lease deleted while a holds it: b, a standby that had seen it held,
+// counts it held for LeaseDuration from when it first saw it missing, and
+// a stops campaigning at its next renewal, which finds it gone; so b never
+// leads before a has stopped (issue 22, point 1: before, b created the
+// Lease at its next read and a renewed on until it found b in it, both
+// leading for about 2 s). At whatever moment of a's renewals and b's
+// reads it is deleted.
+func TestALeaseDeletedWhileHeldIsTakenOnlyOnceTheHolderStopped(t *testing.T) {
+	for phase := range 10 {
+		t.Run(fmt.Sprint("phase ", phase), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, listKinds)
+				checkLeaseVersions(f)
+				le := testSettings().LeaderElection
+				a, b := testElector(f, "a"), testElector(f, "b")
+				aLeads, _, aEnded := campaigning(t, a)
+				synctest.Wait()
+				if aLeads().IsZero() {
+					t.Fatal("a, the first replica, doesn't lead")
+				}
+				time.Sleep(time.Duration(phase) * 190 * time.Millisecond)
+				bLeads, _, _ := campaigning(t, b)
+				time.Sleep(5*time.Second + time.Duration(phase)*330*time.Millisecond)
+
+				leases := f.kube.CoordinationV1().Leases(le.Namespace)
+				if err := leases.Delete(t.Context(), testSettings().Name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				deleted := time.Now()
+				var aStopped time.Time
+				select {
+				case <-aEnded:
+					aStopped = time.Now()
+				case <-time.After(le.RetryPeriod + time.Second):
+					t.Fatalf("a still campaigns RetryPeriod+1s (%s) after its Lease was deleted", le.RetryPeriod+time.Second)
+				}
+				time.Sleep(time.Until(deleted.Add(le.LeaseDuration + le.RetryPeriod + time.Second)))
+				synctest.Wait()
+				took := bLeads()
+				switch {
+				case took.IsZero():
+					t.Fatalf("b didn't take the deleted Lease within LeaseDuration+RetryPeriod+1s of the deletion")
+				case took.Before(aStopped):
+					t.Errorf("b led %s before a stopped: two leaders", aStopped.Sub(took))
+				case took.Before(deleted.Add(le.LeaseDuration)):
+					t.Errorf("b took the deleted Lease %s after the deletion, before LeaseDuration (%s)", took.Sub(deleted), le.LeaseDuration)
+				}
+				if a.renewedAt().After(deleted) {
+					t.Errorf("a renewed the Lease after it was deleted")
+				}
+				if h := holder(f.lease(t, le.Namespace, testSettings().Name)); h != "b" {
+					t.Errorf("the Lease's holder = %q, want b", h)
+				}
+			})
+		})
+	}
+}
+
+// A replica whose first look finds no Lease (the controller's first
+// start) takes it at once: waiting LeaseDuration there would only delay
+// every first install.
+func TestAFirstStartTakesAMissingLeaseAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds)
+		checkLeaseVersions(f)
+		began := time.Now()
+		leads, _, _ := campaigning(t, testElector(f, "a"))
+		synctest.Wait()
+		if at := leads(); at.IsZero() || at.Sub(began) > 0 {
+			t.Errorf("a led %v after its start, want at once", at.Sub(began))
+		}
+	})
+}
+
+// A shard request written as an annotation on a dead holder's Lease gives
+// it a new resourceVersion, but no renewal: a standby's expiry clock runs
+// on from the holder's last renewal, so it takes the Lease within
+// LeaseDuration and RetryPeriod of the holder's death still (issue 22,
+// point 8: before, the annotation restarted the clock, and the takeover
+// came LeaseDuration after the request).
+func TestAShardRequestOnADeadHoldersLeaseDelaysNoTakeover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds)
+		checkLeaseVersions(f)
+		le := testSettings().LeaderElection
+		a, b := testElector(f, "a"), testElector(f, "b")
+		aLeads, killA, aEnded := campaigning(t, a)
+		synctest.Wait()
+		if aLeads().IsZero() {
+			t.Fatal("a, the first replica, doesn't lead")
+		}
+		bLeads, _, _ := campaigning(t, b)
+		time.Sleep(3 * time.Second)
+		killA() // its process dies: no release
+		<-aEnded
+		killed := time.Now()
+
+		time.Sleep(10 * time.Second)
+		leases := f.kube.CoordinationV1().Leases(le.Namespace)
+		l, err := leases.Get(t.Context(), testSettings().Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Annotations = map[string]string{annotationWantedBy: "c"}
+		if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(killed.Add(le.LeaseDuration + le.RetryPeriod + time.Second)))
+		synctest.Wait()
+		if took := bLeads(); took.IsZero() || took.After(killed.Add(le.LeaseDuration+le.RetryPeriod)) {
+			t.Errorf("b took the Lease %v after a died (zero: not yet), want within LeaseDuration+RetryPeriod (%s)", took.Sub(killed), le.LeaseDuration+le.RetryPeriod)
+		}
+	})
+}
+
+// Two processes with one identity (a StatefulSet's pod deleted by force
+// and recreated while the old one still runs, a hostname reused): the
+// second counts the first's Lease as held, not as its own, and takes it
+// only once it has expired; the first, while it runs, keeps it (issue 22,
+// point 7: before, a Lease naming this replica's identity was free at
+// once, and both led).
+func TestASecondProcessWithTheSameIdentityDoesNotLeadBesideTheFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds)
+		checkLeaseVersions(f)
+		le := testSettings().LeaderElection
+		first, second := testElector(f, "a"), testElector(f, "a")
+		first.process, second.process = "p1", "p2"
+		firstLeads, killFirst, firstEnded := campaigning(t, first)
+		synctest.Wait()
+		if firstLeads().IsZero() {
+			t.Fatal("the first process doesn't lead")
+		}
+		secondLeads, _, _ := campaigning(t, second)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if at := secondLeads(); !at.IsZero() {
+			t.Fatalf("the second process with the first's identity led beside it, from %v", at)
+		}
+		select {
+		case <-firstEnded:
+			t.Fatal("the first process stopped leading while it ran")
+		default:
+		}
+		killFirst() // its process dies: no release
+		<-firstEnded
+		killed := time.Now()
+		time.Sleep(le.LeaseDuration + le.RetryPeriod + time.Second)
+		synctest.Wait()
+		if took := secondLeads(); took.IsZero() || took.Before(first.renewedAt().Add(le.LeaseDuration)) {
+			t.Errorf("the second process took the Lease %v after the first died (zero: not yet), want once it expired", took.Sub(killed))
+		}
+	})
+}

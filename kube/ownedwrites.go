@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,18 +24,43 @@ import (
 // A reconcile's writes to the resources its controller Owns are its own
 // outcome too: the Reconciler has their responses. The Client's transport
 // records the resourceVersion each of them returned, and the event that
-// brings that version queues nothing. A write is recorded when it goes
-// through the Client's transport (a clientset built from Client.Config),
-// with the reconcile's context, and its answer is JSON or protobuf, as
-// client-go's clients ask for; any other write's event queues the owner as
-// a change of someone else's does.
+// brings that version queues nothing, provided the write made that
+// version. A write is recorded when it goes through the Client's transport
+// (a clientset built from Client.Config), with the reconcile's context,
+// and its answer is JSON or protobuf, as client-go's clients ask for; any
+// other write's event queues the owner as a change of someone else's does.
+//
+// A write that changes nothing makes no version: kube-apiserver's store
+// writes nothing when the object's bytes are unchanged, and answers with
+// the stored object, whose resourceVersion can be another client's write
+// that the informer hasn't brought yet. The answer can't tell the two
+// apart, but the event can: a write that changed the object changed its
+// writer's managedFields entry too (server-side apply and update set the
+// entry's time, to the second, whenever they change the object, and the
+// entry's fields when they change what the writer owns), while another
+// client's write leaves the writer's entry as it was. So the event of a
+// recorded version is the reconcile's own only when the writer's entry
+// differs between the version before it and that version, or, for an
+// object new to the cache, when the write created it (201). A change of
+// the writer's within the second of its last one, to fields it already
+// owned, is taken for someone else's: one reconcile more, never one less.
 
-// writeRecorder records a write's answer: the resource it was sent to, and
-// the object's namespace, name and resourceVersion after it. It records
-// only the resources it owns, and the transport reads no other answer.
+// writeRecorder records a write's answer: the resource it was sent to, the
+// object's namespace and name, and what the answer says of the write. It
+// records only the resources it owns, and the transport reads no other
+// answer.
 type writeRecorder interface {
 	owns(gr schema.GroupResource) bool
-	recordWrite(gr schema.GroupResource, namespace, name, rv string)
+	recordWrite(gr schema.GroupResource, namespace, name string, w ownedAnswer)
+}
+
+// ownedAnswer is what a write's answer says of it: the object's
+// resourceVersion after it, whether it created the object, and which
+// managedFields entry is the writer's (managedKey).
+type ownedAnswer struct {
+	rv      string
+	created bool
+	entry   uint64
 }
 
 type writeRecorderKey struct{}
@@ -73,16 +100,54 @@ func (t *writesTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRecordedBytes+1))
+	if err == nil && len(body) > maxRecordedBytes {
+		// Too long to record: the caller reads what was read, then the
+		// rest of the answer as it comes.
+		resp.Body = readCloser{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
+		return resp, nil
+	}
 	_ = resp.Body.Close()
 	// The caller reads the answer as it came, or the error reading it.
 	resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
-	if err != nil || len(body) > maxRecordedBytes {
+	if err != nil {
 		return resp, nil
 	}
 	if m, ok := metadataOf(mt, body); ok && m.Name != "" {
-		rec.recordWrite(gr, m.Namespace, m.Name, m.ResourceVersion)
+		rec.recordWrite(gr, m.Namespace, m.Name, ownedAnswer{
+			rv:      m.ResourceVersion,
+			created: resp.StatusCode == http.StatusCreated,
+			entry:   writersEntry(r),
+		})
 	}
 	return resp, nil
+}
+
+// writersEntry is the managedKey of the managedFields entry that r's
+// writer owns, as kube-apiserver names it: the fieldManager the request
+// names, or else its User-Agent up to the first "/", printable runes only,
+// cut to 128 bytes; the operation Apply for a server-side apply, Update
+// for any other write; and the subresource the path names.
+func writersEntry(r *http.Request) uint64 {
+	manager := r.URL.Query().Get("fieldManager")
+	if manager == "" {
+		ua, _, _ := strings.Cut(r.UserAgent(), "/")
+		var b strings.Builder
+		for _, c := range ua {
+			if !unicode.IsPrint(c) {
+				continue
+			}
+			if b.Len()+utf8.RuneLen(c) > maxFieldManager {
+				break
+			}
+			b.WriteRune(c)
+		}
+		manager = b.String()
+	}
+	op := metav1.ManagedFieldsOperationUpdate
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/apply-patch") {
+		op = metav1.ManagedFieldsOperationApply
+	}
+	return managedKey(manager, op, subresourceOf(r.URL.Path))
 }
 
 // The media types of the answers a write's resourceVersion is read from:
@@ -129,6 +194,12 @@ func metadataOf(mediaType string, body []byte) (metav1.ObjectMeta, bool) {
 	return m, false
 }
 
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
 // errReader returns err, or io.EOF when it is nil.
 type errReader struct{ err error }
 
@@ -143,6 +214,22 @@ func (e errReader) Read([]byte) (int, error) {
 // /api/v1/namespaces/{namespace}/{resource}/{name}/{subresource},
 // /apis/{group}/{version}/{resource}/{name}, and so on.
 func resourceOf(path string) (schema.GroupResource, bool) {
+	gr, _, ok := splitPath(path)
+	return gr, ok
+}
+
+// subresourceOf is the subresource an API path names, or "".
+func subresourceOf(path string) string {
+	_, segs, _ := splitPath(path)
+	if len(segs) >= 3 {
+		return segs[2]
+	}
+	return ""
+}
+
+// splitPath is the group of an API path, and its segments from the
+// resource on: resource, name, subresource.
+func splitPath(path string) (schema.GroupResource, []string, bool) {
 	segs := strings.Split(strings.Trim(path, "/"), "/")
 	var gr schema.GroupResource
 	switch {
@@ -151,18 +238,17 @@ func resourceOf(path string) (schema.GroupResource, bool) {
 	case len(segs) >= 4 && segs[0] == "apis":
 		gr.Group, segs = segs[1], segs[3:]
 	default:
-		return gr, false
+		return gr, nil, false
 	}
 	if len(segs) >= 3 && segs[0] == "namespaces" {
 		segs = segs[2:] // a namespaced resource; namespaces/{name} alone is a Namespace
 	}
 	gr.Resource = segs[0]
-	return gr, gr.Resource != ""
+	return gr, segs, gr.Resource != ""
 }
 
-// ownedWrites keeps the resourceVersions that a controller's reconciles
-// wrote to the resources it Owns, until their events come, or for
-// rywBound.
+// ownedWrites keeps the writes that a controller's reconciles made to the
+// resources it Owns, until their events come, or for rywBound.
 type ownedWrites struct {
 	owned []schema.GroupResource
 
@@ -177,8 +263,8 @@ type ownedKey struct {
 }
 
 type ownedWrite struct {
-	rvs []string // in the order written
-	at  time.Time
+	writes []ownedAnswer // in the order written
+	at     time.Time
 }
 
 func newOwnedWrites(owned []schema.GroupVersionResource) *ownedWrites {
@@ -193,8 +279,8 @@ func (w *ownedWrites) owns(gr schema.GroupResource) bool {
 	return w != nil && slices.Contains(w.owned, gr)
 }
 
-func (w *ownedWrites) recordWrite(gr schema.GroupResource, namespace, name, rv string) {
-	if rv == "" || !w.owns(gr) {
+func (w *ownedWrites) recordWrite(gr schema.GroupResource, namespace, name string, wr ownedAnswer) {
+	if wr.rv == "" || !w.owns(gr) {
 		return
 	}
 	w.mu.Lock()
@@ -203,42 +289,65 @@ func (w *ownedWrites) recordWrite(gr schema.GroupResource, namespace, name, rv s
 	if now.Sub(w.swept) > rywBound {
 		// Forget the writes whose events never came, such as those a
 		// relist folded into a later version's.
-		for k, wr := range w.m {
-			if now.Sub(wr.at) > rywBound {
+		for k, ow := range w.m {
+			if now.Sub(ow.at) > rywBound {
 				delete(w.m, k)
 			}
 		}
 		w.swept = now
 	}
 	k := ownedKey{gr, namespace, name}
-	wr := w.m[k]
-	wr.rvs, wr.at = append(wr.rvs, rv), now
-	w.m[k] = wr
+	ow := w.m[k]
+	ow.writes, ow.at = append(ow.writes, wr), now
+	w.m[k] = ow
 }
 
-// redundant reports whether the event bringing version rv of an owned
-// object is that of a reconcile's own write. An event past the last write
-// forgets the object's writes.
-func (w *ownedWrites) redundant(gr schema.GroupResource, namespace, name, rv string) bool {
+// redundant reports whether the event that brings obj, an owned object of
+// gr, after old (nil when the object is new to the cache), is that of a
+// reconcile's own write: its version is one a write of the reconcile's
+// answered, and that write made it. An event past the last write forgets
+// the object's writes.
+func (w *ownedWrites) redundant(gr schema.GroupResource, old, obj metav1.Object) bool {
 	if w == nil {
 		return false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	k := ownedKey{gr, namespace, name}
-	wr, ok := w.m[k]
+	k := ownedKey{gr, obj.GetNamespace(), obj.GetName()}
+	ow, ok := w.m[k]
 	if !ok {
 		return false
 	}
-	if cmp, err := resourceversion.CompareResourceVersion(rv, wr.rvs[len(wr.rvs)-1]); err != nil || cmp >= 0 {
+	rv := obj.GetResourceVersion()
+	last := ow.writes[len(ow.writes)-1]
+	if cmp, err := resourceversion.CompareResourceVersion(rv, last.rv); err != nil || cmp >= 0 {
 		delete(w.m, k)
-		return err == nil && cmp == 0
+		return err == nil && cmp == 0 && last.made(old, obj)
 	}
-	i := slices.Index(wr.rvs, rv)
+	i := slices.IndexFunc(ow.writes, func(wr ownedAnswer) bool { return wr.rv == rv })
 	if i < 0 {
 		return false
 	}
-	wr.rvs = slices.Delete(wr.rvs, 0, i+1) // events come in order
-	w.m[k] = wr
-	return true
+	made := ow.writes[i].made(old, obj)
+	ow.writes = slices.Delete(ow.writes, 0, i+1) // events come in order
+	w.m[k] = ow
+	return made
+}
+
+// made reports whether the write made obj, the version it answered, from
+// old, the version before it in the cache, and nobody else changed it
+// between them: it created the object; or it changed the writer's
+// managedFields entry and no other entry changed (a relist can fold
+// another client's change into the event of the reconcile's write: the
+// other client's entry tells).
+func (wr ownedAnswer) made(old, obj metav1.Object) bool {
+	if old == nil {
+		return wr.created
+	}
+	after, ok := managedSumOf(obj, wr.entry)
+	if !ok {
+		return false
+	}
+	before, ok := managedSumOf(old, wr.entry)
+	return (!ok || before != after) && othersUnchanged(old, obj, wr.entry)
 }

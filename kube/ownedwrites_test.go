@@ -2,18 +2,30 @@ package kube
 
 import (
 	"bytes"
+	"compress/gzip"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
 )
 
 var deploymentsGR = schema.GroupResource{Group: "apps", Resource: "deployments"}
@@ -45,8 +57,12 @@ type recorded []string
 
 func (r *recorded) owns(gr schema.GroupResource) bool { return gr == deploymentsGR }
 
-func (r *recorded) recordWrite(gr schema.GroupResource, namespace, name, rv string) {
-	*r = append(*r, gr.String()+" "+namespace+"/"+name+" "+rv)
+func (r *recorded) recordWrite(gr schema.GroupResource, namespace, name string, w ownedAnswer) {
+	s := gr.String() + " " + namespace + "/" + name + " " + w.rv
+	if w.created {
+		s += " created"
+	}
+	*r = append(*r, s)
 }
 
 // The transport records the resourceVersion of each write a reconcile's
@@ -139,12 +155,17 @@ func TestTheTransportRecordsAReconcilesWrites(t *testing.T) {
 // event, another resource's, or one once the writes are forgotten, queues
 // its owner.
 func TestTheEventOfAReconcilesWriteToAnOwnedObjectQueuesNothing(t *testing.T) {
+	// Each version has the reconcile's managedFields entry of another time,
+	// as though the reconcile had written each.
 	owned := func(rv string) *metav1.PartialObjectMetadata {
+		sec, _ := strconv.ParseInt(rv, 10, 64)
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: rv,
+			ManagedFields:   []metav1.ManagedFieldsEntry{managedEntry("memcached", metav1.ManagedFieldsOperationApply, "", sec, `{"f:spec":{}}`)},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached", Name: "m", Controller: new(true)}}}}
 	}
 	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	configMaps := schema.GroupResource{Resource: "configmaps"}
+	ours := managedKey("memcached", metav1.ManagedFieldsOperationApply, "")
 	for _, tc := range []struct {
 		name   string
 		writes []string
@@ -166,7 +187,7 @@ func TestTheEventOfAReconcilesWriteToAnOwnedObjectQueuesNothing(t *testing.T) {
 			h("update", "6")
 		}, 1},
 		{"a write to a resource it doesn't own", nil, func(w *ownedWrites, h func(string, string)) {
-			w.recordWrite(configMaps, "default", "d", "5")
+			w.recordWrite(configMaps, "default", "d", ownedAnswer{rv: "5", created: true, entry: ours})
 			h("update", "5")
 		}, 1},
 		{"its deletion", []string{"5"}, func(_ *ownedWrites, h func(string, string)) { h("delete", "5") }, 1},
@@ -177,7 +198,7 @@ func TestTheEventOfAReconcilesWriteToAnOwnedObjectQueuesNothing(t *testing.T) {
 			sh := testShard(q)
 			c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
 			for _, rv := range tc.writes {
-				c.ownWrites.recordWrite(deploymentsGR, "default", "d", rv)
+				c.ownWrites.recordWrite(deploymentsGR, "default", "d", ownedAnswer{rv: rv, created: true, entry: ours})
 			}
 			h := c.ownerKeys(sh, deploymentsGR)
 			tc.steps(c.ownWrites, func(event, rv string) {
@@ -194,5 +215,233 @@ func TestTheEventOfAReconcilesWriteToAnOwnedObjectQueuesNothing(t *testing.T) {
 				t.Errorf("owners queued = %d, want %d", got, tc.queued)
 			}
 		})
+	}
+}
+
+// storedDeployment is the JSON the API server answers for Deployment
+// default/d at resourceVersion rv, with the managedFields entries given as
+// manager, operation, subresource and time, each owning fields fields.
+func storedDeployment(rv string, replicas int, entries ...metav1.ManagedFieldsEntry) *appsv1.Deployment {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", UID: "u-d", ResourceVersion: rv,
+		ManagedFields:   entries,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached", Name: "m", UID: "u-m", Controller: new(true)}}},
+		Spec: appsv1.DeploymentSpec{Replicas: new(int32(replicas))}}
+	d.APIVersion, d.Kind = "apps/v1", "Deployment"
+	return d
+}
+
+// managedEntry is a managedFields entry of manager's, at second sec.
+func managedEntry(manager string, op metav1.ManagedFieldsOperationType, subresource string, sec int64, fields string) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: "apps/v1", Subresource: subresource,
+		Time: new(metav1.NewTime(time.Unix(sec, 0))), FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+}
+
+// applyAnswered applies Deployment default/d with a reconcile's context,
+// through a Client's transport, to a test server that answers code and
+// answer, and returns the Controller whose ownWrites recorded it.
+func applyAnswered(t *testing.T, code int, answer *appsv1.Deployment) *Controller {
+	t.Helper()
+	body, err := json.Marshal(answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newTestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPatch || r.URL.Query().Get("fieldManager") != "memcached" {
+			http.Error(w, "unexpected request "+r.Method+" "+r.URL.String(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = w.Write(body)
+	})
+	client := newTestClient(t, &humus.Setup{Host: humustest.NewHost().Host()}, Connection{
+		Server: "localhost:" + srv.Port(),
+		TLS:    &tls.Config{RootCAs: srv.pki.roots},
+	})
+	cs, err := kubernetes.NewForConfig(client.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
+	ctx := recordingWrites(t.Context(), c.ownWrites)
+	apply := appsv1apply.Deployment("d", "default").WithSpec(appsv1apply.DeploymentSpec().WithReplicas(1))
+	got, err := cs.AppsV1().Deployments("default").Apply(ctx, apply, metav1.ApplyOptions{FieldManager: "memcached", Force: true})
+	if err != nil {
+		t.Fatalf("the apply: %v", err)
+	}
+	if got.ResourceVersion != answer.ResourceVersion {
+		t.Fatalf("the apply's answer has resourceVersion %q, want %q", got.ResourceVersion, answer.ResourceVersion)
+	}
+	return c
+}
+
+// noOpCase is an answer of the API server's to a reconcile's apply, and
+// the informer's event of its version after it.
+type noOpCase struct {
+	name     string
+	code     int                // the API server's answer to the apply
+	answer   *appsv1.Deployment // and its object
+	old, new *appsv1.Deployment // the informer's event after the answer; old nil: an add
+	queued   int
+}
+
+// noOpCases are TestAWriteThatChangesNothingRecordsNoVersion's cases.
+func noOpCases() []noOpCase {
+	const (
+		specFields   = `{"f:spec":{"f:replicas":{}}}`
+		statusFields = `{"f:status":{"f:replicas":{}}}`
+	)
+	ours := func(sec int64) metav1.ManagedFieldsEntry {
+		return managedEntry("memcached", metav1.ManagedFieldsOperationApply, "", sec, specFields)
+	}
+	kcm := func(sec int64) metav1.ManagedFieldsEntry {
+		return managedEntry("kube-controller-manager", metav1.ManagedFieldsOperationUpdate, "status", sec, statusFields)
+	}
+	return []noOpCase{
+		{
+			// Another client wrote version 5 (the status); the informer
+			// hasn't seen it yet when the apply, which changes nothing, is
+			// answered with it.
+			name:   "a no-op answered with another client's version",
+			code:   http.StatusOK,
+			answer: storedDeployment("5", 1, ours(100), kcm(200)),
+			old:    storedDeployment("4", 1, ours(100), kcm(150)),
+			new:    storedDeployment("5", 1, ours(100), kcm(200)),
+			queued: 1,
+		},
+		{
+			name:   "a change",
+			code:   http.StatusOK,
+			answer: storedDeployment("6", 2, ours(300), kcm(200)),
+			old:    storedDeployment("5", 1, ours(100), kcm(200)),
+			new:    storedDeployment("6", 2, ours(300), kcm(200)),
+			queued: 0,
+		},
+		{
+			// Server-side apply that takes a field another manager set to
+			// the same value changes only managedFields, and not its time.
+			name:   "a change of the fields owned alone",
+			code:   http.StatusOK,
+			answer: storedDeployment("6", 1, managedEntry("memcached", metav1.ManagedFieldsOperationApply, "", 100, `{"f:spec":{"f:paused":{},"f:replicas":{}}}`), kcm(200)),
+			old:    storedDeployment("5", 1, ours(100), kcm(200)),
+			new:    storedDeployment("6", 1, managedEntry("memcached", metav1.ManagedFieldsOperationApply, "", 100, `{"f:spec":{"f:paused":{},"f:replicas":{}}}`), kcm(200)),
+			queued: 0,
+		},
+		{
+			// A relist folded another client's status write into the
+			// event of the reconcile's change: the other client's entry
+			// changed too.
+			name:   "a change with another client's folded into its event",
+			code:   http.StatusOK,
+			answer: storedDeployment("6", 2, ours(300), kcm(200)),
+			old:    storedDeployment("4", 1, ours(100), kcm(150)),
+			new:    storedDeployment("6", 2, ours(300), kcm(200)),
+			queued: 1,
+		},
+		{
+			name:   "a creation",
+			code:   http.StatusCreated,
+			answer: storedDeployment("7", 1, ours(100)),
+			new:    storedDeployment("7", 1, ours(100)),
+			queued: 0,
+		},
+		{
+			// An apply answered 200 for an object the informer hadn't seen:
+			// it can't be told from another's creation.
+			name:   "a no-op of an object the cache hasn't seen",
+			code:   http.StatusOK,
+			answer: storedDeployment("7", 1, ours(100)),
+			new:    storedDeployment("7", 1, ours(100)),
+			queued: 1,
+		},
+	}
+}
+
+// A reconcile's write that the API server answers without writing (a
+// no-op: kube-apiserver's store writes nothing when the bytes are equal,
+// and answers the stored object) is no write of the reconcile's: its
+// answer's resourceVersion can be one another client wrote, whose event
+// must still queue the owner. Each case drives the answer through the
+// Client's transport, as the API server gives it, then the informer's
+// event of that version.
+func TestAWriteThatChangesNothingRecordsNoVersion(t *testing.T) {
+	for _, tc := range noOpCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			c := applyAnswered(t, tc.code, tc.answer)
+			q := &countingQueue{queue: newQueue("test", nil)}
+			defer q.ShutDown()
+			h := c.ownerKeys(testShard(q), deploymentsGR)
+			cached := func(d *appsv1.Deployment) any {
+				md := &metav1.PartialObjectMetadata{TypeMeta: d.TypeMeta, ObjectMeta: d.ObjectMeta}
+				obj, err := ownedMetadata(md)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return obj
+			}
+			if tc.old == nil {
+				h.OnAdd(cached(tc.new), false)
+			} else {
+				h.OnUpdate(cached(tc.old), cached(tc.new))
+			}
+			if n := len(q.added); n != tc.queued {
+				t.Errorf("owners queued by the event of version %s = %d, want %d", tc.new.ResourceVersion, n, tc.queued)
+			}
+		})
+	}
+}
+
+// Recording a write never changes what its caller reads: an answer over
+// the bound the transport reads for a resourceVersion (3 MiB) reaches the
+// caller whole, whether its length is known in advance or not (chunked,
+// or gzip, which Go's transport decompresses and so has no length). Before,
+// such an answer was cut at 3 MiB + 1 byte.
+func TestAnAnswerOverTheRecordedBoundReachesTheCallerWhole(t *testing.T) {
+	big := fmt.Sprintf(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"namespace":"default","name":"d","resourceVersion":"42","annotations":{"big":%q}}}`,
+		strings.Repeat("x", maxRecordedBytes+1<<20))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch path.Base(r.URL.Path) {
+		case "chunked":
+			for rest := big; rest != ""; {
+				n := min(len(rest), 64<<10)
+				_, _ = io.WriteString(w, rest[:n])
+				w.(http.Flusher).Flush()
+				rest = rest[n:]
+			}
+		case "gzip":
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			_, _ = io.WriteString(zw, big)
+			_ = zw.Close()
+		}
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: &writesTransport{next: http.DefaultTransport}}
+	for _, answer := range []string{"chunked", "gzip"} {
+		var rec recorded
+		req, err := http.NewRequestWithContext(recordingWrites(t.Context(), &rec), http.MethodPatch, srv.URL+"/apis/apps/v1/namespaces/default/deployments/"+answer, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ContentLength >= 0 {
+			t.Errorf("%s: the answer's length is known (%d): the test shows nothing", answer, resp.ContentLength)
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			t.Errorf("%s: reading the answer: %v", answer, err)
+		}
+		if len(body) != len(big) || string(body) != big {
+			t.Errorf("%s: the caller read %d bytes, want the answer's %d whole", answer, len(body), len(big))
+		}
+		if len(rec) != 0 {
+			t.Errorf("%s: recorded %q, want nothing from an answer over the bound", answer, rec)
+		}
 	}
 }

@@ -144,6 +144,11 @@ func (c *Controller) reconcile(ctx context.Context, u *cachedObject) (time.Durat
 	if err != nil {
 		return 0, err
 	}
+	if err := obj.statusErr(); err != nil {
+		// The status is the controller's own output: the status apply
+		// mends it.
+		c.tel.log.WarnContext(ctx, "the status can't be decoded: reconciling from a zero status", "error", err.Error())
+	}
 
 	// 3. Handle the finalizer: one arm for each of its states.
 	rv := u.GetResourceVersion()

@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Reconciler brings the cluster to what an object's spec declares.
@@ -70,6 +73,10 @@ type decoded interface {
 
 	// finalize calls the finalizer's f.
 	finalize(ctx context.Context) error
+
+	// statusErr is why the object's status couldn't be decoded, so the
+	// Reconciler is handed a zero status: nil when it could.
+	statusErr() error
 }
 
 // resourceType is the Go type of a Resource's objects.
@@ -78,24 +85,48 @@ type resourceType[Spec, Status any] struct {
 	fin func(context.Context, Object[Spec, Status]) error
 }
 
+// decode decodes u into an Object. A status that can't be decoded (a field
+// of the wrong type, written by an older version of the type) is the
+// controller's own output, which only its next status apply can mend: the
+// Object gets a zero status, and statusErr says why.
 func (r resourceType[Spec, Status]) decode(u *cachedObject) (decoded, error) {
 	d := &resourceObject[Spec, Status]{typ: r, u: u}
-	if err := decode(u, &d.obj); err != nil {
+	err := decode(u, &d.obj)
+	var de *decodeError
+	if err == nil || !errors.As(err, &de) || (de.field != "status" && !strings.HasPrefix(de.field, "status.")) {
+		return d, err
+	}
+	var noStatus struct {
+		metav1.TypeMeta   `json:",inline"`
+		metav1.ObjectMeta `json:"metadata,omitempty"`
+
+		Spec   Spec            `json:"spec"`
+		Status json.RawMessage `json:"status,omitempty"`
+	}
+	if err := decode(u, &noStatus); err != nil {
 		return nil, err
 	}
+	d.obj = Object[Spec, Status]{TypeMeta: noStatus.TypeMeta, ObjectMeta: noStatus.ObjectMeta, Spec: noStatus.Spec}
+	d.badStatus = err
 	return d, nil
 }
 
 type resourceObject[Spec, Status any] struct {
-	typ resourceType[Spec, Status]
-	u   *cachedObject
-	obj Object[Spec, Status]
+	typ       resourceType[Spec, Status]
+	u         *cachedObject
+	obj       Object[Spec, Status]
+	badStatus error // why the status couldn't be decoded
 }
+
+func (r *resourceObject[Spec, Status]) statusErr() error { return r.badStatus }
 
 func (r *resourceObject[Spec, Status]) reconcile(ctx context.Context) ([]byte, time.Duration, error) {
 	before, err := json.Marshal(r.obj.Status)
 	if err != nil {
 		return nil, 0, fmt.Errorf("kube: encoding %s's status: %w", describe(r.u), err)
+	}
+	if r.badStatus != nil {
+		before = nil // what the API server holds isn't the zero status: apply whatever comes
 	}
 	res, err := r.typ.rec.Reconcile(ctx, r.obj)
 	if res.Status == nil {
@@ -124,12 +155,23 @@ func decode(u *cachedObject, v any) error {
 	if err := json.Unmarshal(u.raw, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return fmt.Errorf("kube: decoding %s: field %s: a JSON %s can't be a Go %s", describe(u), te.Field, te.Value, te.Type)
+			return &decodeError{
+				msg:   fmt.Sprintf("kube: decoding %s: field %s: a JSON %s can't be a Go %s", describe(u), te.Field, te.Value, te.Type),
+				field: te.Field,
+			}
 		}
 		return fmt.Errorf("kube: decoding %s: %w", describe(u), err)
 	}
 	return nil
 }
+
+// decodeError is a decode's error naming the field of the wrong type.
+type decodeError struct {
+	msg   string
+	field string // such as spec.size
+}
+
+func (e *decodeError) Error() string { return e.msg }
 
 // describe names an object in errors and records, such as
 // "Memcached default/cache".

@@ -102,6 +102,7 @@ func (c *Controller) serve(ctx, stopping context.Context, fail context.CancelCau
 	defer running.Wait()
 	defer stopInformers()
 	watch := newServedWatch(c, informing, fail, &running)
+	watch.probe()
 	if c.settings.Shards > 1 {
 		return c.serveShards(ctx, stopping, informing, watch, &running)
 	}

@@ -29,6 +29,14 @@ const (
 	// and RBAC are loaded.
 	unservedGrace = 10 * time.Second
 
+	// rightsProbe is how often a running controller lists and watches its
+	// resource, and each it owns, once more: the API server checks a
+	// request's rights when it begins, so an open watch goes on after
+	// list and watch are taken away, until it times out (5 to 10 minutes).
+	// So Serve ends within rightsProbe and unservedGrace of them taken
+	// away.
+	rightsProbe = 10 * time.Second
+
 	retryFirst = 500 * time.Millisecond
 	retryMax   = 8 * time.Second
 )
@@ -163,6 +171,32 @@ func (w *servedWatch) handler(i int) cache.WatchErrorHandlerWithContext {
 		}
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	}
+}
+
+// probe lists and watches each resource every rightsProbe until ctx ends,
+// and rechecks one that answers NotFound or Forbidden. It runs on
+// running.
+func (w *servedWatch) probe() {
+	w.running.Go(func() {
+		t := time.NewTicker(rightsProbe)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.ctx.Done():
+				return
+			case <-t.C:
+			}
+			for i := range 1 + len(w.c.owned) {
+				err := w.c.list(w.ctx, i)
+				if err == nil {
+					err = w.c.watch(w.ctx, i)
+				}
+				if unserved(err) {
+					w.recheck(i)
+				}
+			}
+		}
+	})
 }
 
 // recheck lists the i-th resource until it answers, at most once at a

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -324,6 +325,60 @@ func TestServeEndsWhenTheResourceStopsBeingServed(t *testing.T) {
 	})
 }
 
+// Rights taken away from a running controller: its list and watch of the
+// resource forbidden while its watch stays open, as the API server leaves
+// an open watch (RBAC is checked when a request begins). The controller
+// looks again every rightsProbe, so Serve ends within rightsProbe and
+// unservedGrace with the 403, and Synced goes unhealthy. Before, Serve
+// ran on, Ready, until the open watch ended (5 to 10 minutes on a real
+// API server; never on the fake).
+func TestServeEndsWhenItsRightsAreTakenAwayWhileItsWatchIsOpen(t *testing.T) {
+	resetErrorBackoff(t)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		var mu sync.Mutex
+		forbidden := false
+		denied := apierrors.NewForbidden(cachesGVR.GroupResource(), "", errors.New("the ServiceAccount may not"))
+		refuse := func(k8stesting.Action) (bool, runtime.Object, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if forbidden {
+				return true, nil, denied
+			}
+			return false, nil, nil
+		}
+		f.dyn.PrependReactor("list", "memcacheds", refuse)
+		f.dyn.PrependWatchReactor("memcacheds", func(a k8stesting.Action) (bool, watch.Interface, error) {
+			handled, _, err := refuse(a)
+			return handled, nil, err
+		})
+		var calls counter
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+		stop := served(t, ctrl)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+			t.Fatalf("Synced before the rights are taken away: %v", err)
+		}
+
+		mu.Lock()
+		forbidden = true
+		mu.Unlock()
+		taken := time.Now()
+		returned, err := awaitServe(ctrl, stop, rightsProbe+unservedGrace+2*time.Second)
+		if !returned {
+			t.Fatalf("Serve didn't return within rightsProbe+unservedGrace+2s (%s) of its rights taken away; Serve, cancelled = %v",
+				rightsProbe+unservedGrace+2*time.Second, stop())
+		}
+		if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), listingCaches) {
+			t.Errorf("Serve = %v after %s, want %q followed by the Forbidden", err, time.Since(taken), listingCaches)
+		}
+		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+			t.Error("Synced is healthy after Serve returned")
+		}
+	})
+}
+
 func TestAResourceUnservedForLessThanTheGraceKeepsServing(t *testing.T) {
 	resetErrorBackoff(t)
 	synctest.Test(t, func(t *testing.T) {
@@ -386,6 +441,57 @@ func TestServeEndsWhenTheLeaseIsForbidden(t *testing.T) {
 			t.Error("Synced is healthy after Serve returned")
 		}
 	})
+}
+
+// A Lease that can't be created for an answer no retry mends, other than
+// a 403 (its namespace missing, a 404; a 422, the Lease refused as
+// invalid; a 400), ends Serve as a 403 does, naming the Lease and the
+// answer, and Synced goes unhealthy: before, the elector logged "Failed to
+// update lock" and retried forever, every replica Ready and none working.
+// A Lease whose renewal is refused so ends Serve too.
+func TestServeEndsWhenTheLeaseCanNeverBeCreated(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		verb string
+		err  error
+	}{
+		{"its namespace missing", "create", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "kube-system")},
+		{"invalid", "create", apierrors.NewInvalid(schema.GroupKind{Group: "coordination.k8s.io", Kind: "Lease"}, "memcached-controller",
+			field.ErrorList{field.Invalid(field.NewPath("spec", "holderIdentity"), "replica-1", "refused by a policy")})},
+		{"a bad request", "create", apierrors.NewBadRequest("the request is refused")},
+		{"its renewal invalid", "update", apierrors.NewInvalid(schema.GroupKind{Group: "coordination.k8s.io", Kind: "Lease"}, "memcached-controller",
+			field.ErrorList{field.Invalid(field.NewPath("spec", "renewTime"), "now", "refused by a policy")})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+				f.kube.PrependReactor(tc.verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, tc.err
+				})
+				var calls counter
+				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+				stop := served(t, ctrl)
+
+				returned, err := awaitServe(ctrl, stop, time.Minute)
+				if !returned {
+					t.Fatalf("Serve didn't return within a minute of a Lease refused with %v; Serve, cancelled = %v", tc.err, stop())
+				}
+				want := "kube: the Lease kube-system/memcached-controller: " + tc.err.Error()
+				if tc.verb == "update" {
+					want = ErrLostLeadership.Error() + ": " + want
+				}
+				if err == nil || err.Error() != want || !errors.Is(err, tc.err) {
+					t.Errorf("Serve = %v, want %q", err, want)
+				}
+				if got := calls.get("m"); tc.verb == "create" && got != 0 {
+					t.Errorf("reconciles = %d, want none without the Lease", got)
+				}
+				if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+					t.Error("Synced is healthy after Serve returned")
+				}
+			})
+		})
+	}
 }
 
 func TestServeEndsWhenTheResourceMayBeListedButNotWatched(t *testing.T) {

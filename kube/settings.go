@@ -262,5 +262,8 @@ func (s Settings) check(scope Scope) error {
 			errs = append(errs, fmt.Errorf("kube: Settings.ShardBy %q with Settings.Namespace %q puts every object in one shard", s.ShardBy, s.Namespace))
 		}
 	}
+	// A Name of at most 128 characters (checkName) leaves room for its
+	// shards' Lease names, Name-255-of-256 at most, in a DNS-1123
+	// subdomain's 253.
 	return errors.Join(errs...)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -281,6 +282,56 @@ func TestAnObjectThatCannotBeDecodedGetsNoFinalizer(t *testing.T) {
 	})
 }
 
+// A status that can't be decoded (a field of the wrong type, written by an
+// older version of the type) is the controller's own output, which only it
+// can mend: the reconcile is handed the object with a zero status, with a
+// WARN record naming the field, and the status it returns is applied, so
+// the next decode succeeds (issue 22, point 10: before, the decode failed
+// every time, and the controller could never write the status that would
+// mend it). A spec that can't be decoded is an error still.
+func TestAStatusThatCannotBeDecodedIsReconciledFromAZeroStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := cacheObject("default", "m", 3)
+		m.Object["status"] = map[string]any{"readyReplicas": "three", "conditions": []any{}}
+		f := newFakeCluster(t, listKinds, m)
+		tel := humustest.NewTelemetry()
+		var calls counter
+		var handed []cacheStatus
+		var mu sync.Mutex
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			mu.Lock()
+			handed = append(handed, m.Status)
+			mu.Unlock()
+			return readyReplicas(&calls)(ctx, m)
+		})
+		stop := served(t, observedController(t, f, tel, testSettings(), rec))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+
+		if got := calls.get("m"); got != 1 {
+			t.Fatalf("reconciles = %d, want 1", got)
+		}
+		if len(handed) == 0 || handed[0].ReadyReplicas != 0 || handed[0].Conditions != nil {
+			t.Errorf("the status handed to the Reconciler = %+v, want the zero status", handed)
+		}
+		st, _, _ := unstructured.NestedMap(f.get(t, cachesGVR, "default", "m").Object, "status")
+		if st["readyReplicas"] != int64(3) {
+			t.Errorf("the status the API server holds = %v, want readyReplicas 3, the Reconciler's", st)
+		}
+		warned := recordsWithBody(tel, "the status can't be decoded: reconciling from a zero status")
+		if len(warned) != 1 {
+			t.Fatalf("WARN records of the status = %d, want 1", len(warned))
+		}
+		const want = "kube: decoding Memcached default/m: field status.readyReplicas: a JSON string can't be a Go int32"
+		if got := recordAttrs(warned[0])["error"]; got != want {
+			t.Errorf("the record's error = %q, want %q", got, want)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
 func TestADeletingObjectThatCannotBeDecodedIsRetriedWithBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
@@ -540,9 +591,52 @@ func TestTheEventsOfAReconcilesOwnWritesQueueNothing(t *testing.T) {
 			q := &countingQueue{queue: newQueue("test", nil)}
 			defer q.ShutDown()
 			sh := testShard(q)
-			c := &Controller{finalizer: fin}
+			c := &Controller{finalizer: fin, versions: writtenVersions{manager: "memcached-controller"}}
 			h := c.objectKeys(sh)
 			tc.steps(c, func(u *unstructured.Unstructured) { h.OnUpdate(input, u) })
+			if got := len(q.added); got != tc.queued {
+				t.Errorf("keys queued = %d, want %d", got, tc.queued)
+			}
+		})
+	}
+}
+
+// A relist can fold another's change into the event of the controller's
+// own write, and a Kind such as a ConfigMap bumps no generation for it: a
+// managedFields entry other than the controller's own two applies that
+// changed since the reconcile's object queues the key; the controller's
+// own entries changing queue nothing (issue 22, point 11).
+func TestTheEventOfAnOwnWriteWithAnotherWritersEntryChangedQueuesTheKey(t *testing.T) {
+	obj := func(rv string, entries ...metav1.ManagedFieldsEntry) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetNamespace("default")
+		u.SetName("m")
+		u.SetUID("u1")
+		u.SetResourceVersion(rv)
+		u.SetManagedFields(entries)
+		return u
+	}
+	kubectl := func(sec int64) metav1.ManagedFieldsEntry {
+		return managedEntry("kubectl", metav1.ManagedFieldsOperationUpdate, "", sec, `{"f:data":{}}`)
+	}
+	own := func(subresource string) metav1.ManagedFieldsEntry {
+		return managedEntry("memcached-controller", metav1.ManagedFieldsOperationApply, subresource, 300, `{"f:metadata":{}}`)
+	}
+	input := obj("3", kubectl(100))
+	for _, tc := range []struct {
+		name   string
+		event  *unstructured.Unstructured
+		queued int
+	}{
+		{"another's entry changed", obj("5", kubectl(200)), 1},
+		{"the controller's own entries changed", obj("5", kubectl(100), own(""), own("status")), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &countingQueue{queue: newQueue("test", nil)}
+			defer q.ShutDown()
+			c := &Controller{finalizer: "cache.example.com/finalizer", versions: writtenVersions{manager: "memcached-controller"}}
+			c.versions.wrote("default/m", "5", input)
+			c.objectKeys(testShard(q)).OnUpdate(input, tc.event)
 			if got := len(q.added); got != tc.queued {
 				t.Errorf("keys queued = %d, want %d", got, tc.queued)
 			}

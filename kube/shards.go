@@ -11,7 +11,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -295,7 +294,7 @@ func (m *shardManager) list() ([]coordinationv1.Lease, bool, error) {
 	defer cancel()
 	list, err := m.c.clients.leases.Leases(le.Namespace).List(ctx, metav1.ListOptions{})
 	switch {
-	case apierrors.IsForbidden(err):
+	case incurable(err, false):
 		return nil, false, fmt.Errorf("kube: listing the Leases in %s: %w", le.Namespace, err)
 	case err != nil:
 		klog.FromContext(ctx).V(4).Info("Failed to list the leases", "err", err)
@@ -325,7 +324,7 @@ func (m *shardManager) states(leases []coordinationv1.Lease) (states []shardStat
 		}
 		el.saw(byName[el.name])
 		if free, at := el.free(); !free {
-			s.holder = ptr.Deref(el.seen.Spec.HolderIdentity, "")
+			s.holder = el.holder() // the Lease may be missing, and count as held still
 			if expiry.IsZero() || at.Before(expiry) {
 				expiry = at
 			}

@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
@@ -303,6 +306,160 @@ func TestAShardedReplicaReconcilesAtMostWorkersObjectsAtOnce(t *testing.T) {
 		defer mu.Unlock()
 		if most != 3 {
 			t.Errorf("reconciles in flight at most = %d, want Workers, 3, across the 4 shards", most)
+		}
+	})
+}
+
+// A shard's Lease deleted while its replica holds it: the replica's term of
+// that shard ends at once (its renewal finds the Lease gone), the shard is
+// taken again once the Lease, which it had seen held, counts as expired,
+// LeaseDuration after it was first seen missing, and the other shards'
+// terms go on. (Before the fix, a missing Lease that counted as held had
+// no holder to name, and the look at the Leases panicked.)
+func TestAShardWhoseLeaseIsDeletedIsTakenAgainOnceItCountsAsExpired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, shardObjects(8)...)
+		checkLeaseVersions(f)
+		tel := humustest.NewTelemetry()
+		var calls counter
+		ctrl := shardedController(t, f, "replica-1", tel, readyReplicas(&calls))
+		stop := served(t, ctrl)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
+			t.Fatalf("the shards' holders = %q, want replica-1 for each", got)
+		}
+		le := testSettings().LeaderElection
+		name := shardLeaseName("memcached-controller", 0, 4)
+		if err := f.kube.CoordinationV1().Leases("kube-system").Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deleted := time.Now()
+		time.Sleep(le.LeaseDuration - le.RetryPeriod)
+		synctest.Wait()
+		if l, err := f.kube.CoordinationV1().Leases("kube-system").Get(t.Context(), name, metav1.GetOptions{}); err == nil {
+			t.Errorf("the deleted shard's Lease was taken again %s after the deletion, holder %q: before it counted as expired", time.Since(deleted), holder(l))
+		}
+		time.Sleep(2*le.RetryPeriod + time.Second)
+		synctest.Wait()
+		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
+			t.Errorf("the shards' holders LeaseDuration+RetryPeriod after the deletion = %q, want replica-1 for each", got)
+		}
+		var lost []string
+		for _, r := range recordsWithBody(tel, "lost the lease") {
+			lost = append(lost, recordAttrs(r)["lease"])
+		}
+		if !slices.Equal(lost, []string{"kube-system/" + name}) {
+			t.Errorf("shards lost = %q, want only kube-system/%s", lost, name)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+// foreignLease is the unsharded controller's one Lease, held by holder and
+// renewed at renewed: it covers every shard.
+func foreignLease(holder string, renewed time.Time) *coordinationv1.Lease {
+	now := metav1.NewMicroTime(renewed)
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "memcached-controller"},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: new(holder), LeaseDurationSeconds: new(int32(15)), AcquireTime: &now, RenewTime: &now,
+		},
+	}
+}
+
+// A rollout from one shard to four: while the unsharded controller's Lease
+// is held (renewed), a sharded replica takes no shard, so the two never
+// write at once; once it is no longer renewed, it takes every shard
+// LeaseDuration after it last saw it renewed.
+func TestAShardedReplicaTakesNoShardWhileTheUnshardedLeaseIsHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, shardObjects(8)...)
+		checkLeaseVersions(f)
+		leases := f.kube.CoordinationV1().Leases("kube-system")
+		if _, err := leases.Create(t.Context(), foreignLease("old", time.Now()), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		renewing, stopRenewing := context.WithCancel(t.Context())
+		defer stopRenewing()
+		go func() {
+			for sleep(renewing, 2*time.Second) {
+				l, err := leases.Get(renewing, "memcached-controller", metav1.GetOptions{})
+				if err != nil {
+					return
+				}
+				l.Spec = foreignLease("old", time.Now()).Spec
+				_, _ = leases.Update(renewing, l, metav1.UpdateOptions{})
+			}
+		}()
+		var calls counter
+		ctrl := shardedController(t, f, "replica-1", humustest.NewTelemetry(), readyReplicas(&calls))
+		stop := served(t, ctrl)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		l, err := leases.List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) != 1 {
+			t.Errorf("Leases while the unsharded Lease is held = %d, want the unsharded one alone: no shard taken", len(l.Items))
+		}
+		if n := len(f.appliesTo("status")); n != 0 {
+			t.Errorf("status applies while the unsharded Lease is held = %d, want none", n)
+		}
+		stopRenewing()
+		stopped := time.Now()
+		time.Sleep(15*time.Second + 2*testSettings().LeaderElection.RetryPeriod + time.Second)
+		synctest.Wait()
+		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
+			t.Errorf("the shards' holders %s after the unsharded Lease's last renewal = %q, want replica-1 for each", time.Since(stopped), got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+// Of an unsharded replica and a sharded one taking their Leases at once,
+// the sharded one sees the other's Lease when it looks again just after
+// its take, and gives the shard back before reconciling: it releases it,
+// and starts no term.
+func TestAShardTakenAsTheUnshardedLeaseIsTakenIsGivenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, shardObjects(8)...)
+		checkLeaseVersions(f)
+		var once sync.Once
+		var taken string
+		leasesGVR := coordinationv1.SchemeGroupVersion.WithResource("leases")
+		f.kube.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			once.Do(func() {
+				// The unsharded replica takes its Lease as this one takes
+				// its first shard.
+				taken = a.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease).Name
+				if err := f.kube.Tracker().Create(leasesGVR, foreignLease("old", time.Now()), "kube-system"); err != nil {
+					t.Error(err)
+				}
+			})
+			return false, nil, nil
+		})
+		var calls counter
+		ctrl := shardedController(t, f, "replica-1", humustest.NewTelemetry(), readyReplicas(&calls))
+		stop := served(t, ctrl)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if taken == "" {
+			t.Fatal("no shard was taken")
+		}
+		if h := holder(f.lease(t, "kube-system", taken)); h != "" {
+			t.Errorf("the holder of %s, taken as the unsharded Lease was = %q, want none: given back", taken, h)
+		}
+		if n := len(f.appliesTo("status")); n != 0 {
+			t.Errorf("status applies = %d, want none: the shard given back before reconciling", n)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/contrib/bridges/otelslog"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -44,6 +46,11 @@ func newTransport(s *humus.Setup, c Connection) (*http.Transport, http.RoundTrip
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)
 	conns := newConns(s.Host.Dial)
+	conns.graceful = func(conn net.Conn) {
+		log := slog.New(otelslog.NewHandler(scope, otelslog.WithLoggerProvider(s.Telemetry.Resolved().LoggerProvider)))
+		log.Warn("the Host's connections have no SetLinger, nor a NetConn that has: a controller that loses its Lease closes them gracefully, and what they queued may still be sent",
+			"server", c.Server, "conn", fmt.Sprintf("%T", conn))
+	}
 	base := &http.Transport{
 		// No proxy: http.ProxyFromEnvironment, client-go's default, reads
 		// the real process's environment.

@@ -450,6 +450,16 @@ func (c *linkConn) Close() error {
 	return nil
 }
 
+// SetLinger accepts 0, what a client that aborts its connections sets, as
+// *net.TCPConn does: Close resets the connection anyway. Any other value
+// is refused, since Close never lingers.
+func (c *linkConn) SetLinger(sec int) error {
+	if sec != 0 {
+		return c.opError("setlinger", errors.New("clustertest: a link's connection always closes abortively"))
+	}
+	return nil
+}
+
 // LocalAddr is the address of the link's connection to the server.
 func (c *linkConn) LocalAddr() net.Addr { return c.up.LocalAddr() }
 
