@@ -66,6 +66,7 @@ func TestClusterFaultARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401(
 
 	tok := &rotatingToken{token: first}
 	tel := humustest.NewTelemetry()
+	logOnFailure(t, "controller", tel)
 	setup := &humus.Setup{Host: humustest.NewHost().Host(), Telemetry: tel.Telemetry()}
 	client, err := NewClient(setup, Connection{Server: w.c.Server(), TLS: &tls.Config{RootCAs: w.c.CA()}, Token: tok.get})
 	if err != nil {
@@ -136,12 +137,19 @@ func TestClusterFaultARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401(
 }
 
 // unauthorized is when each request the Client's telemetry recorded was
-// answered 401, in order.
+// answered 401, in order: a span's end, or the record that says a token
+// was refused (a watch, which has no span, may be the first request a
+// revoked token is refused for).
 func unauthorized(tel *humustest.Telemetry) []time.Time {
 	var at []time.Time
 	for _, sp := range tel.Spans() {
 		if spanAttrs(sp)["http.response.status_code"] == "401" {
 			at = append(at, sp.EndTime())
+		}
+	}
+	for _, r := range tel.Records() {
+		if strings.HasPrefix(r.Body().AsString(), "the API server refused the token with a 401") {
+			at = append(at, r.Timestamp())
 		}
 	}
 	slices.SortFunc(at, time.Time.Compare)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -186,6 +187,7 @@ func (w *workload) replicaWith(name string, s Settings, wrap func(*deployer) Rec
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	logOnFailure(w.t, name, tel)
 	return &faultReplica{
 		name: name, user: "system:serviceaccount:" + w.ns + ":" + name,
 		link: link, tel: tel, ctrl: ctrl, stop: served(w.t, ctrl), calls: &dep.calls,
@@ -612,4 +614,27 @@ func TestClusterFaultAPoisonObjectDelaysNoOther(t *testing.T) {
 // othersUnconverged is unconverged, for every object but the poison ones.
 func (w *workload) othersUnconverged(ctx context.Context) error {
 	return w.unconvergedBut(ctx, func(name string) bool { return strings.HasPrefix(name, "poison-") })
+}
+
+// logOnFailure logs the last records of a replica's logs when t has
+// failed, so a fault test that fails says what the replica saw.
+func logOnFailure(t *testing.T, name string, tel *humustest.Telemetry) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		records := tel.Records()
+		const last = 60
+		if len(records) > last {
+			records = records[len(records)-last:]
+		}
+		for _, r := range records {
+			line := fmt.Sprintf("%s: %s %s %s", name, r.Timestamp().Format("15:04:05.000"), r.Severity(), r.Body().AsString())
+			r.WalkAttributes(func(kv attribute.KeyValue) bool {
+				line += " " + string(kv.Key) + "=" + kv.Value.Emit()
+				return true
+			})
+			t.Log(line)
+		}
+	})
 }

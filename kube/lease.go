@@ -70,6 +70,13 @@ type elector struct {
 	renewed time.Time // when the last write naming this replica the holder began
 	denied  error     // the first answer no retry mends, such as a 403
 	refused chan struct{}
+	refusal refusal
+
+	// blocked, when set, reports whether a held Lease of another shard
+	// count keeps this replica from the Lease; giveBack releases the Lease
+	// just taken when one does (see takeUnblocked).
+	blocked  func(ctx context.Context) bool
+	giveBack func()
 
 	// asked, when set, is called once a renewal finds another replica named
 	// in the Lease's annotationWantedBy: a shard's holder is asked for it.
@@ -130,11 +137,11 @@ func (e *elector) acquire(ctx context.Context) bool {
 		}
 		wake := next
 		if free, at := e.free(); free {
-			if e.take(ctx) {
+			if e.takeUnblocked(ctx) {
 				return true
 			}
-		} else if at.Before(wake) {
-			wake = at
+		} else if !at.IsZero() && at.Before(wake) {
+			wake = at // zero: not looked at yet, the next read decides
 		}
 		t := time.NewTimer(time.Until(wake))
 		select {
@@ -144,6 +151,25 @@ func (e *elector) acquire(ctx context.Context) bool {
 		case <-t.C:
 		}
 	}
+}
+
+// takeUnblocked takes the Lease unless a held Lease of another shard count
+// keeps it from this replica (blocked), just before the take or just
+// after: of two replicas of different shard counts taking at once, at
+// least one sees the other's Lease then, and gives its own back.
+func (e *elector) takeUnblocked(ctx context.Context) bool {
+	if e.blocked == nil {
+		return e.take(ctx)
+	}
+	if e.blocked(ctx) || !e.take(ctx) {
+		return false
+	}
+	if !e.blocked(ctx) {
+		return true
+	}
+	e.log.Info("Gave the lease back: a replica of another shard count holds a shard's")
+	e.giveBack()
+	return false
 }
 
 // look reads the Lease. A version this replica hadn't seen, that renews or
@@ -396,17 +422,43 @@ func (e *elector) wrote(start time.Time) {
 // create, the Lease's namespace missing. (A 404 to a read or an update is
 // the Lease missing, which a create mends.) It ends the campaign, and
 // Serve, with the answer, as client-go's elector never does: it logs and
-// retries forever, every replica Ready and none of them working.
+// retries forever, every replica Ready and none of them working. A 403
+// ends it only once 403s have come for unservedGrace (see refusal).
 func (e *elector) check(err error, creating bool) {
-	if !incurable(err, creating) {
-		return
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.denied == nil {
-		e.denied = fmt.Errorf("kube: the Lease %s: %w", e.describe(), err)
-		close(e.refused)
+	if e.denied != nil || !e.refusal.final(err, incurable(err, creating)) {
+		return
 	}
+	e.denied = fmt.Errorf("kube: the Lease %s: %w", e.describe(), err)
+	close(e.refused)
+}
+
+// refusal tells an answer no retry mends from one a restarted API server
+// gives for its first seconds: it serves before its authorizer has loaded
+// RBAC, and refuses with a 403 meanwhile (seen for 6 s on a loaded
+// machine, in the fault suite). So a 403 is final once 403s, with no success between, have
+// come for unservedGrace, as a resource's are (served.go); any other
+// refusal at once.
+type refusal struct{ since time.Time }
+
+// final reports whether err, the answer to a request, ends what made it;
+// incurable says whether it is an answer no retry mends.
+func (r *refusal) final(err error, incurable bool) bool {
+	switch {
+	case err == nil:
+		r.since = time.Time{}
+		return false
+	case !incurable:
+		return false
+	case !apierrors.IsForbidden(err):
+		return true
+	}
+	now := time.Now()
+	if r.since.IsZero() {
+		r.since = now
+	}
+	return now.Sub(r.since) >= unservedGrace
 }
 
 // incurable reports whether err is an answer to a request of the Lease
@@ -482,6 +534,7 @@ func (c *Controller) lead(ctx, stopping context.Context, sh *shard) error {
 	leading := make(chan struct{})
 	campaigning, stopCampaigning := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), c.tel.logr))
 	el := c.newElector(campaigning)
+	el.blocked, el.giveBack = c.shardLeasesHeld(), func() { c.release(el) }
 	campaigned := make(chan struct{})
 	go func() {
 		defer close(campaigned)
@@ -552,6 +605,29 @@ func (c *Controller) lead(ctx, stopping context.Context, sh *shard) error {
 		return fmt.Errorf("%w: %w", ErrLostLeadership, denied)
 	}
 	return ErrLostLeadership
+}
+
+// shardLeasesHeld returns what reports whether a held Lease of this
+// controller's shards keeps a replica with one shard from the one Lease:
+// when Settings.Shards goes back to 1, the old replicas' shards' Leases,
+// until they are released or expire. It lists the Leases in the Lease's
+// namespace. A list this replica may not make guards nothing: only a
+// sharded controller needs list on Leases, so a controller that never
+// ran sharded has no shards' Leases. A list that fails otherwise keeps the
+// replica from the Lease until the next try.
+func (c *Controller) shardLeasesHeld() func(ctx context.Context) bool {
+	foreign := newForeignLeases(c)
+	return func(ctx context.Context) bool {
+		le := c.settings.LeaderElection
+		ctx, cancel := context.WithTimeout(ctx, le.RenewDeadline)
+		defer cancel()
+		list, err := c.clients.leases.Leases(le.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			klog.FromContext(ctx).V(4).Info("Failed to list the leases", "err", err)
+			return !apierrors.IsForbidden(err)
+		}
+		return foreign.blocked(list.Items, 1)[0]
+	}
 }
 
 // watchProof returns a channel closed once this replica can no longer prove

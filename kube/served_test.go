@@ -26,6 +26,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 )
 
 // failingLists answers the first n lists of the controller's resource with
@@ -441,6 +442,64 @@ func TestServeEndsWhenTheLeaseIsForbidden(t *testing.T) {
 			t.Error("Synced is healthy after Serve returned")
 		}
 	})
+}
+
+// A restarted API server serves before its authorizer has loaded RBAC,
+// and refuses with a 403 meanwhile (seen for 6 s in the fault suite): a
+// replica taking or renewing the Lease then waits the 403s out, for up to
+// unservedGrace, and goes on leading. Before, the first 403 ended a
+// leader's term, and Serve.
+func TestALeaseForbiddenForAFewSecondsIsWaitedOut(t *testing.T) {
+	for _, verb := range []string{"get", "update"} {
+		t.Run(verb, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+				leases := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+				var mu sync.Mutex
+				var until time.Time // 403s before it
+				forbid := func() {
+					mu.Lock()
+					defer mu.Unlock()
+					until = time.Now().Add(unservedGrace - 4*time.Second)
+				}
+				f.kube.PrependReactor(verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if time.Now().Before(until) {
+						return true, nil, apierrors.NewForbidden(leases, "memcached-controller", errors.New("RBAC: not loaded yet"))
+					}
+					return false, nil, nil
+				})
+				if verb == "get" {
+					forbid() // from the first look
+				}
+				var calls counter
+				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+				stop := served(t, ctrl)
+				synctest.Wait()
+				if verb == "update" {
+					time.Sleep(time.Second) // leading: every renewal refused from now
+					forbid()
+				}
+				if returned, err := awaitServe(ctrl, stop, time.Minute); returned {
+					t.Fatalf("Serve = %v, want it to wait out 403s of the Lease for %s", err, unservedGrace-4*time.Second)
+				}
+				lease, err := f.kube.CoordinationV1().Leases("kube-system").Get(t.Context(), "memcached-controller", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != "replica-1" || time.Since(lease.Spec.RenewTime.Time) > 3*time.Second {
+					t.Errorf("the Lease's holder = %q, renewed %s ago; want replica-1, renewed within RetryPeriod", h, time.Since(lease.Spec.RenewTime.Time))
+				}
+				if got := calls.get("m"); got == 0 {
+					t.Error("m wasn't reconciled")
+				}
+				if err := stop(); err != nil {
+					t.Errorf("Serve = %v, want nil", err)
+				}
+			})
+		})
+	}
 }
 
 // A Lease that can't be created for an answer no retry mends, other than

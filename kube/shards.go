@@ -153,13 +153,14 @@ type shardManager struct {
 	watch     *servedWatch
 	running   *sync.WaitGroup // the informers'
 	electors  []*elector      // one for each shard, kept across its terms
-	foreign   map[string]seenLease
+	foreign   *foreignLeases
 	ended     chan int // each term's shard, once it has ended
 	// workerTokens are the replica's Settings.Workers, shared by the shards
 	// it holds: each shard runs that many workers, and a reconcile takes a
 	// token.
 	workerTokens chan struct{}
 	honoured     sync.Once
+	refusal      refusal // of the Lease list's answers
 
 	mu      sync.Mutex
 	terms   map[int]*shardTerm
@@ -192,7 +193,7 @@ func (c *Controller) serveShards(ctx, stopping, informing context.Context, watch
 	n := c.settings.Shards
 	m := &shardManager{
 		c: c, ctx: ctx, stopping: stopping, informing: informing, watch: watch, running: running,
-		foreign: map[string]seenLease{}, ended: make(chan int, n), terms: map[int]*shardTerm{},
+		foreign: newForeignLeases(c), ended: make(chan int, n), terms: map[int]*shardTerm{},
 		workerTokens: make(chan struct{}, c.settings.Workers),
 	}
 	campaigning := klog.NewContext(context.WithoutCancel(ctx), c.tel.logr)
@@ -294,7 +295,7 @@ func (m *shardManager) list() ([]coordinationv1.Lease, bool, error) {
 	defer cancel()
 	list, err := m.c.clients.leases.Leases(le.Namespace).List(ctx, metav1.ListOptions{})
 	switch {
-	case incurable(err, false):
+	case m.refusal.final(err, incurable(err, false)):
 		return nil, false, fmt.Errorf("kube: listing the Leases in %s: %w", le.Namespace, err)
 	case err != nil:
 		klog.FromContext(ctx).V(4).Info("Failed to list the leases", "err", err)
@@ -341,23 +342,42 @@ func (m *shardManager) states(leases []coordinationv1.Lease) (states []shardStat
 // covers some of: the unsharded controller's one Lease, named Name,
 // covers all.
 func (m *shardManager) blockedShards(leases []coordinationv1.Lease) map[int]bool {
-	c, n := m.c, len(m.electors)
+	return m.foreign.blocked(leases, len(m.electors))
+}
+
+// foreignLeases are the Leases of a controller's other shard counts, as one
+// replica sees them: each version from when it first saw it, by its own
+// clock, as an elector sees its own Lease.
+type foreignLeases struct {
+	name     string        // the controller's
+	duration time.Duration // a Lease's, when it doesn't say
+	seen     map[string]seenLease
+}
+
+func newForeignLeases(c *Controller) *foreignLeases {
+	return &foreignLeases{name: c.name, duration: c.settings.LeaderElection.LeaseDuration, seen: map[string]seenLease{}}
+}
+
+// blocked says which of n shards a held Lease among leases, of a shard
+// count other than n, covers some of: the unsharded controller's one
+// Lease, named Name, covers all.
+func (f *foreignLeases) blocked(leases []coordinationv1.Lease, n int) map[int]bool {
 	blocked := map[int]bool{}
 	now := time.Now()
 	seen := map[string]bool{}
 	for _, l := range leases {
-		j, k, ok := parseShardLease(c.name, l.Name)
-		if l.Name == c.name {
+		j, k, ok := parseShardLease(f.name, l.Name)
+		if l.Name == f.name {
 			j, k, ok = 0, 1, true
 		}
 		if !ok || k == n {
 			continue
 		}
 		seen[l.Name] = true
-		if f, ok := m.foreign[l.Name]; !ok || f.version != l.ResourceVersion {
-			m.foreign[l.Name] = seenLease{version: l.ResourceVersion, at: now}
+		if s, ok := f.seen[l.Name]; !ok || s.version != l.ResourceVersion {
+			f.seen[l.Name] = seenLease{version: l.ResourceVersion, at: now}
 		}
-		if !heldAt(&l, m.foreign[l.Name].at, now, c.settings.LeaderElection.LeaseDuration) {
+		if !heldAt(&l, f.seen[l.Name].at, now, f.duration) {
 			continue
 		}
 		theirs := newShardRange(j, k)
@@ -367,9 +387,9 @@ func (m *shardManager) blockedShards(leases []coordinationv1.Lease) map[int]bool
 			}
 		}
 	}
-	for name := range m.foreign {
+	for name := range f.seen {
 		if !seen[name] {
-			delete(m.foreign, name)
+			delete(f.seen, name)
 		}
 	}
 	return blocked

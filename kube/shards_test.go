@@ -463,3 +463,83 @@ func TestAShardTakenAsTheUnshardedLeaseIsTakenIsGivenBack(t *testing.T) {
 		}
 	})
 }
+
+// shardLease is a shard's Lease of a controller with n shards, held by
+// holder and renewed at renewed.
+func shardLease(i, n int, holder string, renewed time.Time) *coordinationv1.Lease {
+	l := foreignLease(holder, renewed)
+	l.Name = shardLeaseName(l.Name, i, n)
+	return l
+}
+
+// A rollout from two shards back to one: while a shard's Lease is held, a
+// replica with one shard doesn't take the one Lease, so the two never
+// write at once; it takes it LeaseDuration after it first saw that
+// version of the shard's Lease. Before, a replica with one shard never
+// looked at the shards' Leases.
+func TestAReplicaWithOneShardWaitsForAHeldShardsLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		leases := f.kube.CoordinationV1().Leases("kube-system")
+		if _, err := leases.Create(t.Context(), shardLease(1, 2, "old", time.Now()), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var calls counter
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+		stop := served(t, ctrl)
+		time.Sleep(14 * time.Second) // the shard's Lease runs 15s from when it was first seen
+		synctest.Wait()
+		if got := calls.get("m"); got != 0 {
+			t.Errorf("reconciles while a shard's Lease is held = %d, want none", got)
+		}
+		if _, err := leases.Get(t.Context(), "memcached-controller", metav1.GetOptions{}); err == nil {
+			t.Error("the one Lease exists while a shard's Lease is held, want it not taken")
+		}
+		time.Sleep(2*testSettings().LeaderElection.RetryPeriod + time.Second)
+		synctest.Wait()
+		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "replica-1" {
+			t.Errorf("the one Lease's holder once the shard's expired = %q, want replica-1", h)
+		}
+		if got := calls.get("m"); got != 1 {
+			t.Errorf("reconciles once the shard's Lease expired = %d, want 1", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+// Of a replica with one shard and a sharded one taking their Leases at
+// once, the one with one shard sees the shard's Lease when it looks again
+// just after its take, and gives the Lease back before reconciling.
+func TestTheOneLeaseTakenAsAShardIsTakenIsGivenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		leasesGVR := coordinationv1.SchemeGroupVersion.WithResource("leases")
+		var once sync.Once
+		f.kube.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			once.Do(func() {
+				// A sharded replica takes a shard as this one takes the
+				// one Lease.
+				if err := f.kube.Tracker().Create(leasesGVR, shardLease(0, 2, "old", time.Now()), "kube-system"); err != nil {
+					t.Error(err)
+				}
+			})
+			return false, nil, nil
+		})
+		var calls counter
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+		stop := served(t, ctrl)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "" {
+			t.Errorf("the one Lease's holder, taken as a shard's was = %q, want none: given back", h)
+		}
+		if got := calls.get("m"); got != 0 {
+			t.Errorf("reconciles = %d, want none: the Lease given back before reconciling", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}

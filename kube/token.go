@@ -27,6 +27,8 @@ const (
 type tokenCache struct {
 	server string
 	call   func(context.Context) (string, error)
+	// refused401, when set, is called once for each token a 401 refuses.
+	refused401 func()
 
 	// sem is held while a request reads the cache or calls Token, so Token
 	// never runs twice at once and concurrent requests share one call; a
@@ -99,9 +101,13 @@ func (c *tokenCache) due() bool {
 // carried an older one, answered after Token replaced it, changes nothing.
 func (c *tokenCache) refuse(tok string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if tok != "" && tok == c.token {
+	first := tok != "" && tok == c.token && !c.refused
+	if first {
 		c.refused = true
+	}
+	c.mu.Unlock()
+	if first && c.refused401 != nil {
+		c.refused401()
 	}
 }
 

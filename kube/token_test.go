@@ -598,3 +598,36 @@ func TestToken401WithItsOwnAuthorizationChangesNothing(t *testing.T) {
 		}
 	})
 }
+
+// A 401 is said once for each token it refuses: refused401 is called for
+// the first 401 to a request carrying the current token, not for the
+// requests refused with it after, nor for one carrying an older token.
+func TestARefusedTokenIsSaidOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tokens := []string{"a", "b"}
+		c := newTokenCache("127.0.0.1:6443", func(context.Context) (string, error) {
+			tok := tokens[0]
+			tokens = tokens[1:]
+			return tok, nil
+		})
+		var said int
+		c.refused401 = func() { said++ }
+		if tok, err := c.get(t.Context()); tok != "a" || err != nil {
+			t.Fatalf("get = %q, %v, want a", tok, err)
+		}
+		c.refuse("a")
+		c.refuse("a")
+		if said != 1 {
+			t.Errorf("refused401 called %d times for two 401s carrying a, want once", said)
+		}
+		time.Sleep(tokenRefused)
+		if tok, err := c.get(t.Context()); tok != "b" || err != nil {
+			t.Fatalf("get after the 401 = %q, %v, want b", tok, err)
+		}
+		c.refuse("a")
+		c.refuse("b")
+		if said != 2 {
+			t.Errorf("refused401 called %d times in all, want twice: once for a, once for b", said)
+		}
+	})
+}

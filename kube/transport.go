@@ -45,9 +45,9 @@ func newTransport(s *humus.Setup, c Connection) (*http.Transport, http.RoundTrip
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)
+	log := slog.New(otelslog.NewHandler(scope, otelslog.WithLoggerProvider(s.Telemetry.Resolved().LoggerProvider)))
 	conns := newConns(s.Host.Dial)
 	conns.graceful = func(conn net.Conn) {
-		log := slog.New(otelslog.NewHandler(scope, otelslog.WithLoggerProvider(s.Telemetry.Resolved().LoggerProvider)))
 		log.Warn("the Host's connections have no SetLinger, nor a NetConn that has: a controller that loses its Lease closes them gracefully, and what they queued may still be sent",
 			"server", c.Server, "conn", fmt.Sprintf("%T", conn))
 	}
@@ -69,7 +69,11 @@ func newTransport(s *humus.Setup, c Connection) (*http.Transport, http.RoundTrip
 
 	var rt http.RoundTripper = base
 	if c.Token != nil {
-		rt = &tokenTransport{tokens: newTokenCache(c.Server, c.Token), next: rt}
+		tokens := newTokenCache(c.Server, c.Token)
+		tokens.refused401 = func() {
+			log.Warn("the API server refused the token with a 401: the next request calls Connection.Token again", "server", c.Server)
+		}
+		rt = &tokenTransport{tokens: tokens, next: rt}
 	}
 	rt = &writesTransport{next: rt}
 	tel := s.Telemetry.Resolved()
