@@ -71,6 +71,9 @@ type elector struct {
 	denied  error     // the first answer no retry mends, such as a 403
 	refused chan struct{}
 	refusal refusal
+	// lastRefused is the last answer no retry mends, since the last
+	// success: what a term lost while its renewals were refused names.
+	lastRefused error
 
 	// blocked, when set, reports whether a held Lease of another shard
 	// count keeps this replica from the Lease; giveBack releases the Lease
@@ -427,11 +430,26 @@ func (e *elector) wrote(start time.Time) {
 func (e *elector) check(err error, creating bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.denied != nil || !e.refusal.final(err, incurable(err, creating)) {
+	bad := incurable(err, creating)
+	switch {
+	case err == nil:
+		e.lastRefused = nil
+	case bad:
+		e.lastRefused = fmt.Errorf("kube: the Lease %s: %w", e.describe(), err)
+	}
+	if e.denied != nil || !e.refusal.final(err, bad) {
 		return
 	}
-	e.denied = fmt.Errorf("kube: the Lease %s: %w", e.describe(), err)
+	e.denied = e.lastRefused
 	close(e.refused)
+}
+
+// refusedErr is the last answer no retry mends since the last success, or
+// nil.
+func (e *elector) refusedErr() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastRefused
 }
 
 // refusal tells an answer no retry mends from one a restarted API server
@@ -599,10 +617,10 @@ func (c *Controller) lead(ctx, stopping context.Context, sh *shard) error {
 	case <-deadline.C:
 		c.tel.log.ErrorContext(ctx, "a reconcile ignored its cancelled context: Serve returns without it", "lease", el.describe())
 	}
-	if denied := el.deniedErr(); denied != nil {
-		// The renewal was forbidden: say which request, as Serve does for a
-		// Lease it may not take.
-		return fmt.Errorf("%w: %w", ErrLostLeadership, denied)
+	if refused := el.refusedErr(); refused != nil {
+		// The renewals were refused: say which request, as Serve does for
+		// a Lease it may not take.
+		return fmt.Errorf("%w: %w", ErrLostLeadership, refused)
 	}
 	return ErrLostLeadership
 }

@@ -507,7 +507,8 @@ func TestALeaseForbiddenForAFewSecondsIsWaitedOut(t *testing.T) {
 // invalid; a 400), ends Serve as a 403 does, naming the Lease and the
 // answer, and Synced goes unhealthy: before, the elector logged "Failed to
 // update lock" and retried forever, every replica Ready and none working.
-// A Lease whose renewal is refused so ends Serve too.
+// A Lease whose renewal is refused so ends Serve too, naming the answer,
+// a 403's at the renew deadline.
 func TestServeEndsWhenTheLeaseCanNeverBeCreated(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -518,6 +519,7 @@ func TestServeEndsWhenTheLeaseCanNeverBeCreated(t *testing.T) {
 		{"invalid", "create", apierrors.NewInvalid(schema.GroupKind{Group: "coordination.k8s.io", Kind: "Lease"}, "memcached-controller",
 			field.ErrorList{field.Invalid(field.NewPath("spec", "holderIdentity"), "replica-1", "refused by a policy")})},
 		{"a bad request", "create", apierrors.NewBadRequest("the request is refused")},
+		{"its renewal forbidden", "update", apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "memcached-controller", errors.New("update taken away"))},
 		{"its renewal invalid", "update", apierrors.NewInvalid(schema.GroupKind{Group: "coordination.k8s.io", Kind: "Lease"}, "memcached-controller",
 			field.ErrorList{field.Invalid(field.NewPath("spec", "renewTime"), "now", "refused by a policy")})},
 	} {
