@@ -28,9 +28,12 @@ demo:
 # parallel; then the fault suite (kube's TestClusterFault...) alone, so no
 # other package's control plane competes with its timings: it kills, pauses
 # and cuts off the API server and etcd, against Lease deadlines of seconds.
+# Its scenarios that touch no process of the control plane, each in a
+# namespace of its own, run in parallel once the others have run: they
+# wait more than they work, so more of them at once than the cores.
 test: controlplane
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestClusterFault' ./... ./kube/...
-	cd kube && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run '^TestClusterFault' .
+	cd kube && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -parallel 8 -run '^TestClusterFault' .
 
 # Every test that needs no control plane, in both modules: go test -short
 # skips the ones that do (clustertest.Get skips them).

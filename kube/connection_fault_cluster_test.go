@@ -56,6 +56,7 @@ func (r *rotatingToken) get(context.Context) (string, error) {
 // use is revoked, its ServiceAccount deleted: one 401, and the next request
 // carries the new token.
 func TestClusterFaultARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401(t *testing.T) {
+	t.Parallel() // a namespace of its own; it waits more than it works, and touches no process of the control plane
 	w := newWorkload(t)
 	gvr := clusterCaches.GVR()
 	grants := controllerRBAC(gvr.Group, gvr.Resource, w.ns)

@@ -292,6 +292,7 @@ func (w *workload) oneWriterAtATime(events []clustertest.AuditEvent, old, new *f
 // took the Lease, never write after, and never blank the new holder's
 // Lease; the standby takes over and every change converges.
 func TestClusterFaultALeaderCutOffStopsWritingBeforeAnotherTakesOver(t *testing.T) {
+	t.Parallel() // a namespace of its own; it waits more than it works, and touches no process of the control plane
 	for _, hold := range []time.Duration{16 * time.Second, 20 * time.Second} {
 		t.Run(hold.String(), func(t *testing.T) {
 			w := newWorkload(t)

@@ -454,9 +454,9 @@ func TestClusterFaultHandoversBySIGTERMAndSIGKILLKeepOneWriterAtATime(t *testing
 		objects   = 100
 		handovers = 20
 	)
-	// The default Lease timings, 15s/10s/2s: the 10 SIGKILLs, each waiting
-	// out LeaseDuration, fit in about four minutes.
-	le := testSettings().LeaderElection
+	// Short Lease timings, 6s/4s/1s: the scenario is about handing over,
+	// not the defaults, and the 10 SIGKILLs each wait out LeaseDuration.
+	le := shortLease(testSettings()).LeaderElection
 	// A standby reads the Lease every RetryPeriod: it sees a release at its
 	// next read, and a dead holder's last renewal at most a read late, and
 	// tries to take the Lease the moment it has expired by its clock.

@@ -258,7 +258,7 @@ func checkOneWriterAtATime(t *testing.T, spans map[string][]reconcileSpan) map[s
 	return by
 }
 
-// TestClusterFaultShardsWithTheAPIServersFilter shares 6 shards of 3,000
+// TestClusterFaultShardsWithTheAPIServersFilter shares 6 shards of 600
 // Memcacheds among 3 replica processes, with the API server filtering
 // their lists and watches (ShardedListAndWatch).
 func TestClusterFaultShardsWithTheAPIServersFilter(t *testing.T) {
@@ -274,7 +274,7 @@ func TestClusterFaultShardsFilteredByTheReplicas(t *testing.T) {
 	testShards(t, newWorkload(t))
 }
 
-// testShards: 3 replicas share 6 shards, 2 each, before 3,000 Memcacheds
+// testShards: 3 replicas share 6 shards, 2 each, before 600 Memcacheds
 // are created: every one settles, reconciled by the replica holding its
 // shard only, and each replica's caches hold its shards' objects and
 // Deployments only. One replica SIGKILLed: its shards are taken by the
@@ -284,7 +284,7 @@ func TestClusterFaultShardsFilteredByTheReplicas(t *testing.T) {
 // again. Throughout, no object is reconciled by two replicas at once.
 func testShards(t *testing.T, w *workload) {
 	const (
-		objects = 3000
+		objects = 600 // about 100 a shard: enough to tell every shard's caches apart
 		shards  = 6
 	)
 	le := testSettings().LeaderElection
