@@ -131,7 +131,7 @@ func managedSum(e *metav1.ManagedFieldsEntry) uint64 {
 	}
 	_, _ = h.Write([]byte{0})
 	if e.FieldsV1 != nil {
-		_, _ = h.Write(e.FieldsV1.Raw)
+		_, _ = h.Write(e.FieldsV1.GetRawBytes())
 	}
 	return h.Sum64()
 }

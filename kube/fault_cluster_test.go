@@ -632,7 +632,7 @@ func logOnFailure(t *testing.T, name string, tel *humustest.Telemetry) {
 		for _, r := range records {
 			line := fmt.Sprintf("%s: %s %s %s", name, r.Timestamp().Format("15:04:05.000"), r.Severity(), r.Body().AsString())
 			r.WalkAttributes(func(kv attribute.KeyValue) bool {
-				line += " " + string(kv.Key) + "=" + kv.Value.Emit()
+				line += " " + string(kv.Key) + "=" + kv.Value.String()
 				return true
 			})
 			t.Log(line)

@@ -233,7 +233,7 @@ func storedDeployment(rv string, replicas int, entries ...metav1.ManagedFieldsEn
 // managedEntry is a managedFields entry of manager's, at second sec.
 func managedEntry(manager string, op metav1.ManagedFieldsOperationType, subresource string, sec int64, fields string) metav1.ManagedFieldsEntry {
 	return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: "apps/v1", Subresource: subresource,
-		Time: new(metav1.NewTime(time.Unix(sec, 0))), FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+		Time: new(metav1.NewTime(time.Unix(sec, 0))), FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)}
 }
 
 // applyAnswered applies Deployment default/d with a reconcile's context,
