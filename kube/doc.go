@@ -329,10 +329,16 @@
 //     deletion of an object it Owns. It goes in at low priority when the
 //     initial list queues it, a relist or a resync that brings the object
 //     as the cache held it, or a status another wrote.
-//   - A worker takes the key that has waited longest at normal priority,
-//     and a low key only when none waits at normal: within a priority, first
-//     in, first out. A change to an object whose key waits at low moves it
-//     up, once, to the back of the normal keys.
+//   - A worker takes a normal key while one waits, and a low key only when
+//     none does. At normal priority namespaces take turns: each take hands
+//     out the key that has waited longest in the namespace whose turn it
+//     is, and that namespace's next turn comes after every other namespace
+//     with a normal key waiting has had one (a cluster-scoped resource's
+//     keys are all of one), so a burst of changes in one namespace holds
+//     back a change in another by one key a namespace, not by the burst.
+//     Within a namespace, and at low priority, first in, first out. A
+//     change to an object whose key waits at low moves it up, once, to the
+//     back of its namespace's normal keys.
 //   - A key waits at most once: a change to an object whose key waits
 //     queues nothing more. A key is never on two workers: a change while
 //     its object is reconciled queues it again once the reconcile ends, at

@@ -11,9 +11,16 @@
 // worker per key, an add folded into a waiting key, shutdown, metrics),
 // and Order decides only which waiting key goes next. A Queue promises:
 //
-//   - Two priorities, Normal and Low. Get hands out the key that has waited
-//     longest at Normal, and a Low key only when no key waits at Normal.
-//     Within a priority, first in, first out.
+//   - Two priorities, Normal and Low. Get hands out a Normal key while one
+//     waits, and a Low key only when none does. Low is first in, first
+//     out. At Normal, namespaces take turns (a key's namespace is its part
+//     before "/"; cluster-scoped keys share one): each Get at Normal hands
+//     out the key that has waited longest in the namespace whose turn it
+//     is, and that namespace's next turn comes after every other
+//     namespace with a Normal key waiting has had one. So a burst of
+//     changes in one namespace delays a change in another by at most one
+//     key a namespace, not by the burst; within one namespace, first in,
+//     first out.
 //   - A key waits at most once (stingy). Added again while it waits, it
 //     keeps its place; added at Normal while it waits at Low, it moves up,
 //     once, to the back of Normal's line. It never moves down while it
@@ -46,7 +53,10 @@
 package priorityqueue
 
 import (
+	"cmp"
 	"container/list"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -214,7 +224,8 @@ func (t ticking) Set(v float64) {
 // guards it against the calls of Queue, which come outside that lock.
 type Order struct {
 	mu      sync.Mutex
-	lines   [2]list.List // by priority, each of *entry, oldest first
+	low     list.List // of *entry, oldest first
+	normal  fairLine
 	waiting map[string]*list.Element
 	raise   map[string]Priority  // the highest priority of key's adds not yet pushed or touched
 	changed map[string]time.Time // the oldest change each key was added for
@@ -235,6 +246,7 @@ var _ workqueue.Queue[string] = (*Order)(nil)
 // NewOrder returns an empty order.
 func NewOrder() *Order {
 	return &Order{
+		normal:  fairLine{by: map[string]*list.List{}, turn: map[string]*list.Element{}},
 		waiting: map[string]*list.Element{},
 		raise:   map[string]Priority{},
 		changed: map[string]time.Time{},
@@ -268,7 +280,12 @@ func (o *Order) Push(key string) {
 
 func (o *Order) push(key string, p Priority, now time.Time) {
 	o.seq++
-	o.waiting[key] = o.lines[p].PushBack(&entry{key: key, p: p, seq: o.seq, since: now})
+	e := &entry{key: key, p: p, seq: o.seq, since: now}
+	if p == Normal {
+		o.waiting[key] = o.normal.pushBack(e)
+		return
+	}
+	o.waiting[key] = o.low.PushBack(e)
 }
 
 // Touch moves key, which waits, up to the priority of its adds since, if
@@ -282,7 +299,7 @@ func (o *Order) Touch(key string) {
 	if !ok || el == nil || p <= el.Value.(*entry).p {
 		return
 	}
-	o.lines[el.Value.(*entry).p].Remove(el)
+	o.low.Remove(el) // it waited at Low: Normal is the highest
 	o.push(key, p, time.Now())
 }
 
@@ -290,7 +307,7 @@ func (o *Order) Touch(key string) {
 func (o *Order) Len() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.lines[Low].Len() + o.lines[Normal].Len()
+	return o.low.Len() + o.normal.n
 }
 
 // Pop takes the key that has waited longest at the highest priority that
@@ -298,15 +315,17 @@ func (o *Order) Len() int {
 func (o *Order) Pop() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, p := range Priorities {
-		if front := o.lines[p].Front(); front != nil {
-			e := o.lines[p].Remove(front).(*entry)
-			delete(o.waiting, e.key)
-			o.taken[e.key] = p
-			return e.key
-		}
+	var e *entry
+	if o.normal.n > 0 {
+		e = o.normal.pop()
+	} else if front := o.low.Front(); front != nil {
+		e = o.low.Remove(front).(*entry)
+	} else {
+		return ""
 	}
-	return ""
+	delete(o.waiting, e.key)
+	o.taken[e.key] = e.p
+	return e.key
 }
 
 // took returns the priority key, just taken, waited at, and the oldest
@@ -345,26 +364,19 @@ func (o *Order) lead(now time.Time, keep time.Duration) {
 			delete(o.changed, key)
 		}
 	}
-	// Both lines are in the order of seq: merge the Normal keys that came
-	// in before the cutoff into the Low line, keeping that order.
-	low := o.lines[Low].Front()
-	for el := o.lines[Normal].Front(); el != nil; {
-		next := el.Next()
-		e := el.Value.(*entry)
-		if !e.since.Before(cutoff) {
-			break // the rest came in later
-		}
-		o.lines[Normal].Remove(el)
+	// The Low line is in the order of seq, and so are the Normal keys that
+	// came in before the cutoff: merge those into it, keeping that order.
+	low := o.low.Front()
+	for _, e := range o.normal.takeBefore(cutoff) {
 		for low != nil && low.Value.(*entry).seq < e.seq {
 			low = low.Next()
 		}
 		e.p = Low
 		if low == nil {
-			o.waiting[e.key] = o.lines[Low].PushBack(e)
+			o.waiting[e.key] = o.low.PushBack(e)
 		} else {
-			o.waiting[e.key] = o.lines[Low].InsertBefore(e, low)
+			o.waiting[e.key] = o.low.InsertBefore(e, low)
 		}
-		el = next
 	}
 }
 
@@ -374,16 +386,103 @@ func (o *Order) oldestWait(now time.Time) (normal, low time.Duration) {
 	if o.term.IsZero() {
 		return 0, 0
 	}
-	age := func(p Priority) time.Duration {
-		front := o.lines[p].Front()
-		if front == nil {
+	age := func(e *entry) time.Duration {
+		if e == nil {
 			return 0
 		}
-		since := front.Value.(*entry).since
+		since := e.since
 		if since.Before(o.term) {
 			since = o.term
 		}
 		return max(0, now.Sub(since))
 	}
-	return age(Normal), age(Low)
+	var lowest *entry
+	if front := o.low.Front(); front != nil {
+		lowest = front.Value.(*entry)
+	}
+	return age(o.normal.oldest()), age(lowest)
+}
+
+// fairLine is the Normal keys' line: a line for each namespace, and the
+// namespaces with keys waiting taking turns.
+type fairLine struct {
+	by    map[string]*list.List    // of *entry, oldest first, by namespace
+	turns list.List                // of string: the namespaces with keys waiting, whose turn comes first
+	turn  map[string]*list.Element // each namespace's place in turns
+	n     int                      // how many keys wait
+}
+
+// namespaceOf is key's namespace: its part before "/", or "" for a
+// cluster-scoped object's key.
+func namespaceOf(key string) string {
+	ns, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return ""
+	}
+	return ns
+}
+
+// pushBack queues e at the back of its namespace's line; a namespace that
+// had no key waiting takes its turn after every other's.
+func (f *fairLine) pushBack(e *entry) *list.Element {
+	ns := namespaceOf(e.key)
+	line := f.by[ns]
+	if line == nil {
+		line = list.New()
+		f.by[ns] = line
+		f.turn[ns] = f.turns.PushBack(ns)
+	}
+	f.n++
+	return line.PushBack(e)
+}
+
+// remove takes el out of its namespace's line.
+func (f *fairLine) remove(el *list.Element) *entry {
+	e := el.Value.(*entry)
+	ns := namespaceOf(e.key)
+	line := f.by[ns]
+	line.Remove(el)
+	f.n--
+	if line.Len() == 0 {
+		delete(f.by, ns)
+		f.turns.Remove(f.turn[ns])
+		delete(f.turn, ns)
+	}
+	return e
+}
+
+// pop takes the oldest key of the namespace whose turn it is, whose next
+// turn then comes after every other's. f isn't empty.
+func (f *fairLine) pop() *entry {
+	ns := f.turns.Front().Value.(string)
+	f.turns.MoveToBack(f.turn[ns])
+	return f.remove(f.by[ns].Front())
+}
+
+// oldest is the key that has waited longest, or nil.
+func (f *fairLine) oldest() *entry {
+	var oldest *entry
+	for _, line := range f.by {
+		if e := line.Front().Value.(*entry); oldest == nil || e.seq < oldest.seq {
+			oldest = e
+		}
+	}
+	return oldest
+}
+
+// takeBefore takes the keys that came in before cutoff out, and returns
+// them in the order they came in.
+func (f *fairLine) takeBefore(cutoff time.Time) []*entry {
+	var els []*list.Element
+	for _, line := range f.by {
+		for el := line.Front(); el != nil && el.Value.(*entry).since.Before(cutoff); el = el.Next() {
+			els = append(els, el)
+		}
+	}
+	out := make([]*entry, 0, len(els))
+	for _, el := range els {
+		out = append(out, f.remove(el))
+	}
+	slices.SortFunc(out, func(a, b *entry) int { return cmp.Compare(a.seq, b.seq) })
+	return out
 }

@@ -243,3 +243,74 @@ func (noop) Inc()            {}
 func (noop) Dec()            {}
 func (noop) Set(float64)     {}
 func (noop) Observe(float64) {}
+
+// At Normal, namespaces take turns: a change in one namespace waits behind
+// at most one key of each other namespace, not behind another's burst;
+// within a namespace, and at Low, first in, first out.
+func TestNamespacesTakeTurnsAtNormal(t *testing.T) {
+	q := newTestQueue(t)
+	q.Add("z/backlog", Low, time.Time{})
+	for _, k := range []string{"a/1", "a/2", "a/3", "a/4", "a/5"} {
+		q.Add(k, Normal, time.Time{})
+	}
+	q.Add("b/1", Normal, time.Time{})
+	q.Add("a/6", Normal, time.Time{})
+	q.Add("cluster-scoped", Normal, time.Time{})
+	q.Add("b/2", Normal, time.Time{})
+	want := []string{"a/1", "b/1", "cluster-scoped", "a/2", "b/2", "a/3", "a/4", "a/5", "a/6", "z/backlog"}
+	if got := keys(drain(t, q)); !slices.Equal(got, want) {
+		t.Errorf("handed out %v, want %v", got, want)
+	}
+}
+
+// A key that moves up from Low takes its place in its namespace's line,
+// and a namespace whose keys were all handed out takes its next turn after
+// the others.
+func TestAKeyMovedUpJoinsItsNamespacesTurn(t *testing.T) {
+	q := newTestQueue(t)
+	q.Add("b/9", Low, time.Time{})
+	for _, k := range []string{"a/1", "a/2", "a/3"} {
+		q.Add(k, Normal, time.Time{})
+	}
+	q.Add("b/9", Normal, time.Time{})
+	it, _ := q.Get()
+	q.Done(it.Key)
+	q.Add("c/1", Normal, time.Time{})
+	want := []string{"b/9", "a/2", "c/1", "a/3"}
+	if got := keys(drain(t, q)); it.Key != "a/1" || !slices.Equal(got, want) {
+		t.Errorf("handed out %s then %v, want a/1 then %v", it.Key, got, want)
+	}
+}
+
+// OldestWait at Normal is the oldest key's of any namespace, and Lead
+// moves the older Normal keys of every namespace down, in the order they
+// came in.
+func TestOldestWaitAndLeadSeeEveryNamespace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newTestQueue(t)
+		q.Lead(time.Now(), time.Hour)
+		q.Add("b/1", Normal, time.Now())
+		time.Sleep(time.Second)
+		q.Add("a/1", Normal, time.Now())
+		time.Sleep(time.Second)
+		q.Add("a/2", Normal, time.Now())
+		q.Add("x/low", Low, time.Time{})
+		time.Sleep(time.Second)
+		if n, _ := q.OldestWait(time.Now()); n != 3*time.Second {
+			t.Errorf("OldestWait at Normal = %s, want 3s, b/1's", n)
+		}
+		it, _ := q.Get()
+		q.Done(it.Key)
+		if n, _ := q.OldestWait(time.Now()); it.Key != "b/1" || n != 2*time.Second {
+			t.Errorf("took %s, and then OldestWait at Normal = %s; want b/1, then 2s, a/1's", it.Key, n)
+		}
+		q.Add("b/1", Normal, time.Now())
+		time.Sleep(20 * time.Second)
+		q.Add("b/2", Normal, time.Now())
+		q.Lead(time.Now(), 15*time.Second)
+		want := []string{"b/2", "a/1", "a/2", "x/low", "b/1"}
+		if got := keys(drain(t, q)); !slices.Equal(got, want) {
+			t.Errorf("handed out %v, want %v", got, want)
+		}
+	})
+}
