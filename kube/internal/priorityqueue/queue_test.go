@@ -2,6 +2,7 @@ package priorityqueue
 
 import (
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -311,6 +312,47 @@ func TestOldestWaitAndLeadSeeEveryNamespace(t *testing.T) {
 		want := []string{"b/2", "a/1", "a/2", "x/low", "b/1"}
 		if got := keys(drain(t, q)); !slices.Equal(got, want) {
 			t.Errorf("handed out %v, want %v", got, want)
+		}
+	})
+}
+
+// A change in one namespace behind a burst of 10,000 changes in another,
+// 4 workers taking 10ms a key: with the turns, it is taken within one
+// key's time of being added; first in, first out, it would wait 25s, the
+// burst's.
+func TestABurstInOneNamespaceHoldsBackAChangeInAnotherByOneKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newTestQueue(t)
+		for i := range 10000 {
+			q.Add("burst/"+strconv.Itoa(i), Normal, time.Now())
+		}
+		var took sync.Map // key: when a worker took it
+		var workers sync.WaitGroup
+		for range 4 {
+			workers.Go(func() {
+				for {
+					it, shutdown := q.Get()
+					if shutdown {
+						return
+					}
+					took.Store(it.Key, time.Now())
+					time.Sleep(10 * time.Millisecond)
+					q.Done(it.Key)
+				}
+			})
+		}
+		time.Sleep(time.Second)
+		added := time.Now()
+		q.Add("other/change", Normal, time.Now())
+		time.Sleep(time.Minute)
+		q.ShutDown()
+		workers.Wait()
+		at, ok := took.Load("other/change")
+		if !ok {
+			t.Fatal("the other namespace's change was never taken")
+		}
+		if wait := at.(time.Time).Sub(added); wait > 10*time.Millisecond {
+			t.Errorf("the other namespace's change waited %s behind the burst, want at most one key's 10ms", wait)
 		}
 	})
 }
