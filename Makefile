@@ -84,7 +84,7 @@ fuzz:
 # kube/BENCHMARKS.md, replacing the tables of the scenarios run and keeping
 # the others. The scenarios take about
 # two hours on 2 cores (Shards about 30 minutes of them, LiveChanges and
-# ColdChurn about 45), each saying what it does as it goes;
+# ColdChurn about 45, BurstChange about 8), each saying what it does as it goes;
 # BENCH_SCALE=0.05 tries them in minutes, and BENCH_RUN='ColdStart/N=1000$$'
 # runs one (without the $$, N=10000 matches too); BENCH_RUN='Shards' runs
 # the scaling out one, 1, 2 and 4 replicas of 4 shards.
