@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -97,7 +98,7 @@ func (bn *bench) coldRun(b *testing.B, n, changes int) coldRun {
 	run := coldRun{settle: settle, latencies: latencies, reconciles: ctrl.reconciles(b), cpu: ctrl.p.usage(b).CPU}
 	h := ctrl.p.histogram(b, "humus.kube.controller.reconcile.change_latency", "")
 	run.appLatencyP99 = quantile(0.99, h.Bounds, h.Buckets)
-	progress(b, "settled in %s; changes' latencies %v", settle.Round(time.Millisecond), latencies)
+	progress(b, "settled in %s; changes' latencies %v; the App's change_latency: %s", settle.Round(time.Millisecond), latencies, buckets(h.Bounds, h.Buckets))
 	bn.drop(b, ns, ctrl)
 	return run
 }
@@ -263,4 +264,21 @@ func (bn *bench) createAt(b *testing.B, ns string, from, total int, rate float64
 	}
 	wg.Wait()
 	return created
+}
+
+// buckets writes a histogram's counts by bucket, the empty ones left out,
+// such as "≤0.1s: 18, ≤10s: 2".
+func buckets(bounds []float64, counts []uint64) string {
+	var parts []string
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		bound := "+Inf"
+		if i < len(bounds) {
+			bound = strconv.FormatFloat(bounds[i], 'g', -1, 64) + "s"
+		}
+		parts = append(parts, fmt.Sprintf("≤%s: %d", bound, n))
+	}
+	return strings.Join(parts, ", ")
 }
