@@ -398,6 +398,35 @@ func campaigning(t *testing.T, e *elector) (leadingAt func() time.Time, stop fun
 	}, cancel, done
 }
 
+// electorPair is two replicas' electors on one fake cluster: a, which
+// leads, and b, its standby.
+type electorPair struct {
+	f      *fakeCluster
+	a      *elector
+	killA  func()          // a's process dies: no release
+	aEnded <-chan struct{} // closed once a's campaign has returned
+	bLeads func() time.Time
+}
+
+// leaderAndStandbyAt starts a, which takes the Lease, then b phase*190ms
+// later, and returns 5s and phase*330ms after that: so a's renewals and
+// b's reads are at the phase's offsets when the caller's fault comes.
+func leaderAndStandbyAt(t *testing.T, phase int) electorPair {
+	t.Helper()
+	f := newFakeCluster(t, listKinds)
+	checkLeaseVersions(f)
+	a, b := testElector(f, "a"), testElector(f, "b")
+	aLeads, killA, aEnded := campaigning(t, a)
+	synctest.Wait()
+	if aLeads().IsZero() {
+		t.Fatal("a, the first replica, doesn't lead")
+	}
+	time.Sleep(time.Duration(phase) * 190 * time.Millisecond)
+	bLeads, _, _ := campaigning(t, b)
+	time.Sleep(5*time.Second + time.Duration(phase)*330*time.Millisecond)
+	return electorPair{f: f, a: a, killA: killA, aEnded: aEnded, bLeads: bLeads}
+}
+
 // A standby measures a Lease's expiry from when it first saw the holder's
 // last renewal, and tries to take it then: never before LeaseDuration has
 // passed since that renewal began, and within LeaseDuration and
@@ -407,25 +436,14 @@ func TestAStandbyTakesAnAbandonedLeaseAsItExpires(t *testing.T) {
 	for phase := range 10 {
 		t.Run(fmt.Sprint("phase ", phase), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFakeCluster(t, listKinds)
-				checkLeaseVersions(f)
 				le := testSettings().LeaderElection
-				a, b := testElector(f, "a"), testElector(f, "b")
-				aLeads, killA, aEnded := campaigning(t, a)
-				synctest.Wait()
-				if aLeads().IsZero() {
-					t.Fatal("a, the first replica, doesn't lead")
-				}
-				time.Sleep(time.Duration(phase) * 190 * time.Millisecond)
-				bLeads, _, _ := campaigning(t, b)
-
-				time.Sleep(5*time.Second + time.Duration(phase)*330*time.Millisecond)
-				killA() // its process dies: no release
-				<-aEnded
-				killed, renewed := time.Now(), a.renewedAt()
+				p := leaderAndStandbyAt(t, phase)
+				p.killA() // its process dies: no release
+				<-p.aEnded
+				killed, renewed := time.Now(), p.a.renewedAt()
 				time.Sleep(time.Until(killed.Add(le.LeaseDuration + le.RetryPeriod + time.Second)))
 				synctest.Wait()
-				took := bLeads()
+				took := p.bLeads()
 				switch {
 				case took.IsZero():
 					t.Fatalf("b didn't take the Lease within LeaseDuration+RetryPeriod+1s (%s) of a's death", le.LeaseDuration+le.RetryPeriod+time.Second)
@@ -434,7 +452,7 @@ func TestAStandbyTakesAnAbandonedLeaseAsItExpires(t *testing.T) {
 				case took.After(killed.Add(le.LeaseDuration + le.RetryPeriod)):
 					t.Errorf("b took the Lease %s after a died, want within LeaseDuration+RetryPeriod (%s)", took.Sub(killed), le.LeaseDuration+le.RetryPeriod)
 				}
-				l := f.lease(t, le.Namespace, testSettings().Name)
+				l := p.f.lease(t, le.Namespace, testSettings().Name)
 				if holder(l) != "b" || *l.Spec.LeaseTransitions != 1 {
 					t.Errorf("the Lease: holder %q, transitions %d; want b, 1", holder(l), *l.Spec.LeaseTransitions)
 				}
@@ -562,34 +580,23 @@ func TestALeaseDeletedWhileHeldIsTakenOnlyOnceTheHolderStopped(t *testing.T) {
 	for phase := range 10 {
 		t.Run(fmt.Sprint("phase ", phase), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFakeCluster(t, listKinds)
-				checkLeaseVersions(f)
 				le := testSettings().LeaderElection
-				a, b := testElector(f, "a"), testElector(f, "b")
-				aLeads, _, aEnded := campaigning(t, a)
-				synctest.Wait()
-				if aLeads().IsZero() {
-					t.Fatal("a, the first replica, doesn't lead")
-				}
-				time.Sleep(time.Duration(phase) * 190 * time.Millisecond)
-				bLeads, _, _ := campaigning(t, b)
-				time.Sleep(5*time.Second + time.Duration(phase)*330*time.Millisecond)
-
-				leases := f.kube.CoordinationV1().Leases(le.Namespace)
+				p := leaderAndStandbyAt(t, phase)
+				leases := p.f.kube.CoordinationV1().Leases(le.Namespace)
 				if err := leases.Delete(t.Context(), testSettings().Name, metav1.DeleteOptions{}); err != nil {
 					t.Fatal(err)
 				}
 				deleted := time.Now()
 				var aStopped time.Time
 				select {
-				case <-aEnded:
+				case <-p.aEnded:
 					aStopped = time.Now()
 				case <-time.After(le.RetryPeriod + time.Second):
 					t.Fatalf("a still campaigns RetryPeriod+1s (%s) after its Lease was deleted", le.RetryPeriod+time.Second)
 				}
 				time.Sleep(time.Until(deleted.Add(le.LeaseDuration + le.RetryPeriod + time.Second)))
 				synctest.Wait()
-				took := bLeads()
+				took := p.bLeads()
 				switch {
 				case took.IsZero():
 					t.Fatalf("b didn't take the deleted Lease within LeaseDuration+RetryPeriod+1s of the deletion")
@@ -598,10 +605,10 @@ func TestALeaseDeletedWhileHeldIsTakenOnlyOnceTheHolderStopped(t *testing.T) {
 				case took.Before(deleted.Add(le.LeaseDuration)):
 					t.Errorf("b took the deleted Lease %s after the deletion, before LeaseDuration (%s)", took.Sub(deleted), le.LeaseDuration)
 				}
-				if a.renewedAt().After(deleted) {
+				if p.a.renewedAt().After(deleted) {
 					t.Errorf("a renewed the Lease after it was deleted")
 				}
-				if h := holder(f.lease(t, le.Namespace, testSettings().Name)); h != "b" {
+				if h := holder(p.f.lease(t, le.Namespace, testSettings().Name)); h != "b" {
 					t.Errorf("the Lease's holder = %q, want b", h)
 				}
 			})
