@@ -603,14 +603,22 @@ func (c *Controller) lead(ctx, stopping context.Context, sh *shard) error {
 	case <-lost:
 	}
 
-	// The Lease can't be proven: stop at once, and return by the lost
-	// deadline whether or not every Reconciler has.
+	return c.lostTerm(ctx, el, sh, finished, endTerm, stopCampaigning)
+}
+
+// lostTerm ends a term whose Lease can't be proven: at once, its workers
+// stop taking keys, its reconciles are cancelled, the campaign stops (a
+// renewal now would only delay the next holder) and the connections are
+// aborted; it returns by the lost deadline whether or not every
+// Reconciler has (finished), with ErrLostLeadership, and with the answer
+// when the renewals were refused.
+func (c *Controller) lostTerm(ctx context.Context, el *elector, sh *shard, finished <-chan struct{}, endTerm, stopCampaigning func()) error {
 	sh.stopTaking()
 	endTerm()
-	stopCampaigning() // no renewal now: it would only delay the next holder
+	stopCampaigning()
 	c.clients.abort()
 	c.tel.log.WarnContext(ctx, "lost the lease", "lease", el.describe(), "renewed", el.renewedAt())
-	deadline := time.NewTimer(time.Until(el.renewedAt().Add(lostDeadline(le))))
+	deadline := time.NewTimer(time.Until(el.renewedAt().Add(lostDeadline(c.settings.LeaderElection))))
 	defer deadline.Stop()
 	select {
 	case <-finished:
