@@ -67,6 +67,7 @@ func shardHoldersOf(t *testing.T, f *fakeCluster) []string {
 // the shard selector, as an API server without the feature gate does: the
 // replica keeps each shard's objects only, and says so once.
 func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testing.T) {
+	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(40)...)
 		checkLeaseVersions(f)
@@ -132,6 +133,7 @@ func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testi
 // have finished: no object is reconciled by both at once, and each shard
 // ends up with one of them.
 func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *testing.T) {
+	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(40)...)
 		checkLeaseVersions(f)
@@ -200,6 +202,7 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 // after it; unlike one Lease, Serve goes on, and the replica takes the
 // shards again once the API server answers.
 func TestAShardedReplicaThatCannotRenewStopsItsShardsAndTakesThemAgain(t *testing.T) {
+	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(8)...)
 		checkLeaseVersions(f)
@@ -273,6 +276,7 @@ func TestAShardedReplicaThatCannotRenewStopsItsShardsAndTakesThemAgain(t *testin
 // Settings.Workers bounds a replica's reconciles in flight across every
 // shard it holds, as it does with one shard.
 func TestAShardedReplicaReconcilesAtMostWorkersObjectsAtOnce(t *testing.T) {
+	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(40)...)
 		checkLeaseVersions(f)
@@ -317,6 +321,7 @@ func TestAShardedReplicaReconcilesAtMostWorkersObjectsAtOnce(t *testing.T) {
 // terms go on. (Before the fix, a missing Lease that counted as held had
 // no holder to name, and the look at the Leases panicked.)
 func TestAShardWhoseLeaseIsDeletedIsTakenAgainOnceItCountsAsExpired(t *testing.T) {
+	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(8)...)
 		checkLeaseVersions(f)
@@ -375,6 +380,7 @@ func foreignLease(holder string, renewed time.Time) *coordinationv1.Lease {
 // write at once; once it is no longer renewed, it takes every shard
 // LeaseDuration after it last saw it renewed.
 func TestAShardedReplicaTakesNoShardWhileTheUnshardedLeaseIsHeld(t *testing.T) {
+	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(8)...)
 		checkLeaseVersions(f)
@@ -427,6 +433,7 @@ func TestAShardedReplicaTakesNoShardWhileTheUnshardedLeaseIsHeld(t *testing.T) {
 // its take, and gives the shard back before reconciling: it releases it,
 // and starts no term.
 func TestAShardTakenAsTheUnshardedLeaseIsTakenIsGivenBack(t *testing.T) {
+	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(8)...)
 		checkLeaseVersions(f)
