@@ -283,33 +283,34 @@ func TestAKeyMovedUpJoinsItsNamespacesTurn(t *testing.T) {
 	}
 }
 
-// OldestWait at Normal is the oldest key's of any namespace, and Lead
-// moves the older Normal keys of every namespace down, in the order they
-// came in.
+// OldestWait at Normal is the oldest key's of any namespace, not that of
+// the namespace whose turn is next; and Lead moves the older Normal keys
+// of every namespace down, in the order they came in.
 func TestOldestWaitAndLeadSeeEveryNamespace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := newTestQueue(t)
 		q.Lead(time.Now(), time.Hour)
-		q.Add("b/1", Normal, time.Now())
-		time.Sleep(time.Second)
 		q.Add("a/1", Normal, time.Now())
 		time.Sleep(time.Second)
 		q.Add("a/2", Normal, time.Now())
+		time.Sleep(time.Second)
+		q.Add("b/1", Normal, time.Now())
 		q.Add("x/low", Low, time.Time{})
 		time.Sleep(time.Second)
 		if n, _ := q.OldestWait(time.Now()); n != 3*time.Second {
-			t.Errorf("OldestWait at Normal = %s, want 3s, b/1's", n)
+			t.Errorf("OldestWait at Normal = %s, want 3s, a/1's", n)
 		}
 		it, _ := q.Get()
 		q.Done(it.Key)
-		if n, _ := q.OldestWait(time.Now()); it.Key != "b/1" || n != 2*time.Second {
-			t.Errorf("took %s, and then OldestWait at Normal = %s; want b/1, then 2s, a/1's", it.Key, n)
+		// b's turn is next, but a/2 has waited longer than b/1.
+		if n, _ := q.OldestWait(time.Now()); it.Key != "a/1" || n != 2*time.Second {
+			t.Errorf("took %s, and then OldestWait at Normal = %s; want a/1, then 2s, a/2's", it.Key, n)
 		}
-		q.Add("b/1", Normal, time.Now())
+		q.Add("a/1", Normal, time.Now())
 		time.Sleep(20 * time.Second)
 		q.Add("b/2", Normal, time.Now())
 		q.Lead(time.Now(), 15*time.Second)
-		want := []string{"b/2", "a/1", "a/2", "x/low", "b/1"}
+		want := []string{"b/2", "a/2", "b/1", "x/low", "a/1"}
 		if got := keys(drain(t, q)); !slices.Equal(got, want) {
 			t.Errorf("handed out %v, want %v", got, want)
 		}
