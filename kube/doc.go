@@ -237,11 +237,12 @@
 //     its rights, so Serve ends within 20s of list or watch taken away. A
 //     patch taken away makes each reconcile fail with the 403 instead. A
 //     Lease this replica may not read or write, or can never write, ends it
-//     too: any answer to a request of the Lease that no retry mends (a
-//     403; a 400, 405, 406, 413, 415 or 422; a 404 to its create, its
-//     namespace missing) ends Serve at once, naming the Lease and the
-//     answer. So Synced never stays healthy on a controller that does
-//     nothing.
+//     too: any answer to a request of the Lease that no retry mends ends
+//     Serve, naming the Lease and the answer: a 400, 405, 406, 413, 415
+//     or 422, or a 404 to its create (its namespace missing), at once; a
+//     403 once 403s have come for 10s with no success between, since a
+//     restarted API server refuses with 403s while it loads RBAC. So
+//     Synced never stays healthy on a controller that does nothing.
 //   - Synced is unhealthy until the caches have synced, and healthy from
 //     then until Serve returns, on every replica.
 //   - One object is never reconciled twice at once. A reconcile is handed its
