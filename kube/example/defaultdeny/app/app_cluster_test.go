@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,6 +15,7 @@ import (
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/clustertest"
 	"github.com/z5labs/humus/kube/example/defaultdeny/app"
+	"github.com/z5labs/humus/kube/example/internal/apptest"
 )
 
 // The whole App, on humustest's Host and a real control plane, runs as its
@@ -22,12 +24,44 @@ import (
 // collected, but not enforced.
 
 func TestClusterDefaultDeny(t *testing.T) {
+	r := startDefaultDeny(t)
+	for _, phase := range []struct {
+		name  string
+		check func(*testing.T)
+	}{
+		{"gives every namespace its NetworkPolicy and ConfigMap", r.appliesToEveryNamespace},
+		{"puts back a deleted ConfigMap and NetworkPolicy", r.putsBackWhatIsDeleted},
+		{"takes back a hand-made change", r.takesBackAHandMadeChange},
+	} {
+		if !t.Run(phase.name, phase.check) {
+			return
+		}
+	}
+	t.Run("leaves Kubernetes' own namespaces alone", r.leavesKubeSystemAlone)
+	t.Run("exits 0 on its signal, and releases the Lease", r.exitsAndReleasesTheLease)
+}
+
+// A defaultDenyRun is TestClusterDefaultDeny's App and the namespace it
+// made while the App runs, which each phase finds as the phases before
+// it left them.
+type defaultDenyRun struct {
+	admin  kubernetes.Interface
+	home   string // the controller's own namespace, which holds its Lease
+	host   *humustest.Host
+	p      *humustest.Process
+	shop   string // a namespace made while the controller runs
+	shopNS *corev1.Namespace
+}
+
+// startDefaultDeny starts the App as its pod would run, waits until it is
+// ready, and then makes a namespace.
+func startDefaultDeny(t *testing.T) *defaultDenyRun {
 	c := clustertest.Get(t)
 	admin, err := kubernetes.NewForConfig(c.AdminConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	home := c.Namespace(t) // the controller's own, which holds its Lease
+	home := c.Namespace(t)
 	const pod = "default-deny-5c7b9-qx2lm"
 	host := c.PodHost(t, home, pod, app.Name, clustertest.RBACGrants(t, "../deploy/rbac.yaml", home)...)
 	probes := host.Env["PROBES_ADDR"]
@@ -35,95 +69,77 @@ func TestClusterDefaultDeny(t *testing.T) {
 	p := humustest.Start(t, host.Host(), app.Init)
 	clustertest.Eventually(t, time.Minute, func(ctx context.Context) error { return clustertest.Ready(ctx, probes) })
 
-	// A namespace made while the controller runs.
 	shop := c.Namespace(t)
 	shopNS, err := admin.CoreV1().Namespaces().Get(t.Context(), shop, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &defaultDenyRun{admin: admin, home: home, host: host, p: p, shop: shop, shopNS: shopNS}
+}
 
-	ok := t.Run("gives every namespace its NetworkPolicy and ConfigMap", func(t *testing.T) {
-		for _, ns := range []string{home, shop, "default"} {
-			clustertest.Eventually(t, 30*time.Second, func(context.Context) error { return applied(t, admin, ns) })
-		}
-		cm, err := admin.CoreV1().ConfigMaps(shop).Get(t.Context(), app.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		owner := metav1.GetControllerOf(cm)
-		if owner == nil || owner.Kind != "Namespace" || owner.Name != shop || owner.UID != shopNS.UID {
-			t.Errorf("the ConfigMap's controller owner reference = %+v, want Namespace %s", owner, shop)
-		}
-		if !clustertest.ManagedBy(cm.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
-			t.Errorf("the ConfigMap's managed fields = %+v, want %s's Apply", cm.ManagedFields, app.Name)
-		}
-	})
-	if !ok {
-		return
+func (r *defaultDenyRun) appliesToEveryNamespace(t *testing.T) {
+	for _, ns := range []string{r.home, r.shop, "default"} {
+		clustertest.Eventually(t, 30*time.Second, func(context.Context) error { return applied(t, r.admin, ns) })
 	}
-
-	ok = t.Run("puts back a deleted ConfigMap and NetworkPolicy", func(t *testing.T) {
-		cm, err := admin.CoreV1().ConfigMaps(shop).Get(t.Context(), app.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := admin.CoreV1().ConfigMaps(shop).Delete(t.Context(), app.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := admin.NetworkingV1().NetworkPolicies(shop).Delete(t.Context(), app.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		deleted := time.Now()
-		clustertest.Eventually(t, 10*time.Second, func(context.Context) error {
-			got, err := admin.CoreV1().ConfigMaps(shop).Get(t.Context(), app.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if got.UID == cm.UID {
-				return fmt.Errorf("the ConfigMap %s hasn't gone yet", cm.UID)
-			}
-			return applied(t, admin, shop)
-		})
-		t.Logf("put back in %v", time.Since(deleted).Round(time.Millisecond))
-	})
-	if !ok {
-		return
+	cm, err := r.admin.CoreV1().ConfigMaps(r.shop).Get(t.Context(), app.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-
-	ok = t.Run("takes back a hand-made change", func(t *testing.T) {
-		patch := []byte(`{"data":{"README":"ingress is allowed here"}}`)
-		if _, err := admin.CoreV1().ConfigMaps(shop).Patch(t.Context(), app.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		clustertest.Eventually(t, 10*time.Second, func(context.Context) error { return applied(t, admin, shop) })
-	})
-	if !ok {
-		return
+	owner := metav1.GetControllerOf(cm)
+	if owner == nil || owner.Kind != "Namespace" || owner.Name != r.shop || owner.UID != r.shopNS.UID {
+		t.Errorf("the ConfigMap's controller owner reference = %+v, want Namespace %s", owner, r.shop)
 	}
+	if !clustertest.ManagedBy(cm.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
+		t.Errorf("the ConfigMap's managed fields = %+v, want %s's Apply", cm.ManagedFields, app.Name)
+	}
+}
 
-	t.Run("leaves Kubernetes' own namespaces alone", func(t *testing.T) {
-		_, err := admin.CoreV1().ConfigMaps("kube-system").Get(t.Context(), app.Name, metav1.GetOptions{})
-		if !apierrors.IsNotFound(err) {
-			t.Errorf("kube-system's ConfigMap %s: %v, want not found", app.Name, err)
-		}
-	})
-
-	t.Run("exits 0 on its signal, and releases the Lease", func(t *testing.T) {
-		p.Signal()
-		if code := clustertest.AwaitExit(t, p); code != 0 {
-			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
-		}
-		if s := host.Stderr(); s != "" {
-			t.Errorf("stderr = %q, want nothing", s)
-		}
-		l, err := admin.CoordinationV1().Leases(home).Get(t.Context(), app.Name, metav1.GetOptions{})
+func (r *defaultDenyRun) putsBackWhatIsDeleted(t *testing.T) {
+	cm, err := r.admin.CoreV1().ConfigMaps(r.shop).Get(t.Context(), app.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.admin.CoreV1().ConfigMaps(r.shop).Delete(t.Context(), app.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.admin.NetworkingV1().NetworkPolicies(r.shop).Delete(t.Context(), app.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	clustertest.Eventually(t, 10*time.Second, func(context.Context) error {
+		got, err := r.admin.CoreV1().ConfigMaps(r.shop).Get(t.Context(), app.Name, metav1.GetOptions{})
 		if err != nil {
-			t.Fatalf("the Lease: %v", err)
+			return err
 		}
-		if h := l.Spec.HolderIdentity; h != nil && *h != "" {
-			t.Errorf("the Lease's holder = %q after exit, want none", *h)
+		if got.UID == cm.UID {
+			return fmt.Errorf("the ConfigMap %s hasn't gone yet", cm.UID)
 		}
+		return applied(t, r.admin, r.shop)
 	})
+	t.Logf("put back in %v", time.Since(deleted).Round(time.Millisecond))
+}
+
+func (r *defaultDenyRun) takesBackAHandMadeChange(t *testing.T) {
+	patch := []byte(`{"data":{"README":"ingress is allowed here"}}`)
+	if _, err := r.admin.CoreV1().ConfigMaps(r.shop).Patch(t.Context(), app.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.Eventually(t, 10*time.Second, func(context.Context) error { return applied(t, r.admin, r.shop) })
+}
+
+func (r *defaultDenyRun) leavesKubeSystemAlone(t *testing.T) {
+	_, err := r.admin.CoreV1().ConfigMaps("kube-system").Get(t.Context(), app.Name, metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("kube-system's ConfigMap %s: %v, want not found", app.Name, err)
+	}
+}
+
+func (r *defaultDenyRun) exitsAndReleasesTheLease(t *testing.T) {
+	apptest.Stop(t, r.p, r.host)
+	if s := r.host.Stderr(); s != "" {
+		t.Errorf("stderr = %q, want nothing", s)
+	}
+	apptest.LeaseReleased(t, r.admin, r.home, app.Name)
 }
 
 // applied is nil once ns holds the controller's NetworkPolicy and its

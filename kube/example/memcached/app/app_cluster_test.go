@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,6 +26,7 @@ import (
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/example/internal/apptest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
 )
 
@@ -36,26 +38,63 @@ import (
 type memcachedObject = kube.Object[app.MemcachedSpec, app.MemcachedStatus]
 
 func TestClusterMemcached(t *testing.T) {
+	r := startMemcached(t)
+	for _, phase := range []struct {
+		name  string
+		check func(*testing.T)
+	}{
+		{"reconciles into a Deployment it controls, and applies its status", r.reconcilesIntoADeployment},
+		{"serves the controller's metrics at /metrics, under the docs' names", r.servesMetrics},
+		{"undoes a hand-made scale of the Deployment", r.undoesAHandMadeScale},
+		{"restarted, it reads the Deployment that is up to date, and writes nothing to it", r.restartsWithoutWriting},
+		{"deleting the Memcached finalizes it once, and garbage-collects its Deployment", r.finalizesOnce},
+		{"exits 0 on its signal, and releases the Lease", r.exitsAndReleasesTheLease},
+	} {
+		if !t.Run(phase.name, phase.check) {
+			return
+		}
+	}
+}
+
+// A memcachedRun is TestClusterMemcached's App and its Memcached, which
+// each phase finds as the phases before it left them.
+type memcachedRun struct {
+	admin  kubernetes.Interface
+	ns     string
+	host   *humustest.Host
+	probes string // the probes' address, where /metrics is served too
+	p      *humustest.Process
+	// start starts the App as main.go runs it, with BuildTelemetry: its
+	// records are lines on stderr, and its metrics are served at /metrics
+	// beside the probes. It is TestClusterMemcached's, not a phase's, so
+	// the App it starts outlives the phase that restarts it.
+	start      func() *humustest.Process
+	memcacheds dynamic.ResourceInterface
+	uid        types.UID // the Memcached's
+}
+
+// memcachedPod is the name of TestClusterMemcached's pod.
+const memcachedPod = "memcached-controller-7d9f-x2k4q"
+
+// startMemcached starts the App as its pod would run, waits until it is
+// ready, and creates the Memcached sessions, of size 1.
+func startMemcached(t *testing.T) *memcachedRun {
 	c := clustertest.Get(t)
 	admin, dyn := adminClients(t, c)
 	installCRD(t, c)
 	ns := c.Namespace(t)
-	const pod = "memcached-controller-7d9f-x2k4q"
-	host := c.PodHost(t, ns, pod, app.Name, clustertest.RBACGrants(t, "../deploy/rbac.yaml", ns)...)
-	probes := host.Env["PROBES_ADDR"]
-
-	// As main.go runs it, with BuildTelemetry: its records are lines on
-	// stderr, and its metrics are served at /metrics beside the probes.
-	start := func() *humustest.Process {
+	host := c.PodHost(t, ns, memcachedPod, app.Name, clustertest.RBACGrants(t, "../deploy/rbac.yaml", ns)...)
+	r := &memcachedRun{admin: admin, ns: ns, host: host, probes: host.Env["PROBES_ADDR"]}
+	r.start = func() *humustest.Process {
 		return humustest.Start(t, host.Host(), app.Init, humus.WithTelemetry(app.BuildTelemetry))
 	}
-	p := start()
+	r.p = r.start()
 
 	t.Log("the probes' /readyz answers ok once the caches have synced")
-	clustertest.Eventually(t, time.Minute, func(ctx context.Context) error { return clustertest.Ready(ctx, probes) })
+	clustertest.Eventually(t, time.Minute, func(ctx context.Context) error { return clustertest.Ready(ctx, r.probes) })
 
-	memcacheds := dyn.Resource(app.Memcached.GVR()).Namespace(ns)
-	created, err := memcacheds.Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
+	r.memcacheds = dyn.Resource(app.Memcached.GVR()).Namespace(ns)
+	created, err := r.memcacheds.Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "cache.example.com/v1alpha1",
 		"kind":       "Memcached",
 		"metadata":   map[string]any{"name": "sessions"},
@@ -64,258 +103,263 @@ func TestClusterMemcached(t *testing.T) {
 	if err != nil {
 		t.Fatalf("creating the Memcached: %v", err)
 	}
-	uid := created.GetUID()
+	r.uid = created.GetUID()
+	return r
+}
 
-	ok := t.Run("reconciles into a Deployment it controls, and applies its status", func(t *testing.T) {
-		var m memcachedObject
-		clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
-			var err error
-			m, err = getMemcached(t, memcacheds, "sessions")
-			if err != nil {
-				return err
-			}
-			if c := meta.FindStatusCondition(m.Status.Conditions, "Available"); c == nil || c.Status != metav1.ConditionTrue {
-				return fmt.Errorf("conditions = %+v, want Available True", m.Status.Conditions)
-			}
-			return nil
-		})
-		if c := meta.FindStatusCondition(m.Status.Conditions, "Available"); c.Reason != "DeploymentApplied" || c.ObservedGeneration != m.Generation {
-			t.Errorf("Available = %+v, want DeploymentApplied for generation %d", c, m.Generation)
-		}
-		if m.Spec.Image != "memcached:1.6.26-alpine3.19" {
-			t.Errorf("image = %q, want the CRD's default", m.Spec.Image)
-		}
-		if got := m.Finalizers; len(got) != 1 || got[0] != app.Finalizer {
-			t.Errorf("finalizers = %v, want [%s]", got, app.Finalizer)
-		}
-		if !clustertest.ManagedBy(m.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
-			t.Errorf("managed fields = %s, want %s's Apply, of the finalizer", managers(m.ManagedFields), app.Name)
-		}
-		if !clustertest.ManagedBy(m.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "status") {
-			t.Errorf("managed fields = %s, want %s's Apply on status", managers(m.ManagedFields), app.Name)
-		}
+func (r *memcachedRun) reconcilesIntoADeployment(t *testing.T) {
+	m := r.awaitAvailable(t)
+	r.checkMemcachedApplied(t, m)
+	d := r.checkDeploymentControlled(t, m)
+	r.checkDeploymentCreatedEvent(t, d)
+}
 
-		d, err := admin.AppsV1().Deployments(ns).Get(t.Context(), "sessions", metav1.GetOptions{})
+// awaitAvailable waits for the Memcached's status to say Available, and
+// returns the Memcached.
+func (r *memcachedRun) awaitAvailable(t *testing.T) memcachedObject {
+	var m memcachedObject
+	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
+		var err error
+		m, err = getMemcached(t, r.memcacheds, "sessions")
 		if err != nil {
-			t.Fatalf("the Deployment: %v", err)
+			return err
 		}
-		owner := metav1.GetControllerOf(d)
-		if owner == nil || owner.UID != uid || owner.Kind != "Memcached" || owner.APIVersion != "cache.example.com/v1alpha1" {
-			t.Errorf("controller owner reference = %+v, want the Memcached %s", owner, uid)
+		if c := meta.FindStatusCondition(m.Status.Conditions, "Available"); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("conditions = %+v, want Available True", m.Status.Conditions)
 		}
-		if !clustertest.ManagedBy(d.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
-			t.Errorf("the Deployment's managed fields = %s, want %s's Apply", managers(d.ManagedFields), app.Name)
-		}
-		if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Template.Spec.Containers[0].Image != m.Spec.Image {
-			t.Errorf("the Deployment runs %v of %q, want 1 of %q", d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Image, m.Spec.Image)
-		}
-
-		// client-go's recorder writes its Events in the background.
-		clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
-			created, err := eventsOf(t, admin, ns, uid, "DeploymentCreated")
-			if err != nil {
-				return err
-			}
-			if len(created) != 1 {
-				return fmt.Errorf("%d DeploymentCreated events, want 1", len(created))
-			}
-			e := created[0]
-			if e.ReportingController != app.Name || e.ReportingInstance != pod ||
-				e.Related == nil || e.Related.Kind != "Deployment" || e.Related.UID != d.UID {
-				t.Errorf("the event = %+v, want it reported by %s %s, about the Deployment too", e, app.Name, pod)
-			}
-			return nil
-		})
+		return nil
 	})
-	if !ok {
-		return
+	return m
+}
+
+// checkMemcachedApplied checks what the App applied to the Memcached: its
+// status, for its generation, and its finalizer; and what the CRD's
+// default filled in.
+func (r *memcachedRun) checkMemcachedApplied(t *testing.T, m memcachedObject) {
+	if c := meta.FindStatusCondition(m.Status.Conditions, "Available"); c.Reason != "DeploymentApplied" || c.ObservedGeneration != m.Generation {
+		t.Errorf("Available = %+v, want DeploymentApplied for generation %d", c, m.Generation)
 	}
-
-	ok = t.Run("serves the controller's metrics at /metrics, under the docs' names", func(t *testing.T) {
-		// The names of docs/kubernetes-controllers.md's table, in its
-		// column "in Prometheus".
-		names := []string{
-			"humus_kube_controller_queue_depth",
-			"humus_kube_controller_queue_adds_total",
-			"humus_kube_controller_queue_duration_seconds",
-			"humus_kube_controller_reconcile_duration_seconds",
-			"humus_kube_controller_reconcile_unfinished_duration_seconds",
-			"humus_kube_controller_reconcile_longest_unfinished_duration_seconds",
-			"humus_kube_controller_queue_oldest_wait_seconds",
-			"humus_kube_controller_reconcile_change_latency_seconds",
-		}
-		clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
-			text, err := clustertest.Metrics(ctx, probes)
-			if err != nil {
-				return err
-			}
-			for _, name := range names {
-				if !regexp.MustCompile(`(?m)^` + name + `(_bucket|_count|_sum)?\{[^}]*controller_name="` + app.Name + `"`).MatchString(text) {
-					return fmt.Errorf("/metrics has no %s of %s:\n%s", name, app.Name, text)
-				}
-			}
-			return nil
-		})
-	})
-	if !ok {
-		return
+	if m.Spec.Image != "memcached:1.6.26-alpine3.19" {
+		t.Errorf("image = %q, want the CRD's default", m.Spec.Image)
 	}
-
-	ok = t.Run("undoes a hand-made scale of the Deployment", func(t *testing.T) {
-		// Through the scale subresource, as kubectl scale does.
-		deployments := admin.AppsV1().Deployments(ns)
-		scale, err := deployments.GetScale(t.Context(), "sessions", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		scale.Spec.Replicas = 3
-		if _, err := deployments.UpdateScale(t.Context(), "sessions", scale, metav1.UpdateOptions{}); err != nil {
-			t.Fatalf("scaling the Deployment to 3: %v", err)
-		}
-		scaled := time.Now()
-		clustertest.Eventually(t, 5*time.Second, func(context.Context) error {
-			d, err := deployments.Get(t.Context(), "sessions", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if *d.Spec.Replicas != 1 {
-				return fmt.Errorf("replicas = %d, want the Memcached's 1", *d.Spec.Replicas)
-			}
-			return nil
-		})
-		t.Logf("undone in %v", time.Since(scaled).Round(time.Millisecond))
-	})
-	if !ok {
-		return
+	if got := m.Finalizers; len(got) != 1 || got[0] != app.Finalizer {
+		t.Errorf("finalizers = %v, want [%s]", got, app.Finalizer)
 	}
-
-	ok = t.Run("restarted, it reads the Deployment that is up to date, and writes nothing to it", func(t *testing.T) {
-		deployments := admin.AppsV1().Deployments(ns)
-		before, err := deployments.Get(t.Context(), "sessions", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// An apply that changes nothing changes no resourceVersion either,
-		// so what tells is the API server's count of the requests.
-		applies, gets := deploymentRequests(t, admin, "APPLY"), deploymentRequests(t, admin, "GET")
-		if applies == 0 {
-			t.Fatal("the API server counts no applies of Deployments, though the App made two: the count is wrong")
-		}
-		p.Signal()
-		if code := clustertest.AwaitExit(t, p); code != 0 {
-			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
-		}
-		p = start()
-		// The new App's reconcile of the Memcached, counted in its
-		// metrics.
-		clustertest.Eventually(t, time.Minute, func(ctx context.Context) error {
-			text, err := clustertest.Metrics(ctx, probes)
-			if err != nil {
-				return err
-			}
-			if !regexp.MustCompile(`(?m)^humus_kube_controller_reconcile_duration_seconds_count\{[^}]*outcome="success"[^}]*\} [1-9]`).MatchString(text) {
-				return errors.New("no reconcile yet")
-			}
-			return nil
-		})
-		after, err := deployments.Get(t.Context(), "sessions", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n := deploymentRequests(t, admin, "APPLY") - applies; n != 0 {
-			t.Errorf("%d applies of Deployments since the restart, want 0: the Deployment is up to date", n)
-		}
-		// The test's own Gets of the Deployment count too.
-		if n := deploymentRequests(t, admin, "GET") - gets; n < 2 {
-			t.Errorf("%d gets of Deployments since the restart, want the test's and the Reconciler's", n)
-		}
-		if after.ResourceVersion != before.ResourceVersion {
-			t.Errorf("the Deployment's resourceVersion went from %s to %s: the restart wrote it; managed fields: %s",
-				before.ResourceVersion, after.ResourceVersion, managers(after.ManagedFields))
-		}
-	})
-	if !ok {
-		return
+	if !clustertest.ManagedBy(m.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
+		t.Errorf("managed fields = %s, want %s's Apply, of the finalizer", managers(m.ManagedFields), app.Name)
 	}
-
-	ok = t.Run("deleting the Memcached finalizes it once, and garbage-collects its Deployment", func(t *testing.T) {
-		if err := memcacheds.Delete(t.Context(), "sessions", metav1.DeleteOptions{}); err != nil {
-			t.Fatalf("deleting the Memcached: %v", err)
-		}
-		clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
-			_, err := memcacheds.Get(t.Context(), "sessions", metav1.GetOptions{})
-			return clustertest.Gone("the Memcached", err)
-		})
-
-		// client-go's recorder writes its Events in the background.
-		var finalized []eventsv1.Event
-		clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
-			var err error
-			finalized, err = eventsOf(t, admin, ns, uid, "Finalized")
-			if err != nil {
-				return err
-			}
-			if len(finalized) == 0 {
-				return errors.New("no Finalized event yet")
-			}
-			return nil
-		})
-		for _, e := range finalized {
-			if e.ReportingController != app.Name || e.ReportingInstance != pod || e.Action != "Finalize" {
-				t.Errorf("the event was reported by %s %s, with action %s, want %s %s, Finalize", e.ReportingController, e.ReportingInstance, e.Action, app.Name, pod)
-			}
-			// The recorder counts an Event that recurs in its series.
-			if e.Series != nil {
-				t.Errorf("the event recurred %d times, want once: the finalizer runs once", e.Series.Count)
-			}
-		}
-		if len(finalized) != 1 {
-			t.Errorf("%d Finalized events for the Memcached, want 1: the finalizer runs once", len(finalized))
-		}
-
-		// The garbage collector finds a new CRD's resources at its next
-		// discovery, every 30s.
-		clustertest.Eventually(t, 2*time.Minute, func(context.Context) error {
-			_, err := admin.AppsV1().Deployments(ns).Get(t.Context(), "sessions", metav1.GetOptions{})
-			return clustertest.Gone("the Deployment", err)
-		})
-	})
-	if !ok {
-		return
+	if !clustertest.ManagedBy(m.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "status") {
+		t.Errorf("managed fields = %s, want %s's Apply on status", managers(m.ManagedFields), app.Name)
 	}
+}
 
-	t.Run("exits 0 on its signal, and releases the Lease", func(t *testing.T) {
-		leases := admin.CoordinationV1().Leases(ns)
-		l, err := leases.Get(t.Context(), app.Name, metav1.GetOptions{})
+// checkDeploymentControlled checks the Deployment the App applied for m,
+// which controls it, and returns it.
+func (r *memcachedRun) checkDeploymentControlled(t *testing.T, m memcachedObject) *appsv1.Deployment {
+	d, err := r.admin.AppsV1().Deployments(r.ns).Get(t.Context(), "sessions", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the Deployment: %v", err)
+	}
+	owner := metav1.GetControllerOf(d)
+	if owner == nil || owner.UID != r.uid || owner.Kind != "Memcached" || owner.APIVersion != "cache.example.com/v1alpha1" {
+		t.Errorf("controller owner reference = %+v, want the Memcached %s", owner, r.uid)
+	}
+	if !clustertest.ManagedBy(d.ManagedFields, app.Name, metav1.ManagedFieldsOperationApply, "") {
+		t.Errorf("the Deployment's managed fields = %s, want %s's Apply", managers(d.ManagedFields), app.Name)
+	}
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Template.Spec.Containers[0].Image != m.Spec.Image {
+		t.Errorf("the Deployment runs %v of %q, want 1 of %q", d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].Image, m.Spec.Image)
+	}
+	return d
+}
+
+// checkDeploymentCreatedEvent checks the one Event of the Deployment's
+// creation, reported by this replica, about the Deployment d too.
+func (r *memcachedRun) checkDeploymentCreatedEvent(t *testing.T, d *appsv1.Deployment) {
+	// client-go's recorder writes its Events in the background.
+	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
+		created, err := eventsOf(t, r.admin, r.ns, r.uid, "DeploymentCreated")
 		if err != nil {
-			t.Fatalf("the Lease: %v", err)
+			return err
 		}
-		if h := l.Spec.HolderIdentity; h == nil || *h != pod {
-			t.Errorf("the Lease's holder = %v, want %s", stringOf(h), pod)
+		if len(created) != 1 {
+			return fmt.Errorf("%d DeploymentCreated events, want 1", len(created))
 		}
+		e := created[0]
+		if e.ReportingController != app.Name || e.ReportingInstance != memcachedPod ||
+			e.Related == nil || e.Related.Kind != "Deployment" || e.Related.UID != d.UID {
+			t.Errorf("the event = %+v, want it reported by %s %s, about the Deployment too", e, app.Name, memcachedPod)
+		}
+		return nil
+	})
+}
 
-		p.Signal()
-		if code := clustertest.AwaitExit(t, p); code != 0 {
-			t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
+func (r *memcachedRun) servesMetrics(t *testing.T) {
+	// The names of docs/kubernetes-controllers.md's table, in its
+	// column "in Prometheus".
+	names := []string{
+		"humus_kube_controller_queue_depth",
+		"humus_kube_controller_queue_adds_total",
+		"humus_kube_controller_queue_duration_seconds",
+		"humus_kube_controller_reconcile_duration_seconds",
+		"humus_kube_controller_reconcile_unfinished_duration_seconds",
+		"humus_kube_controller_reconcile_longest_unfinished_duration_seconds",
+		"humus_kube_controller_queue_oldest_wait_seconds",
+		"humus_kube_controller_reconcile_change_latency_seconds",
+	}
+	clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		text, err := clustertest.Metrics(ctx, r.probes)
+		if err != nil {
+			return err
 		}
-		// What is on stderr is BuildTelemetry's: one line a log record,
-		// none an error, and no error of humus's own, which would be a
-		// line of its own.
-		record := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARN) `)
-		for line := range strings.Lines(host.Stderr()) {
-			if !record.MatchString(line) {
-				t.Errorf("stderr has %q, want only log records of no more than WARN; stderr:\n%s", line, host.Stderr())
-				break
+		for _, name := range names {
+			if !regexp.MustCompile(`(?m)^` + name + `(_bucket|_count|_sum)?\{[^}]*controller_name="` + app.Name + `"`).MatchString(text) {
+				return fmt.Errorf("/metrics has no %s of %s:\n%s", name, app.Name, text)
 			}
 		}
-		l, err = leases.Get(t.Context(), app.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("the Lease: %v", err)
-		}
-		if h := l.Spec.HolderIdentity; h != nil && *h != "" {
-			t.Errorf("the Lease's holder = %q after exit, want none: the next leader takes over at once", *h)
-		}
+		return nil
 	})
+}
+
+func (r *memcachedRun) undoesAHandMadeScale(t *testing.T) {
+	// Through the scale subresource, as kubectl scale does.
+	deployments := r.admin.AppsV1().Deployments(r.ns)
+	scale, err := deployments.GetScale(t.Context(), "sessions", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = 3
+	if _, err := deployments.UpdateScale(t.Context(), "sessions", scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("scaling the Deployment to 3: %v", err)
+	}
+	scaled := time.Now()
+	clustertest.Eventually(t, 5*time.Second, func(context.Context) error {
+		d, err := deployments.Get(t.Context(), "sessions", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if *d.Spec.Replicas != 1 {
+			return fmt.Errorf("replicas = %d, want the Memcached's 1", *d.Spec.Replicas)
+		}
+		return nil
+	})
+	t.Logf("undone in %v", time.Since(scaled).Round(time.Millisecond))
+}
+
+func (r *memcachedRun) restartsWithoutWriting(t *testing.T) {
+	deployments := r.admin.AppsV1().Deployments(r.ns)
+	before, err := deployments.Get(t.Context(), "sessions", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An apply that changes nothing changes no resourceVersion either,
+	// so what tells is the API server's count of the requests.
+	applies, gets := deploymentRequests(t, r.admin, "APPLY"), deploymentRequests(t, r.admin, "GET")
+	if applies == 0 {
+		t.Fatal("the API server counts no applies of Deployments, though the App made two: the count is wrong")
+	}
+	apptest.Stop(t, r.p, r.host)
+	r.p = r.start()
+	r.awaitAReconcile(t)
+	after, err := deployments.Get(t.Context(), "sessions", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := deploymentRequests(t, r.admin, "APPLY") - applies; n != 0 {
+		t.Errorf("%d applies of Deployments since the restart, want 0: the Deployment is up to date", n)
+	}
+	// The test's own Gets of the Deployment count too.
+	if n := deploymentRequests(t, r.admin, "GET") - gets; n < 2 {
+		t.Errorf("%d gets of Deployments since the restart, want the test's and the Reconciler's", n)
+	}
+	if after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("the Deployment's resourceVersion went from %s to %s: the restart wrote it; managed fields: %s",
+			before.ResourceVersion, after.ResourceVersion, managers(after.ManagedFields))
+	}
+}
+
+// awaitAReconcile waits for the App's first reconcile of the Memcached,
+// counted in its metrics.
+func (r *memcachedRun) awaitAReconcile(t *testing.T) {
+	clustertest.Eventually(t, time.Minute, func(ctx context.Context) error {
+		text, err := clustertest.Metrics(ctx, r.probes)
+		if err != nil {
+			return err
+		}
+		if !regexp.MustCompile(`(?m)^humus_kube_controller_reconcile_duration_seconds_count\{[^}]*outcome="success"[^}]*\} [1-9]`).MatchString(text) {
+			return errors.New("no reconcile yet")
+		}
+		return nil
+	})
+}
+
+func (r *memcachedRun) finalizesOnce(t *testing.T) {
+	if err := r.memcacheds.Delete(t.Context(), "sessions", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting the Memcached: %v", err)
+	}
+	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
+		_, err := r.memcacheds.Get(t.Context(), "sessions", metav1.GetOptions{})
+		return clustertest.Gone("the Memcached", err)
+	})
+	r.checkFinalizedEvent(t)
+	// The garbage collector finds a new CRD's resources at its next
+	// discovery, every 30s.
+	clustertest.Eventually(t, 2*time.Minute, func(context.Context) error {
+		_, err := r.admin.AppsV1().Deployments(r.ns).Get(t.Context(), "sessions", metav1.GetOptions{})
+		return clustertest.Gone("the Deployment", err)
+	})
+}
+
+// checkFinalizedEvent checks the one Event of the Memcached's Finalize,
+// reported by this replica, once.
+func (r *memcachedRun) checkFinalizedEvent(t *testing.T) {
+	// client-go's recorder writes its Events in the background.
+	var finalized []eventsv1.Event
+	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
+		var err error
+		finalized, err = eventsOf(t, r.admin, r.ns, r.uid, "Finalized")
+		if err != nil {
+			return err
+		}
+		if len(finalized) == 0 {
+			return errors.New("no Finalized event yet")
+		}
+		return nil
+	})
+	for _, e := range finalized {
+		if e.ReportingController != app.Name || e.ReportingInstance != memcachedPod || e.Action != "Finalize" {
+			t.Errorf("the event was reported by %s %s, with action %s, want %s %s, Finalize", e.ReportingController, e.ReportingInstance, e.Action, app.Name, memcachedPod)
+		}
+		// The recorder counts an Event that recurs in its series.
+		if e.Series != nil {
+			t.Errorf("the event recurred %d times, want once: the finalizer runs once", e.Series.Count)
+		}
+	}
+	if len(finalized) != 1 {
+		t.Errorf("%d Finalized events for the Memcached, want 1: the finalizer runs once", len(finalized))
+	}
+}
+
+func (r *memcachedRun) exitsAndReleasesTheLease(t *testing.T) {
+	l, err := r.admin.CoordinationV1().Leases(r.ns).Get(t.Context(), app.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the Lease: %v", err)
+	}
+	if h := l.Spec.HolderIdentity; h == nil || *h != memcachedPod {
+		t.Errorf("the Lease's holder = %v, want %s", stringOf(h), memcachedPod)
+	}
+	apptest.Stop(t, r.p, r.host)
+	// What is on stderr is BuildTelemetry's: one line a log record,
+	// none an error, and no error of humus's own, which would be a
+	// line of its own.
+	record := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARN) `)
+	for line := range strings.Lines(r.host.Stderr()) {
+		if !record.MatchString(line) {
+			t.Errorf("stderr has %q, want only log records of no more than WARN; stderr:\n%s", line, r.host.Stderr())
+			break
+		}
+	}
+	apptest.LeaseReleased(t, r.admin, r.ns, app.Name)
 }
 
 // Limited to one namespace, the controller lists and watches only there,
@@ -364,10 +408,7 @@ func TestClusterMemcachedInOneNamespace(t *testing.T) {
 		return clustertest.Gone("the Memcached", err)
 	})
 
-	p.Signal()
-	if code := clustertest.AwaitExit(t, p); code != 0 {
-		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
-	}
+	apptest.Stop(t, p, host)
 }
 
 func TestClusterMissingCRDExits1(t *testing.T) {

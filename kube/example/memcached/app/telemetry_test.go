@@ -10,6 +10,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/example/internal/apptest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
 	"github.com/z5labs/humus/telemetry"
 )
@@ -37,8 +38,5 @@ func TestClusterVerbosityShowsEachRenewalOfTheLease(t *testing.T) {
 		return nil
 	})
 
-	p.Signal()
-	if code := clustertest.AwaitExit(t, p); code != 0 {
-		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
-	}
+	apptest.Stop(t, p, host)
 }
