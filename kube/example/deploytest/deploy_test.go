@@ -107,110 +107,165 @@ func TestDeployDecodes(t *testing.T) {
 // Security Standard need.
 func checkDeployment(t *testing.T, ex example, d deploytest.Doc, dep *appsv1.Deployment) {
 	t.Helper()
-	errorf := func(format string, args ...any) { t.Errorf("%s: %s", d, fmt.Sprintf(format, args...)) }
-
-	if dep.Name != ex.controller || dep.Namespace != ex.namespace {
-		errorf("want the Deployment %s/%s", ex.namespace, ex.controller)
-	}
-	if r := dep.Spec.Replicas; r == nil || *r != 2 {
-		errorf("replicas = %s, want 2, one leader and one standby on the Lease", show(r))
-	}
+	k := deploymentCheck{t: t, d: d}
 	pod := dep.Spec.Template.Spec
-	if pod.ServiceAccountName != ex.controller {
-		errorf("serviceAccountName = %q, want rbac.yaml's %q", pod.ServiceAccountName, ex.controller)
-	}
-	if g := pod.TerminationGracePeriodSeconds; g == nil || *g <= humusGracePeriod {
-		errorf("terminationGracePeriodSeconds = %s, want more than humus.Main's grace period, %ds", show(g), humusGracePeriod)
-	}
-	if psc := pod.SecurityContext; psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-		errorf("the pod's seccompProfile isn't RuntimeDefault")
-	}
+	k.checkPod(ex, dep)
 	if len(pod.Containers) != 1 {
-		errorf("%d containers, want 1", len(pod.Containers))
+		k.errorf("%d containers, want 1", len(pod.Containers))
 		return
 	}
 	c := pod.Containers[0]
 	if c.Image == "" {
-		errorf("no image")
+		k.errorf("no image")
 	}
-
 	env := map[string]corev1.EnvVar{}
 	for _, e := range c.Env {
 		env[e.Name] = e
 	}
+	k.checkEnv(env)
+	probesPort := k.addrPort(env, "PROBES_ADDR", 8081)
+	k.checkProbes(c, probesPort)
+	k.checkPorts(c, env, probesPort)
+	k.checkResources(c)
+	k.checkSecurityContext(c, pod)
+}
+
+// A deploymentCheck reports what is wrong with one document, a
+// Deployment, each error naming the document.
+type deploymentCheck struct {
+	t *testing.T
+	d deploytest.Doc
+}
+
+func (k deploymentCheck) errorf(format string, args ...any) {
+	k.t.Helper()
+	k.t.Errorf("%s: %s", k.d, fmt.Sprintf(format, args...))
+}
+
+// checkPod checks the Deployment's name, its replicas, and its pod's
+// ServiceAccount, grace period and seccomp profile.
+func (k deploymentCheck) checkPod(ex example, dep *appsv1.Deployment) {
+	k.t.Helper()
+	if dep.Name != ex.controller || dep.Namespace != ex.namespace {
+		k.errorf("want the Deployment %s/%s", ex.namespace, ex.controller)
+	}
+	if r := dep.Spec.Replicas; r == nil || *r != 2 {
+		k.errorf("replicas = %s, want 2, one leader and one standby on the Lease", show(r))
+	}
+	pod := dep.Spec.Template.Spec
+	if pod.ServiceAccountName != ex.controller {
+		k.errorf("serviceAccountName = %q, want rbac.yaml's %q", pod.ServiceAccountName, ex.controller)
+	}
+	if g := pod.TerminationGracePeriodSeconds; g == nil || *g <= humusGracePeriod {
+		k.errorf("terminationGracePeriodSeconds = %s, want more than humus.Main's grace period, %ds", show(g), humusGracePeriod)
+	}
+	if psc := pod.SecurityContext; psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		k.errorf("the pod's seccompProfile isn't RuntimeDefault")
+	}
+}
+
+// checkEnv checks that the pod's identity comes from the downward API,
+// and that no KUBECONFIG overrides its service account.
+func (k deploymentCheck) checkEnv(env map[string]corev1.EnvVar) {
+	k.t.Helper()
 	for name, path := range map[string]string{"POD_NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name"} {
 		if e, ok := env[name]; !ok || e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != path {
-			errorf("%s isn't set from the downward API's %s", name, path)
+			k.errorf("%s isn't set from the downward API's %s", name, path)
 		}
 	}
 	if _, ok := env["KUBECONFIG"]; ok {
-		errorf("KUBECONFIG is set: in a pod, the service account's token is used")
+		k.errorf("KUBECONFIG is set: in a pod, the service account's token is used")
 	}
+}
 
-	// The port of PROBES_ADDR, or of its default.
-	addrPort := func(name string, def int) int {
-		e, ok := env[name]
-		if !ok {
-			return def
-		}
-		_, port, err := net.SplitHostPort(e.Value)
-		if err != nil {
-			errorf("%s %q: %v", name, e.Value, err)
-			return -1
-		}
-		n, err := strconv.Atoi(port)
-		if err != nil {
-			errorf("%s %q: %v", name, e.Value, err)
-			return -1
-		}
-		return n
+// addrPort is the port of the address the variable name holds, or def if
+// it is unset; -1, reported, if it isn't an address with a port.
+func (k deploymentCheck) addrPort(env map[string]corev1.EnvVar, name string, def int) int {
+	k.t.Helper()
+	e, ok := env[name]
+	if !ok {
+		return def
 	}
-	probesPort := addrPort("PROBES_ADDR", 8081)
-	portOf := func(p intstr.IntOrString) int {
-		if p.Type == intstr.Int {
-			return p.IntValue()
-		}
-		for _, cp := range c.Ports {
-			if cp.Name == p.StrVal {
-				return int(cp.ContainerPort)
-			}
-		}
+	_, port, err := net.SplitHostPort(e.Value)
+	if err != nil {
+		k.errorf("%s %q: %v", name, e.Value, err)
 		return -1
 	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		k.errorf("%s %q: %v", name, e.Value, err)
+		return -1
+	}
+	return n
+}
+
+// checkProbes checks that the readiness and liveness probes get the
+// App's /readyz and /livez, on probesPort.
+func (k deploymentCheck) checkProbes(c corev1.Container, probesPort int) {
+	k.t.Helper()
 	for what, probe := range map[string]struct {
 		p    *corev1.Probe
 		path string
 	}{"readinessProbe": {c.ReadinessProbe, "/readyz"}, "livenessProbe": {c.LivenessProbe, "/livez"}} {
 		switch p := probe.p; {
 		case p == nil || p.HTTPGet == nil:
-			errorf("no %s with an httpGet", what)
-		case p.HTTPGet.Path != probe.path || portOf(p.HTTPGet.Port) != probesPort:
-			errorf("%s gets %s on port %s, want %s on %d", what, p.HTTPGet.Path, p.HTTPGet.Port.String(), probe.path, probesPort)
+			k.errorf("no %s with an httpGet", what)
+		case p.HTTPGet.Path != probe.path || portOf(c, p.HTTPGet.Port) != probesPort:
+			k.errorf("%s gets %s on port %s, want %s on %d", what, p.HTTPGet.Path, p.HTTPGet.Port.String(), probe.path, probesPort)
 		}
 	}
+}
 
-	// The App serves /metrics beside the probes, on PROBES_ADDR's port:
-	// it is the container's one port, named for Prometheus' scrapes, and
-	// there is no METRICS_ADDR, which the App doesn't read.
+// portOf is the number of the container's port p, or -1 if p names a
+// port the container hasn't.
+func portOf(c corev1.Container, p intstr.IntOrString) int {
+	if p.Type == intstr.Int {
+		return p.IntValue()
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == p.StrVal {
+			return int(cp.ContainerPort)
+		}
+	}
+	return -1
+}
+
+// checkPorts checks the container's one port. The App serves /metrics
+// beside the probes, on PROBES_ADDR's port: it is the container's one
+// port, named for Prometheus' scrapes, and there is no METRICS_ADDR,
+// which the App doesn't read.
+func (k deploymentCheck) checkPorts(c corev1.Container, env map[string]corev1.EnvVar, probesPort int) {
+	k.t.Helper()
 	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || int(c.Ports[0].ContainerPort) != probesPort {
-		errorf("ports %v, want one, named http, PROBES_ADDR's %d, where /metrics is served too", c.Ports, probesPort)
+		k.errorf("ports %v, want one, named http, PROBES_ADDR's %d, where /metrics is served too", c.Ports, probesPort)
 	}
 	if _, ok := env["METRICS_ADDR"]; ok {
-		errorf("METRICS_ADDR is set: the App serves /metrics on PROBES_ADDR")
+		k.errorf("METRICS_ADDR is set: the App serves /metrics on PROBES_ADDR")
 	}
+}
 
+// checkResources checks that the container requests and is limited to
+// some CPU and memory.
+func (k deploymentCheck) checkResources(c corev1.Container) {
+	k.t.Helper()
 	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		if q, ok := c.Resources.Requests[r]; !ok || q.IsZero() {
-			errorf("no request of %s", r)
+			k.errorf("no request of %s", r)
 		}
 		if q, ok := c.Resources.Limits[r]; !ok || q.IsZero() {
-			errorf("no limit of %s", r)
+			k.errorf("no limit of %s", r)
 		}
 	}
+}
 
+// checkSecurityContext checks the container's security context against
+// the restricted Pod Security Standard: not root, no escalation, a
+// read-only root filesystem, every capability dropped.
+func (k deploymentCheck) checkSecurityContext(c corev1.Container, pod corev1.PodSpec) {
+	k.t.Helper()
 	sc := c.SecurityContext
 	if sc == nil {
-		errorf("no container securityContext")
+		k.errorf("no container securityContext")
 		return
 	}
 	nonRoot := sc.RunAsNonRoot
@@ -218,16 +273,16 @@ func checkDeployment(t *testing.T, ex example, d deploytest.Doc, dep *appsv1.Dep
 		nonRoot = pod.SecurityContext.RunAsNonRoot
 	}
 	if nonRoot == nil || !*nonRoot {
-		errorf("runAsNonRoot isn't true")
+		k.errorf("runAsNonRoot isn't true")
 	}
 	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-		errorf("allowPrivilegeEscalation isn't false")
+		k.errorf("allowPrivilegeEscalation isn't false")
 	}
 	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-		errorf("readOnlyRootFilesystem isn't true")
+		k.errorf("readOnlyRootFilesystem isn't true")
 	}
 	if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
-		errorf("capabilities don't drop exactly ALL and add none")
+		k.errorf("capabilities don't drop exactly ALL and add none")
 	}
 }
 
