@@ -247,104 +247,168 @@ type Source struct {
 // repository's root; genDir, a folder from the module's root, holds the
 // packages of blocks that aren't compiled in a package of the repository.
 func Generate(root, module string, b Block, genDir string, n int) (Source, error) {
-	src := Source{Block: b, Dir: path.Join(genDir, fmt.Sprintf("b%03d", n)), Name: "block.go"}
-	pkg := "snippet"
-	if b.In != "" {
-		rel, err := filepath.Rel(module, filepath.Join(root, filepath.FromSlash(b.In)))
-		if err != nil {
-			return src, err
-		}
-		src.Dir = filepath.ToSlash(rel)
-		src.Name = fmt.Sprintf("zz_doccheck_%03d.go", n)
-		if pkg, err = packageName(filepath.Join(root, filepath.FromSlash(b.In))); err != nil {
-			return src, fmt.Errorf("%s: %w", b, err)
-		}
+	src, pkg, err := place(root, module, b, genDir, n)
+	if err != nil {
+		return src, err
 	}
-	line := func(n int) string { return fmt.Sprintf("\n//line %s:%d\n", b.File, n) }
-
-	var body strings.Builder
 	fset := token.NewFileSet()
-	switch f, err := parser.ParseFile(fset, "", b.Code, parser.PackageClauseOnly); {
-	case err == nil && f.Name != nil:
+	if f, err := parser.ParseFile(fset, "", b.Code, parser.PackageClauseOnly); err == nil && f.Name != nil {
 		if b.In != "" {
 			return src, fmt.Errorf("%s: a whole file can't be compiled in a package", b)
 		}
-		src.Code = []byte(line(b.Line) + b.Code)
+		src.Code = []byte(lineComment(b, b.Line) + b.Code)
 		return src, nil
 	}
-
-	if f, err := parser.ParseFile(fset, "", "package p\n"+b.Code, parser.SkipObjectResolution); err == nil && len(f.Decls) > 0 {
-		// Declarations. Offsets in fset are those of "package p\n"+b.Code.
-		text := func(n ast.Node) string {
-			return ("package p\n" + b.Code)[fset.Position(n.Pos()).Offset:fset.Position(n.End()).Offset]
-		}
-		lineOf := func(n ast.Node) int { return b.Line + fset.Position(n.Pos()).Line - 2 }
-		for _, d := range f.Decls {
-			switch d := d.(type) {
-			case *ast.FuncDecl:
-				if d.Body == nil {
-					body.WriteString(line(lineOf(d)) + signatureClaim(d, text))
-					continue
-				}
-				if b.In != "" {
-					return src, fmt.Errorf("%s: func %s has a body: in a package, a func may only be a signature", b, d.Name.Name)
-				}
-				body.WriteString(line(lineOf(d)) + text(d))
-			case *ast.GenDecl:
-				if b.In == "" {
-					body.WriteString(line(lineOf(d)) + text(d))
-					continue
-				}
-				if d.Tok != token.VAR {
-					return src, fmt.Errorf("%s: a %s declaration can't be compiled in a package, only a var", b, d.Tok)
-				}
-				for _, s := range d.Specs {
-					vs := s.(*ast.ValueSpec)
-					for i, name := range vs.Names {
-						var claim string
-						switch {
-						case vs.Type != nil && i < len(vs.Values):
-							claim = fmt.Sprintf("var x %s = %s; x = %s", text(vs.Type), text(vs.Values[i]), name.Name)
-						case vs.Type != nil:
-							claim = fmt.Sprintf("var x %s = %s", text(vs.Type), name.Name)
-						case i < len(vs.Values):
-							claim = fmt.Sprintf("x := %s; x = %s", name.Name, text(vs.Values[i]))
-						default:
-							return src, fmt.Errorf("%s: var %s has neither a type nor a value", b, name.Name)
-						}
-						// The claim: name exists, and the value can be assigned to it.
-						body.WriteString(line(lineOf(vs)) + "var _ = func() { " + claim + "; _ = x }\n")
-					}
-				}
-			}
+	var body string
+	if f, err := parser.ParseFile(fset, "", declPrefix+b.Code, parser.SkipObjectResolution); err == nil && len(f.Decls) > 0 {
+		body, err = declarations(parsedDecls{b: b, fset: fset, f: f})
+		if err != nil {
+			return src, err
 		}
 	} else {
-		// Statements, in the body of a function.
-		sig := strings.TrimPrefix(cmpOr(b.Func, "func()"), "func")
-		wrapped := "package p\nfunc _" + sig + " {\n" + b.Code + "\n}\n"
-		f, err := parser.ParseFile(fset, "", wrapped, parser.SkipObjectResolution)
+		body, err = statements(b, fset)
 		if err != nil {
-			return src, fmt.Errorf("%s: neither a file, declarations nor statements: %w", b, relocate(err, b))
+			return src, err
 		}
-		fn := f.Decls[0].(*ast.FuncDecl)
-		var uses strings.Builder
-		for _, name := range declared(fn.Body.List) {
-			uses.WriteString("\t_ = " + name + "\n")
-		}
-		// The uses go at the end, or before a return that ends the block.
-		code, rest := b.Code, ""
-		if last := fn.Body.List[len(fn.Body.List)-1]; isReturn(last) && uses.Len() > 0 {
-			pos := fset.Position(last.Pos())
-			off := pos.Offset - (len(wrapped) - len(b.Code) - len("\n}\n"))
-			code = b.Code[:off] + "\n"
-			rest = line(b.Line+pos.Line-3) + strings.Repeat(" ", pos.Column-1) + b.Code[off:]
-		}
-		body.WriteString("\nfunc _" + sig + " {" + line(b.Line) + code + "\n" + uses.String() + rest + "}\n")
 	}
+	src.Code = file(b, pkg, body)
+	return src, nil
+}
 
+// place is where b's file goes, the nth of its package, and the name of
+// that package: a package of its own in genDir, or, with an in
+// directive, the package of the repository the directive names.
+func place(root, module string, b Block, genDir string, n int) (Source, string, error) {
+	src := Source{Block: b, Dir: path.Join(genDir, fmt.Sprintf("b%03d", n)), Name: "block.go"}
+	if b.In == "" {
+		return src, "snippet", nil
+	}
+	dir := filepath.Join(root, filepath.FromSlash(b.In))
+	rel, err := filepath.Rel(module, dir)
+	if err != nil {
+		return src, "", err
+	}
+	src.Dir = filepath.ToSlash(rel)
+	src.Name = fmt.Sprintf("zz_doccheck_%03d.go", n)
+	pkg, err := packageName(dir)
+	if err != nil {
+		return src, "", fmt.Errorf("%s: %w", b, err)
+	}
+	return src, pkg, nil
+}
+
+// lineComment is the //line comment that puts what follows it at line n
+// of b's Markdown file.
+func lineComment(b Block, n int) string { return fmt.Sprintf("\n//line %s:%d\n", b.File, n) }
+
+// declPrefix is what a block of declarations is parsed after.
+const declPrefix = "package p\n"
+
+// parsedDecls is a block of declarations, parsed as declPrefix+b.Code
+// into f.
+type parsedDecls struct {
+	b    Block
+	fset *token.FileSet
+	f    *ast.File
+}
+
+// text is the code of n, as the block has it.
+func (p parsedDecls) text(n ast.Node) string {
+	return (declPrefix + p.b.Code)[p.fset.Position(n.Pos()).Offset:p.fset.Position(n.End()).Offset]
+}
+
+// line is the //line comment for n's line in the Markdown file.
+func (p parsedDecls) line(n ast.Node) string {
+	return lineComment(p.b, p.b.Line+p.fset.Position(n.Pos()).Line-2)
+}
+
+// declarations is the body of the file of a block of declarations: each
+// as it is, or, in a package, the claims that it makes (a func without a
+// body, a var).
+func declarations(p parsedDecls) (string, error) {
+	var body strings.Builder
+	for _, d := range p.f.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			if d.Body == nil {
+				body.WriteString(p.line(d) + signatureClaim(d, p.text))
+				continue
+			}
+			if p.b.In != "" {
+				return "", fmt.Errorf("%s: func %s has a body: in a package, a func may only be a signature", p.b, d.Name.Name)
+			}
+			body.WriteString(p.line(d) + p.text(d))
+		case *ast.GenDecl:
+			if p.b.In == "" {
+				body.WriteString(p.line(d) + p.text(d))
+				continue
+			}
+			if d.Tok != token.VAR {
+				return "", fmt.Errorf("%s: a %s declaration can't be compiled in a package, only a var", p.b, d.Tok)
+			}
+			if err := varClaims(p, d, &body); err != nil {
+				return "", err
+			}
+		}
+	}
+	return body.String(), nil
+}
+
+// varClaims writes to body the claim of each name of d, a var in a
+// package: the name exists, and the value can be assigned to it.
+func varClaims(p parsedDecls, d *ast.GenDecl, body *strings.Builder) error {
+	for _, s := range d.Specs {
+		vs := s.(*ast.ValueSpec)
+		for i, name := range vs.Names {
+			var claim string
+			switch {
+			case vs.Type != nil && i < len(vs.Values):
+				claim = fmt.Sprintf("var x %s = %s; x = %s", p.text(vs.Type), p.text(vs.Values[i]), name.Name)
+			case vs.Type != nil:
+				claim = fmt.Sprintf("var x %s = %s", p.text(vs.Type), name.Name)
+			case i < len(vs.Values):
+				claim = fmt.Sprintf("x := %s; x = %s", name.Name, p.text(vs.Values[i]))
+			default:
+				return fmt.Errorf("%s: var %s has neither a type nor a value", p.b, name.Name)
+			}
+			body.WriteString(p.line(vs) + "var _ = func() { " + claim + "; _ = x }\n")
+		}
+	}
+	return nil
+}
+
+// statements is the body of the file of a block of statements: a func of
+// the block's signature holding them, and a use of every name they
+// declare at the top level, at the end or before a return that ends the
+// block.
+func statements(b Block, fset *token.FileSet) (string, error) {
+	sig := strings.TrimPrefix(cmpOr(b.Func, "func()"), "func")
+	wrapped := "package p\nfunc _" + sig + " {\n" + b.Code + "\n}\n"
+	f, err := parser.ParseFile(fset, "", wrapped, parser.SkipObjectResolution)
+	if err != nil {
+		return "", fmt.Errorf("%s: neither a file, declarations nor statements: %w", b, relocate(err, b))
+	}
+	fn := f.Decls[0].(*ast.FuncDecl)
+	var uses strings.Builder
+	for _, name := range declared(fn.Body.List) {
+		uses.WriteString("\t_ = " + name + "\n")
+	}
+	code, rest := b.Code, ""
+	if last := fn.Body.List[len(fn.Body.List)-1]; isReturn(last) && uses.Len() > 0 {
+		pos := fset.Position(last.Pos())
+		off := pos.Offset - (len(wrapped) - len(b.Code) - len("\n}\n"))
+		code = b.Code[:off] + "\n"
+		rest = lineComment(b, b.Line+pos.Line-3) + strings.Repeat(" ", pos.Column-1) + b.Code[off:]
+	}
+	return "\nfunc _" + sig + " {" + lineComment(b, b.Line) + code + "\n" + uses.String() + rest + "}\n", nil
+}
+
+// file is the generated file of b, in package pkg: its header, the
+// imports body uses, and body.
+func file(b Block, pkg, body string) []byte {
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "// Code generated by doccheck from %s. DO NOT EDIT.\n\npackage %s\n", b, pkg)
-	imports := used(b.Func+"\n"+body.String(), b.Imports)
+	imports := used(b.Func+"\n"+body, b.Imports)
 	if len(imports) > 0 {
 		out.WriteString("\nimport (\n")
 		for _, imp := range imports {
@@ -352,9 +416,8 @@ func Generate(root, module string, b Block, genDir string, n int) (Source, error
 		}
 		out.WriteString(")\n")
 	}
-	out.WriteString(body.String())
-	src.Code = out.Bytes()
-	return src, nil
+	out.WriteString(body)
+	return out.Bytes()
 }
 
 // signatureClaim is the claim that the function d names exists with d's
