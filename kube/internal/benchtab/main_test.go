@@ -96,23 +96,27 @@ func TestMerge(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := merge([]byte(tt.doc), testMachine, tt.fresh)
-			if err != nil {
-				t.Fatalf("merge: %v", err)
-			}
-			if string(got) != tt.want {
-				t.Errorf("merge:\n%s\nwant:\n%s", got, tt.want)
-			}
-			// Merged again, the same tables change nothing.
-			again, err := merge(got, testMachine, tt.fresh)
-			if err != nil {
-				t.Fatalf("merge again: %v", err)
-			}
-			if string(again) != string(got) {
-				t.Errorf("merge again:\n%s\nwant:\n%s", again, got)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkMerge(t, tt.doc, tt.fresh, tt.want) })
+	}
+}
+
+// checkMerge checks that merging fresh into md, a BENCHMARKS.md, gives
+// want, and that merged again, the same tables change nothing.
+func checkMerge(t *testing.T, md string, fresh []table, want string) {
+	t.Helper()
+	got, err := merge([]byte(md), testMachine, fresh)
+	if err != nil {
+		t.Fatalf("merge: %v", err)
+	}
+	if string(got) != want {
+		t.Errorf("merge:\n%s\nwant:\n%s", got, want)
+	}
+	again, err := merge(got, testMachine, fresh)
+	if err != nil {
+		t.Fatalf("merge again: %v", err)
+	}
+	if string(again) != string(got) {
+		t.Errorf("merge again:\n%s\nwant:\n%s", again, got)
 	}
 }
 
