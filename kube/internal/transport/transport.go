@@ -164,8 +164,10 @@ func pathTemplate(path string) string {
 	return "/" + strings.Join(segs, "/")
 }
 
-// Transport is the chain's top: it turns a 401 into an error naming the
-// server. client-go's own error for it says only "Unauthorized", and a
+// Transport is the whole chain New builds, as an http.RoundTripper for
+// client-go, and the connections under it. Its own round trip, the chain's
+// top, turns a 401 into an error naming the server. client-go's own error
+// for it says only "Unauthorized", and a
 // caller with several clusters, or a controller's log, can't tell which one
 // refused. The error is an *apierrors.StatusError underneath, so
 // apierrors.IsUnauthorized still recognises it, and http.Client wraps it in
