@@ -1,11 +1,8 @@
 package kube
 
 import (
-	"cmp"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"time"
 
@@ -98,82 +95,11 @@ type ownedObject struct {
 	written time.Time
 }
 
-// managedDigest is a managedFields entry's: its key, whose entry it is,
-// and its sum, of what the entry says.
-type managedDigest struct{ key, sum uint64 }
-
 // DeepCopyObject copies o.
 func (o *ownedObject) DeepCopyObject() runtime.Object {
 	c := &ownedObject{managed: slices.Clone(o.managed), written: o.written}
 	o.DeepCopyInto(&c.PartialObjectMetadata)
 	return c
-}
-
-// managedKey names a managedFields entry: its manager, operation and
-// subresource, which the API server keeps one entry for.
-func managedKey(manager string, op metav1.ManagedFieldsOperationType, subresource string) uint64 {
-	h := fnv.New64a()
-	for _, s := range []string{manager, string(op), subresource} {
-		_, _ = h.Write([]byte(s))
-		_, _ = h.Write([]byte{0})
-	}
-	return h.Sum64()
-}
-
-// managedSum sums what a managedFields entry says: its API version, its
-// time (to the second, as the API server keeps it) and its fields.
-func managedSum(e *metav1.ManagedFieldsEntry) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(e.APIVersion))
-	_, _ = h.Write([]byte{0})
-	if e.Time != nil {
-		_, _ = h.Write(binary.BigEndian.AppendUint64(nil, uint64(e.Time.Unix())))
-	}
-	_, _ = h.Write([]byte{0})
-	if e.FieldsV1 != nil {
-		_, _ = h.Write(e.FieldsV1.GetRawBytes())
-	}
-	return h.Sum64()
-}
-
-// managedDigests is a digest of each of obj's managedFields entries.
-func managedDigests(obj metav1.Object) []managedDigest {
-	switch o := obj.(type) {
-	case *ownedObject:
-		return o.managed
-	case *cachedObject:
-		return o.managed
-	}
-	mf := obj.GetManagedFields()
-	ds := make([]managedDigest, 0, len(mf))
-	for i := range mf {
-		e := &mf[i]
-		ds = append(ds, managedDigest{key: managedKey(e.Manager, e.Operation, e.Subresource), sum: managedSum(e)})
-	}
-	return ds
-}
-
-// managedSumOf is the sum of obj's managedFields entry of key, and whether
-// it has one.
-func managedSumOf(obj metav1.Object, key uint64) (uint64, bool) {
-	for _, d := range managedDigests(obj) {
-		if d.key == key {
-			return d.sum, true
-		}
-	}
-	return 0, false
-}
-
-// othersUnchanged reports whether old and obj have the same managedFields
-// entries but those of keys: no other writer's entry was added, dropped or
-// changed between them.
-func othersUnchanged(old, obj metav1.Object, keys ...uint64) bool {
-	others := func(o metav1.Object) []managedDigest {
-		ds := slices.DeleteFunc(slices.Clone(managedDigests(o)), func(d managedDigest) bool { return slices.Contains(keys, d.key) })
-		slices.SortFunc(ds, func(a, b managedDigest) int { return cmp.Compare(a.key, b.key) })
-		return ds
-	}
-	return slices.Equal(others(old), others(obj))
 }
 
 // newestWrite is the newest time among u's managedFields, read without

@@ -5,14 +5,16 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
 
+	"go.opentelemetry.io/contrib/bridges/otelslog"
 	"k8s.io/client-go/rest"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/kube/internal/transport"
 )
 
 // Connection is how a Client reaches an API server. Every field is a plain
@@ -106,8 +108,7 @@ func CheckTLS(c *tls.Config) error {
 //     and that apierrors.IsUnauthorized recognises.
 type Client struct {
 	server string
-	rt     http.RoundTripper // the whole chain
-	base   *http.Transport   // the connections, under the chain
+	rt     *clientTransport
 }
 
 // NewClient returns a Client that dials c.Server with s.Host.Dial, and
@@ -124,9 +125,29 @@ func NewClient(s *humus.Setup, c Connection) (*Client, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	base, rt := newTransport(s, c)
-	return &Client{server: c.Server, rt: rt, base: base}, nil
+	return &Client{server: c.Server, rt: newTransport(s, c)}, nil
 }
+
+// clientTransport is the Client's transport: internal/transport's, whose
+// package doc states what it does, with what a Controller asks of it
+// besides requests: to abort the connections of a replica that lost its
+// Lease, and to count them.
+type clientTransport struct{ *transport.Transport }
+
+func newTransport(s *humus.Setup, c Connection) *clientTransport {
+	log := slog.New(otelslog.NewHandler(scope, otelslog.WithLoggerProvider(s.Telemetry.Resolved().LoggerProvider)))
+	return &clientTransport{transport.New(transport.Config{
+		Server:    c.Server,
+		TLS:       c.TLS,
+		Token:     c.Token,
+		Dial:      s.Host.Dial,
+		Telemetry: s.Telemetry,
+		Log:       log,
+	})}
+}
+
+func (t *clientTransport) abortConnections()    { t.AbortConnections() }
+func (t *clientTransport) openConnections() int { return t.OpenConnections() }
 
 // userAgent is the User-Agent of every request from Config's clients. The
 // API server takes an update's or a patch's default field manager from it.

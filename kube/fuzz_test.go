@@ -1,11 +1,8 @@
 package kube
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"math/big"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -193,57 +190,6 @@ func decimalRV(s string) (*big.Int, bool) {
 		return nil, false
 	}
 	return n, true
-}
-
-// FuzzAPIErrorBody reads a 401's body, which the API server, or whatever
-// answers in its place, writes: statusMessage never panics, closes the
-// body, and returns a non-empty message no longer than the body, or
-// "Unauthorized"; a message other than "Unauthorized" comes from a JSON
-// body.
-func FuzzAPIErrorBody(f *testing.F) {
-	f.Add("application/json", []byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`))
-	f.Add("application/json; charset=utf-8", []byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"token expired","reason":"Unauthorized","code":401}`))
-	f.Add("application/json", []byte(`{"kind":"Status","message":""}`))
-	f.Add("application/json", []byte(`{"kind":"Status","message":"\u00e9\ud83d\ude00"}`))
-	f.Add("application/json", []byte(`{"kind":"Status","message":7}`))
-	f.Add("text/plain", []byte("go away"))
-	f.Add("application/vnd.kubernetes.protobuf", []byte("k8s\x00"))
-	f.Add("application/json;;", []byte(`{"kind":"Status","message":"x"}`))
-	f.Add("", []byte{})
-	// Each byte that isn't UTF-8 decodes to U+FFFD, three bytes: a message
-	// of them would be longer than the body.
-	f.Add("application/json", []byte(`{"kind":"Status","message":"`+strings.Repeat("\xff", 16)+`"}`))
-	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
-		b := &closeRecorder{Reader: bytes.NewReader(body)}
-		resp := &http.Response{
-			StatusCode: http.StatusUnauthorized,
-			Header:     http.Header{"Content-Type": {contentType}},
-			Body:       b,
-		}
-		msg := statusMessage(resp)
-		if msg == "" {
-			t.Errorf("statusMessage(%q, %q) is empty", contentType, body)
-		}
-		if len(msg) > max(len(body), len("Unauthorized")) {
-			t.Errorf("statusMessage(%q, %q) = %q, longer than the body", contentType, body, msg)
-		}
-		if msg != "Unauthorized" && !strings.Contains(strings.ToLower(contentType), "json") {
-			t.Errorf("statusMessage(%q, %q) = %q from a body that isn't JSON", contentType, body, msg)
-		}
-		if !b.closed {
-			t.Errorf("statusMessage(%q, %q) didn't close the body", contentType, body)
-		}
-	})
-}
-
-type closeRecorder struct {
-	io.Reader
-	closed bool
-}
-
-func (c *closeRecorder) Close() error {
-	c.closed = true
-	return nil
 }
 
 // isAhead is aheadFor's verdict alone.

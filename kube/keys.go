@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,25 +48,6 @@ func (c *Controller) objectKeys(sh *shard) cache.ResourceEventHandler {
 			}
 		},
 	}
-}
-
-// changed reports whether now, the version of an object an update brings,
-// differs from was, the one the cache held, in anything the controller
-// reads: its generation (its spec, for a resource with a status
-// subresource), labels, annotations, deletion, owner references or
-// finalizers other than the controller's own, or anything at all for a
-// kind that keeps no generation. A resync, or a relist that found the
-// object unchanged, brings the same resourceVersion; a status written by
-// another, or the controller's finalizer added by another replica, changes
-// nothing it reads.
-func (c *Controller) changed(was, now metav1.Object) bool {
-	if was.GetResourceVersion() == now.GetResourceVersion() {
-		return false
-	}
-	if now.GetGeneration() == 0 {
-		return true
-	}
-	return !unchangedButOwn(was, now, c.finalizer, c.name)
 }
 
 // writtenAt is when obj's last write was made, for an event of it that
@@ -175,18 +155,6 @@ func sameVersion(was metav1.Object, obj any) bool {
 	return ok && was.GetResourceVersion() == now.GetResourceVersion()
 }
 
-// queueUnlessOwn queues key at once at p, for a change made at changed,
-// unless the event is a reconcile's own write, which redundant tells.
-// While key is being reconciled, the event is held until the reconcile
-// ends: a write's event can come before its answer does, and so before the
-// write is known.
-func (c *Controller) queueUnlessOwn(sh *shard, key string, p priority, changed time.Time, redundant func() bool) {
-	if c.inFlight.hold(key, heldEvent{redundant: redundant, p: p, changed: changed}) || redundant() {
-		return
-	}
-	c.queueNow(sh, key, p, changed)
-}
-
 // queueNow queues key at once, in place of any wait it had, at p or at the
 // wait's priority if higher.
 func (c *Controller) queueNow(sh *shard, key string, p priority, changed time.Time) {
@@ -194,61 +162,6 @@ func (c *Controller) queueNow(sh *shard, key string, p priority, changed time.Ti
 		p = max(p, waited)
 	}
 	sh.q.Add(key, p, changed)
-}
-
-// inFlight keeps, for each key being reconciled, the events held until its
-// reconcile ends.
-type inFlight struct {
-	mu sync.Mutex
-	m  map[string][]heldEvent
-}
-
-// heldEvent is an event held while its key is reconciled.
-type heldEvent struct {
-	redundant func() bool // reports whether the event was the reconcile's own
-	p         priority
-	changed   time.Time
-}
-
-func (f *inFlight) begin(key string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.m == nil {
-		f.m = map[string][]heldEvent{}
-	}
-	f.m[key] = nil
-}
-
-// hold keeps an event of key's until its reconcile ends, and reports
-// whether key is being reconciled.
-func (f *inFlight) hold(key string, e heldEvent) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	held, ok := f.m[key]
-	if ok {
-		f.m[key] = append(held, e)
-	}
-	return ok
-}
-
-// end reports whether any event held for key's reconcile was not its own,
-// so the key is to be queued again, at the highest priority of those, for
-// the oldest change among them. Each is judged, in the order it came.
-func (f *inFlight) end(key string) (again bool, p priority, changed time.Time) {
-	f.mu.Lock()
-	held := f.m[key]
-	delete(f.m, key)
-	f.mu.Unlock()
-	for _, e := range held {
-		if e.redundant() {
-			continue
-		}
-		again, p = true, max(p, e.p)
-		if !e.changed.IsZero() && (changed.IsZero() || e.changed.Before(changed)) {
-			changed = e.changed
-		}
-	}
-	return again, p, changed
 }
 
 func (c *Controller) ownerKey(obj any) (string, bool) {

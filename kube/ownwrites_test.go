@@ -1,154 +1,24 @@
 package kube
 
 import (
-	"bytes"
-	"compress/gzip"
 	"crypto/tls"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"path"
-	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 )
 
 var deploymentsGR = schema.GroupResource{Group: "apps", Resource: "deployments"}
-
-func TestResourceOfAPath(t *testing.T) {
-	for path, want := range map[string]schema.GroupResource{
-		"/apis/apps/v1/namespaces/default/deployments/d":        deploymentsGR,
-		"/apis/apps/v1/namespaces/default/deployments":          deploymentsGR,
-		"/apis/apps/v1/namespaces/default/deployments/d/status": deploymentsGR,
-		"/apis/apps/v1/deployments":                             deploymentsGR,
-		"/api/v1/namespaces/default/configmaps/c":               {Resource: "configmaps"},
-		"/api/v1/namespaces/team-a":                             {Resource: "namespaces"},
-		"/api/v1/namespaces":                                    {Resource: "namespaces"},
-		"/apis/rbac.authorization.k8s.io/v1/clusterroles/r":     {Group: "rbac.authorization.k8s.io", Resource: "clusterroles"},
-	} {
-		if got, ok := resourceOf(path); !ok || got != want {
-			t.Errorf("resourceOf(%q) = %v, %v, want %v", path, got, ok, want)
-		}
-	}
-	for _, path := range []string{"/version", "/api/v1", "/apis/apps/v1", "/healthz", ""} {
-		if got, ok := resourceOf(path); ok {
-			t.Errorf("resourceOf(%q) = %v, want none", path, got)
-		}
-	}
-}
-
-// recorded is a writeRecorder of Deployments that keeps what it is told.
-type recorded []string
-
-func (r *recorded) owns(gr schema.GroupResource) bool { return gr == deploymentsGR }
-
-func (r *recorded) recordWrite(gr schema.GroupResource, namespace, name string, w ownedAnswer) {
-	s := gr.String() + " " + namespace + "/" + name + " " + w.rv
-	if w.created {
-		s += " created"
-	}
-	*r = append(*r, s)
-}
-
-// The transport records the resourceVersion of each write a reconcile's
-// context carries a recorder for, whatever its verb, from a JSON answer or
-// a protobuf one (client-go's clientsets ask for protobuf), and hands its
-// caller the answer whole; a read, a write without a recorder, a write to
-// a resource the recorder doesn't own, a refused write or an answer it
-// can't read records nothing.
-func TestTheTransportRecordsAReconcilesWrites(t *testing.T) {
-	const jsonAnswer = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"namespace":"default","name":"d","resourceVersion":"42"},"spec":{"replicas":1}}`
-	var pb bytes.Buffer
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: "43", Labels: map[string]string{"app": "d"}},
-		Spec: appsv1.DeploymentSpec{Replicas: new(int32(1))}}
-	d.APIVersion, d.Kind = "apps/v1", "Deployment"
-	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(d, &pb); err != nil {
-		t.Fatal(err)
-	}
-	answers := map[string]struct{ contentType, body string }{
-		"d":        {"application/json", jsonAnswer},
-		"refused":  {"application/json", `{"kind":"Status","metadata":{"resourceVersion":"44"}}`},
-		"protobuf": {"application/vnd.kubernetes.protobuf", pb.String()},
-		"garbled":  {"application/vnd.kubernetes.protobuf", "k8s\x00\x0a\xff"},
-		"yaml":     {"application/yaml", "metadata: {name: d, resourceVersion: '45'}"},
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a, ok := answers[path.Base(r.URL.Path)]
-		if !ok {
-			a = answers["d"] // a create's path ends at the resource
-		}
-		w.Header().Set("Content-Type", a.contentType)
-		if path.Base(r.URL.Path) == "refused" {
-			w.WriteHeader(http.StatusConflict)
-		}
-		_, _ = io.WriteString(w, a.body)
-	}))
-	defer srv.Close()
-	client := &http.Client{Transport: &writesTransport{next: http.DefaultTransport}}
-	deployment := "/apis/apps/v1/namespaces/default/deployments/"
-
-	for _, tc := range []struct {
-		method, path string
-		recording    bool
-		want         []string
-	}{
-		{http.MethodPatch, deployment + "d", true, []string{"deployments.apps default/d 42"}},
-		{http.MethodPut, deployment + "d", true, []string{"deployments.apps default/d 42"}},
-		{http.MethodPost, "/apis/apps/v1/namespaces/default/deployments", true, []string{"deployments.apps default/d 42"}},
-		{http.MethodPatch, deployment + "protobuf", true, []string{"deployments.apps default/d 43"}},
-		{http.MethodGet, deployment + "d", true, nil},
-		{http.MethodDelete, deployment + "d", true, nil},
-		{http.MethodPatch, deployment + "d", false, nil},
-		{http.MethodPatch, deployment + "refused", true, nil},
-		{http.MethodPatch, deployment + "garbled", true, nil},
-		{http.MethodPatch, deployment + "yaml", true, nil},
-		{http.MethodPatch, "/api/v1/namespaces/default/configmaps/d", true, nil},
-	} {
-		var rec recorded
-		ctx := t.Context()
-		if tc.recording {
-			ctx = recordingWrites(ctx, &rec)
-		}
-		req, err := http.NewRequestWithContext(ctx, tc.method, srv.URL+tc.path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		if err != nil {
-			t.Errorf("%s %s: reading the answer: %v", tc.method, tc.path, err)
-		}
-		want, ok := answers[path.Base(tc.path)]
-		if !ok {
-			want = answers["d"]
-		}
-		if string(body) != want.body {
-			t.Errorf("%s %s: the caller read %q, want the answer whole", tc.method, tc.path, body)
-		}
-		if !slices.Equal(rec, tc.want) {
-			t.Errorf("%s %s (recording %v): recorded %q, want %q", tc.method, tc.path, tc.recording, rec, tc.want)
-		}
-	}
-}
 
 // The event that brings a reconcile's own write to an owned object queues
 // nothing, whether the write created it or changed it; any other version's
@@ -389,59 +259,5 @@ func TestAWriteThatChangesNothingRecordsNoVersion(t *testing.T) {
 				t.Errorf("owners queued by the event of version %s = %d, want %d", tc.new.ResourceVersion, n, tc.queued)
 			}
 		})
-	}
-}
-
-// Recording a write never changes what its caller reads: an answer over
-// the bound the transport reads for a resourceVersion (3 MiB) reaches the
-// caller whole, whether its length is known in advance or not (chunked,
-// or gzip, which Go's transport decompresses and so has no length). Before,
-// such an answer was cut at 3 MiB + 1 byte.
-func TestAnAnswerOverTheRecordedBoundReachesTheCallerWhole(t *testing.T) {
-	big := fmt.Sprintf(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"namespace":"default","name":"d","resourceVersion":"42","annotations":{"big":%q}}}`,
-		strings.Repeat("x", maxRecordedBytes+1<<20))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		switch path.Base(r.URL.Path) {
-		case "chunked":
-			for rest := big; rest != ""; {
-				n := min(len(rest), 64<<10)
-				_, _ = io.WriteString(w, rest[:n])
-				w.(http.Flusher).Flush()
-				rest = rest[n:]
-			}
-		case "gzip":
-			w.Header().Set("Content-Encoding", "gzip")
-			zw := gzip.NewWriter(w)
-			_, _ = io.WriteString(zw, big)
-			_ = zw.Close()
-		}
-	}))
-	defer srv.Close()
-	client := &http.Client{Transport: &writesTransport{next: http.DefaultTransport}}
-	for _, answer := range []string{"chunked", "gzip"} {
-		var rec recorded
-		req, err := http.NewRequestWithContext(recordingWrites(t.Context(), &rec), http.MethodPatch, srv.URL+"/apis/apps/v1/namespaces/default/deployments/"+answer, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.ContentLength >= 0 {
-			t.Errorf("%s: the answer's length is known (%d): the test shows nothing", answer, resp.ContentLength)
-		}
-		body, err := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		if err != nil {
-			t.Errorf("%s: reading the answer: %v", answer, err)
-		}
-		if len(body) != len(big) || string(body) != big {
-			t.Errorf("%s: the caller read %d bytes, want the answer's %d whole", answer, len(body), len(big))
-		}
-		if len(rec) != 0 {
-			t.Errorf("%s: recorded %q, want nothing from an answer over the bound", answer, rec)
-		}
 	}
 }

@@ -1,6 +1,8 @@
-package kube
+package transport
 
 import (
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +15,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"go.opentelemetry.io/contrib/bridges/otelslog"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -32,11 +33,33 @@ const (
 	idleConnsPerHost = 25 // client-go's
 )
 
-// newTransport returns the connections' transport, and the chain of round
-// trippers over it that every request goes through: the 401's error, then
-// otelhttp, then recording a reconcile's writes, then the token, then the
-// connections.
-func newTransport(s *humus.Setup, c Connection) (*http.Transport, http.RoundTripper) {
+// Config is what New builds a Transport from.
+type Config struct {
+	// Server is the API server's address, host:port, as kube.CheckServer
+	// accepts it.
+	Server string
+	// TLS is the config the API server is dialled with; New clones it.
+	TLS *tls.Config
+	// Token returns the bearer token every request carries; nil sends none.
+	Token func(ctx context.Context) (string, error)
+	// Dial dials every connection: the Host's.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Telemetry traces and measures the requests; a nil provider records
+	// nothing.
+	Telemetry humus.Telemetry
+	// Log says what the Transport can't do as asked: a connection it can't
+	// abort, a token the API server refused. nil says nothing.
+	Log *slog.Logger
+}
+
+// New returns the Transport for c: the chain of round trippers every
+// request goes through, the 401's error, then otelhttp, then recording a
+// reconcile's writes, then the token, then the connections. It opens no
+// connection.
+func New(c Config) *Transport {
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
 	tlsConfig := c.TLS.Clone()
 	if tlsConfig.ServerName == "" {
 		host, _, _ := net.SplitHostPort(c.Server) // CheckServer has passed
@@ -45,10 +68,9 @@ func newTransport(s *humus.Setup, c Connection) (*http.Transport, http.RoundTrip
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)
-	log := slog.New(otelslog.NewHandler(scope, otelslog.WithLoggerProvider(s.Telemetry.Resolved().LoggerProvider)))
-	conns := newConns(s.Host.Dial)
+	conns := newConns(c.Dial)
 	conns.graceful = func(conn net.Conn) {
-		log.Warn("the Host's connections have no SetLinger, nor a NetConn that has: a controller that loses its Lease closes them gracefully, and what they queued may still be sent",
+		c.Log.Warn("the Host's connections have no SetLinger, nor a NetConn that has: a controller that loses its Lease closes them gracefully, and what they queued may still be sent",
 			"server", c.Server, "conn", fmt.Sprintf("%T", conn))
 	}
 	base := &http.Transport{
@@ -71,12 +93,12 @@ func newTransport(s *humus.Setup, c Connection) (*http.Transport, http.RoundTrip
 	if c.Token != nil {
 		tokens := newTokenCache(c.Server, c.Token)
 		tokens.refused401 = func() {
-			log.Warn("the API server refused the token with a 401: the next request calls Connection.Token again", "server", c.Server)
+			c.Log.Warn("the API server refused the token with a 401: the next request calls Connection.Token again", "server", c.Server)
 		}
 		rt = &tokenTransport{tokens: tokens, next: rt}
 	}
 	rt = &writesTransport{next: rt}
-	tel := s.Telemetry.Resolved()
+	tel := c.Telemetry.Resolved()
 	rt = otelhttp.NewTransport(rt,
 		otelhttp.WithTracerProvider(tel.TracerProvider),
 		otelhttp.WithMeterProvider(tel.MeterProvider),
@@ -84,8 +106,7 @@ func newTransport(s *humus.Setup, c Connection) (*http.Transport, http.RoundTrip
 		otelhttp.WithFilter(func(r *http.Request) bool { return !isWatch(r) }),
 		otelhttp.WithSpanNameFormatter(spanName),
 	)
-	rt = &unauthorizedTransport{server: c.Server, next: rt, base: base, conns: conns}
-	return base, rt
+	return &Transport{server: c.Server, next: rt, base: base, conns: conns}
 }
 
 // isWatch reports whether r is a watch, which lasts as long as an
@@ -143,13 +164,15 @@ func pathTemplate(path string) string {
 	return "/" + strings.Join(segs, "/")
 }
 
-// unauthorizedTransport turns a 401 into an error naming the server.
-// client-go's own error for it says only "Unauthorized", and a caller with
-// several clusters, or a controller's log, can't tell which one refused. The
-// error is an *apierrors.StatusError underneath, so
+// Transport is the whole chain New builds, as an http.RoundTripper for
+// client-go, and the connections under it. Its own round trip, the chain's
+// top, turns a 401 into an error naming the server. client-go's own error
+// for it says only "Unauthorized", and a
+// caller with several clusters, or a controller's log, can't tell which one
+// refused. The error is an *apierrors.StatusError underneath, so
 // apierrors.IsUnauthorized still recognises it, and http.Client wraps it in
 // a *url.Error naming the request.
-type unauthorizedTransport struct {
+type Transport struct {
 	server string
 	next   http.RoundTripper
 	base   *http.Transport
@@ -159,7 +182,8 @@ type unauthorizedTransport struct {
 // maxStatusBytes bounds how much of a 401's body is read for its message.
 const maxStatusBytes = 64 << 10
 
-func (t *unauthorizedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+// RoundTrip sends r down the chain.
+func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(r)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
 		return resp, err
@@ -190,19 +214,23 @@ func statusMessage(resp *http.Response) string {
 
 // CloseIdleConnections closes the connections no request is using, as
 // http.Client.CloseIdleConnections asks of its transport.
-func (t *unauthorizedTransport) CloseIdleConnections() { t.base.CloseIdleConnections() }
+func (t *Transport) CloseIdleConnections() { t.base.CloseIdleConnections() }
 
-// abortConnections closes every connection at once, abortively, in use or
+// AbortConnections closes every connection at once, abortively, in use or
 // not: what a controller that lost its Lease does, so nothing it queued is
 // sent late. Requests in flight fail; the next ones dial again.
-func (t *unauthorizedTransport) abortConnections() {
+func (t *Transport) AbortConnections() {
 	t.base.CloseIdleConnections()
 	t.conns.abort()
 }
 
-// openConnections is how many connections are open, in use or idle.
-func (t *unauthorizedTransport) openConnections() int { return t.conns.count() }
+// OpenConnections is how many connections are open, in use or idle.
+func (t *Transport) OpenConnections() int { return t.conns.count() }
+
+// Base is the connections' transport, under the chain: its settings are
+// the ones New gave it.
+func (t *Transport) Base() *http.Transport { return t.base }
 
 // WrappedRoundTripper is how client-go's net utilities see through the
 // chain.
-func (t *unauthorizedTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
+func (t *Transport) WrappedRoundTripper() http.RoundTripper { return t.next }

@@ -1,4 +1,4 @@
-package kube
+package transport
 
 import (
 	"context"
@@ -9,19 +9,20 @@ import (
 	"time"
 )
 
-// The token's periods. tokenRefresh is the one client-go re-reads a
-// BearerTokenFile with. tokenRefused bounds how often a token the API
+// The token's periods. TokenRefresh is the one client-go re-reads a
+// BearerTokenFile with. TokenRefused bounds how often a token the API
 // server refuses is replaced: however many requests get a 401, Token is
-// called at most once a tokenRefused.
+// called at most once a TokenRefused.
 const (
-	tokenRefresh = time.Minute // between calls, normally
-	tokenRefused = time.Second // between calls, once a 401 refused the token
+	TokenRefresh = time.Minute // between calls, normally
+	TokenRefused = time.Second // between calls, once a 401 refused the token
 )
 
-// tokenCache calls Connection.Token at most once every tokenRefresh, and
-// keeps the last token it returned while a call fails. A 401 to a request
+// tokenCache calls Config.Token (kube's Connection.Token, as its errors
+// say) at most once every TokenRefresh, and keeps the last token it
+// returned while a call fails. A 401 to a request
 // that carried the last token marks it refused: the next request at least
-// tokenRefused after the last call calls Token again, so a revoked or
+// TokenRefused after the last call calls Token again, so a revoked or
 // rotated token is replaced within a second or so, not a minute. Its clock
 // is time.Now, so a synctest bubble's fake clock drives it.
 type tokenCache struct {
@@ -75,7 +76,7 @@ func (c *tokenCache) get(ctx context.Context) (string, error) {
 	c.calledAt = start
 	if err != nil {
 		// The last token, refused or not, is kept, and a refused one is
-		// still replaced a tokenRefused after this call.
+		// still replaced a TokenRefused after this call.
 		c.err = fmt.Errorf("kube: calling Connection.Token for %s: %w", c.server, err)
 		return c.cachedLocked()
 	}
@@ -84,7 +85,7 @@ func (c *tokenCache) get(ctx context.Context) (string, error) {
 }
 
 // due reports whether Token is to be called: before its first call that
-// counts, a tokenRefresh after the last one, or a tokenRefused after it
+// counts, a TokenRefresh after the last one, or a TokenRefused after it
 // once the token was refused.
 func (c *tokenCache) due() bool {
 	c.mu.Lock()
@@ -93,7 +94,7 @@ func (c *tokenCache) due() bool {
 		return true
 	}
 	since := time.Since(c.calledAt)
-	return since >= tokenRefresh || (c.refused && since >= tokenRefused)
+	return since >= TokenRefresh || (c.refused && since >= TokenRefused)
 }
 
 // refuse records that the API server answered 401 to a request carrying

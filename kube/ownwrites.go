@@ -1,0 +1,497 @@
+package kube
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+
+	"github.com/z5labs/humus/kube/internal/transport"
+)
+
+// A controller's own writes are its outcome, so the watch events they
+// bring would only reconcile an object again to find nothing to do; and a
+// reconcile on a cache older than its key's last write would apply again
+// what that write did. This file holds what tells the controller's own
+// writes from anyone else's, and what makes a reconcile read its own last
+// write:
+//
+//   - queueUnlessOwn, which the event handlers queue a change through, and
+//     inFlight, which holds an event that comes while its key is
+//     reconciled until the reconcile ends: a write's event can come before
+//     its answer does.
+//   - writtenVersions: the resourceVersions of the controller's own writes
+//     to its resource's objects (their finalizer and status, which apply
+//     records), to read one's own writes and to know their events.
+//   - ownedWrites: a reconcile's writes to the resources it Owns, which the
+//     Client's transport records by resourceVersion.
+//   - The digests of each object's managedFields entries, which the cache
+//     keeps, and which tell whose write made a version.
+
+// queueUnlessOwn queues key at once at p, for a change made at changed,
+// unless the event is a reconcile's own write, which redundant tells.
+// While key is being reconciled, the event is held until the reconcile
+// ends: a write's event can come before its answer does, and so before the
+// write is known.
+func (c *Controller) queueUnlessOwn(sh *shard, key string, p priority, changed time.Time, redundant func() bool) {
+	if c.inFlight.hold(key, heldEvent{redundant: redundant, p: p, changed: changed}) || redundant() {
+		return
+	}
+	c.queueNow(sh, key, p, changed)
+}
+
+// inFlight keeps, for each key being reconciled, the events held until its
+// reconcile ends.
+type inFlight struct {
+	mu sync.Mutex
+	m  map[string][]heldEvent
+}
+
+// heldEvent is an event held while its key is reconciled.
+type heldEvent struct {
+	redundant func() bool // reports whether the event was the reconcile's own
+	p         priority
+	changed   time.Time
+}
+
+func (f *inFlight) begin(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[string][]heldEvent{}
+	}
+	f.m[key] = nil
+}
+
+// hold keeps an event of key's until its reconcile ends, and reports
+// whether key is being reconciled.
+func (f *inFlight) hold(key string, e heldEvent) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	held, ok := f.m[key]
+	if ok {
+		f.m[key] = append(held, e)
+	}
+	return ok
+}
+
+// end reports whether any event held for key's reconcile was not its own,
+// so the key is to be queued again, at the highest priority of those, for
+// the oldest change among them. Each is judged, in the order it came.
+func (f *inFlight) end(key string) (again bool, p priority, changed time.Time) {
+	f.mu.Lock()
+	held := f.m[key]
+	delete(f.m, key)
+	f.mu.Unlock()
+	for _, e := range held {
+		if e.redundant() {
+			continue
+		}
+		again, p = true, max(p, e.p)
+		if !e.changed.IsZero() && (changed.IsZero() || e.changed.Before(changed)) {
+			changed = e.changed
+		}
+	}
+	return again, p, changed
+}
+
+// rywBound is how long a write is remembered for reading one's own writes.
+// The watch event that brings it normally comes within a second; a
+// remembered version that never comes, such as after etcd was restored and
+// the API server's resourceVersions went backwards, holds its key back no
+// longer than this.
+const rywBound = 30 * time.Second
+
+// writtenVersions keeps, per key, the resourceVersions of the
+// controller's own writes: the last one, to read one's own writes, and
+// those whose watch events are still to come, which queue nothing.
+//
+// Reading one's own writes: a key is not reconciled on a cache older than
+// its last write, since that reconcile would apply what the write already
+// did. The write is remembered until the cache holds it or a newer
+// version, the object is gone, or rywBound has passed.
+//
+// Own events: a reconcile's writes (its finalizer, its status) are its own
+// outcome, so their watch events would only reconcile the object again to
+// find nothing to do. Such an event queues nothing, unless the object it
+// brings differs from the one the reconcile started from in anything but
+// its status and the controller's finalizer: its generation (the spec, or
+// a deletion begun), labels, annotations, owner references or other
+// finalizers. That catches a change of someone else's that a relist folded
+// into the event of the controller's write, and would otherwise go
+// unreconciled until the resync.
+type writtenVersions struct {
+	manager string // the controller's field manager: its name
+
+	mu sync.Mutex
+	m  map[string]written
+}
+
+type written struct {
+	rv      string // the last write's
+	at      time.Time
+	pending []ownWrite // the writes whose events haven't come
+}
+
+// ownWrite is a write of a reconcile's, and the object that reconcile
+// started from.
+type ownWrite struct {
+	rv    string
+	input metav1.Object
+}
+
+// wrote records a write of the reconcile that started from input, which
+// returned rv.
+func (w *writtenVersions) wrote(key, rv string, input metav1.Object) {
+	if rv == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[string]written{}
+	}
+	wr := w.m[key]
+	wr.rv, wr.at = rv, time.Now()
+	wr.pending = append(wr.pending, ownWrite{rv: rv, input: input})
+	w.m[key] = wr
+}
+
+// aheadFor reports whether key's last write is newer than cached, and for
+// how long it is remembered still. A cache past the last write, or a write
+// older than rywBound, forgets the key's writes.
+func (w *writtenVersions) aheadFor(key, cached string) (time.Duration, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wr, ok := w.m[key]
+	if !ok {
+		return 0, false
+	}
+	if left := rywBound - time.Since(wr.at); left > 0 {
+		cmp, err := resourceversion.CompareResourceVersion(cached, wr.rv)
+		switch {
+		case err != nil:
+		case cmp < 0:
+			return left, true
+		case cmp == 0:
+			return 0, false // its event may be still to come
+		}
+	}
+	delete(w.m, key)
+	return 0, false
+}
+
+// redundant reports whether the watch event bringing obj, a version of
+// key, would only reconcile what a reconcile already did: obj is that
+// reconcile's own write, and nothing but its status and the controller's
+// finalizer changed since the reconcile's object.
+func (w *writtenVersions) redundant(key string, obj metav1.Object, finalizer string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wr, ok := w.m[key]
+	if !ok {
+		return false
+	}
+	rv := obj.GetResourceVersion()
+	cmp, err := resourceversion.CompareResourceVersion(rv, wr.rv)
+	if err != nil || cmp > 0 {
+		// Past every write of the controller's: their events came, or a
+		// relist folded them into this one.
+		delete(w.m, key)
+		return false
+	}
+	i := slices.IndexFunc(wr.pending, func(p ownWrite) bool { return p.rv == rv })
+	if i < 0 {
+		return false
+	}
+	input := wr.pending[i].input
+	wr.pending = slices.Delete(wr.pending, 0, i+1) // events come in order
+	if cmp == 0 {
+		delete(w.m, key) // the cache holds the last write
+	} else {
+		w.m[key] = wr
+	}
+	return unchangedButOwn(input, obj, finalizer, w.manager)
+}
+
+// forget forgets key's writes: its object is gone, or its shard's term
+// ended.
+func (w *writtenVersions) forget(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, key)
+}
+
+// unchangedButOwn reports whether now differs from was in nothing a
+// reconcile reads but the status, and finalizer: nor in any managedFields
+// entry but manager's two applies (its finalizer's and its status's). The
+// entries tell a change of someone else's that the rest can't, such as to
+// a ConfigMap's data, which bumps no generation.
+func unchangedButOwn(was, now metav1.Object, finalizer, manager string) bool {
+	others := func(fs []string) []string {
+		return slices.DeleteFunc(slices.Clone(fs), func(f string) bool { return f == finalizer })
+	}
+	return was.GetUID() == now.GetUID() &&
+		was.GetGeneration() == now.GetGeneration() &&
+		was.GetDeletionTimestamp().Equal(now.GetDeletionTimestamp()) &&
+		maps.Equal(was.GetLabels(), now.GetLabels()) &&
+		maps.Equal(was.GetAnnotations(), now.GetAnnotations()) &&
+		equality.Semantic.DeepEqual(was.GetOwnerReferences(), now.GetOwnerReferences()) &&
+		slices.Equal(others(was.GetFinalizers()), others(now.GetFinalizers())) &&
+		othersUnchanged(was, now,
+			managedKey(manager, metav1.ManagedFieldsOperationApply, ""),
+			managedKey(manager, metav1.ManagedFieldsOperationApply, "status"))
+}
+
+// changed reports whether now, the version of an object an update brings,
+// differs from was, the one the cache held, in anything the controller
+// reads: its generation (its spec, for a resource with a status
+// subresource), labels, annotations, deletion, owner references or
+// finalizers other than the controller's own, or anything at all for a
+// kind that keeps no generation. A resync, or a relist that found the
+// object unchanged, brings the same resourceVersion; a status written by
+// another, or the controller's finalizer added by another replica, changes
+// nothing it reads.
+func (c *Controller) changed(was, now metav1.Object) bool {
+	if was.GetResourceVersion() == now.GetResourceVersion() {
+		return false
+	}
+	if now.GetGeneration() == 0 {
+		return true
+	}
+	return !unchangedButOwn(was, now, c.finalizer, c.name)
+}
+
+// A reconcile's writes to the resources its controller Owns are its own
+// outcome too: the Reconciler has their responses. The Client's transport
+// (internal/transport) records the resourceVersion each of them returned,
+// and the event that brings that version queues nothing, provided the
+// write made that version. A write is recorded when it goes through the
+// Client's transport (a clientset built from Client.Config), with the
+// reconcile's context, and its answer is JSON or protobuf, as client-go's
+// clients ask for; any other write's event queues the owner as a change of
+// someone else's does.
+//
+// A write that changes nothing makes no version: kube-apiserver's store
+// writes nothing when the object's bytes are unchanged, and answers with
+// the stored object, whose resourceVersion can be another client's write
+// that the informer hasn't brought yet. The answer can't tell the two
+// apart, but the event can: a write that changed the object changed its
+// writer's managedFields entry too (server-side apply and update set the
+// entry's time, to the second, whenever they change the object, and the
+// entry's fields when they change what the writer owns), while another
+// client's write leaves the writer's entry as it was. So the event of a
+// recorded version is the reconcile's own only when the writer's entry
+// differs between the version before it and that version, or, for an
+// object new to the cache, when the write created it (201). A change of
+// the writer's within the second of its last one, to fields it already
+// owned, is taken for someone else's: one reconcile more, never one less.
+
+// ownedAnswer is what a write's answer says of it: the object's
+// resourceVersion after it, whether it created the object, and which
+// managedFields entry is the writer's (managedKey).
+type ownedAnswer struct {
+	rv      string
+	created bool
+	entry   uint64
+}
+
+// recordingWrites returns ctx carrying w, so the writes a reconcile makes
+// with it through the Client's transport are recorded in w.
+func recordingWrites(ctx context.Context, w *ownedWrites) context.Context {
+	return transport.RecordingWrites(ctx, w)
+}
+
+// ownedWrites keeps the writes that a controller's reconciles made to the
+// resources it Owns, until their events come, or for rywBound.
+type ownedWrites struct {
+	owned []schema.GroupResource
+
+	mu    sync.Mutex
+	m     map[ownedKey]ownedWrite
+	swept time.Time
+}
+
+type ownedKey struct {
+	gr              schema.GroupResource
+	namespace, name string
+}
+
+type ownedWrite struct {
+	writes []ownedAnswer // in the order written
+	at     time.Time
+}
+
+func newOwnedWrites(owned []schema.GroupVersionResource) *ownedWrites {
+	w := &ownedWrites{m: map[ownedKey]ownedWrite{}}
+	for _, gvr := range owned {
+		w.owned = append(w.owned, gvr.GroupResource())
+	}
+	return w
+}
+
+// Owns reports whether w records the writes to gr: whether gr is one of
+// the resources the controller Owns.
+func (w *ownedWrites) Owns(gr schema.GroupResource) bool {
+	return w != nil && slices.Contains(w.owned, gr)
+}
+
+// RecordWrite records a write's answer, as the Client's transport reads
+// it.
+func (w *ownedWrites) RecordWrite(gr schema.GroupResource, namespace, name string, a transport.Answer) {
+	e := a.Writer
+	w.recordWrite(gr, namespace, name, ownedAnswer{rv: a.ResourceVersion, created: a.Created, entry: managedKey(e.Manager, e.Operation, e.Subresource)})
+}
+
+func (w *ownedWrites) recordWrite(gr schema.GroupResource, namespace, name string, wr ownedAnswer) {
+	if wr.rv == "" || !w.Owns(gr) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	if now.Sub(w.swept) > rywBound {
+		// Forget the writes whose events never came, such as those a
+		// relist folded into a later version's.
+		for k, ow := range w.m {
+			if now.Sub(ow.at) > rywBound {
+				delete(w.m, k)
+			}
+		}
+		w.swept = now
+	}
+	k := ownedKey{gr, namespace, name}
+	ow := w.m[k]
+	ow.writes, ow.at = append(ow.writes, wr), now
+	w.m[k] = ow
+}
+
+// redundant reports whether the event that brings obj, an owned object of
+// gr, after old (nil when the object is new to the cache), is that of a
+// reconcile's own write: its version is one a write of the reconcile's
+// answered, and that write made it. An event past the last write forgets
+// the object's writes.
+func (w *ownedWrites) redundant(gr schema.GroupResource, old, obj metav1.Object) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := ownedKey{gr, obj.GetNamespace(), obj.GetName()}
+	ow, ok := w.m[k]
+	if !ok {
+		return false
+	}
+	rv := obj.GetResourceVersion()
+	last := ow.writes[len(ow.writes)-1]
+	if cmp, err := resourceversion.CompareResourceVersion(rv, last.rv); err != nil || cmp >= 0 {
+		delete(w.m, k)
+		return err == nil && cmp == 0 && last.made(old, obj)
+	}
+	i := slices.IndexFunc(ow.writes, func(wr ownedAnswer) bool { return wr.rv == rv })
+	if i < 0 {
+		return false
+	}
+	made := ow.writes[i].made(old, obj)
+	ow.writes = slices.Delete(ow.writes, 0, i+1) // events come in order
+	w.m[k] = ow
+	return made
+}
+
+// made reports whether the write made obj, the version it answered, from
+// old, the version before it in the cache, and nobody else changed it
+// between them: it created the object; or it changed the writer's
+// managedFields entry and no other entry changed (a relist can fold
+// another client's change into the event of the reconcile's write: the
+// other client's entry tells).
+func (wr ownedAnswer) made(old, obj metav1.Object) bool {
+	if old == nil {
+		return wr.created
+	}
+	after, ok := managedSumOf(obj, wr.entry)
+	if !ok {
+		return false
+	}
+	before, ok := managedSumOf(old, wr.entry)
+	return (!ok || before != after) && othersUnchanged(old, obj, wr.entry)
+}
+
+// managedDigest is a managedFields entry's: its key, whose entry it is,
+// and its sum, of what the entry says.
+type managedDigest struct{ key, sum uint64 }
+
+// managedKey names a managedFields entry: its manager, operation and
+// subresource, which the API server keeps one entry for.
+func managedKey(manager string, op metav1.ManagedFieldsOperationType, subresource string) uint64 {
+	h := fnv.New64a()
+	for _, s := range []string{manager, string(op), subresource} {
+		_, _ = h.Write([]byte(s))
+		_, _ = h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
+// managedSum sums what a managedFields entry says: its API version, its
+// time (to the second, as the API server keeps it) and its fields.
+func managedSum(e *metav1.ManagedFieldsEntry) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(e.APIVersion))
+	_, _ = h.Write([]byte{0})
+	if e.Time != nil {
+		_, _ = h.Write(binary.BigEndian.AppendUint64(nil, uint64(e.Time.Unix())))
+	}
+	_, _ = h.Write([]byte{0})
+	if e.FieldsV1 != nil {
+		_, _ = h.Write(e.FieldsV1.GetRawBytes())
+	}
+	return h.Sum64()
+}
+
+// managedDigests is a digest of each of obj's managedFields entries.
+func managedDigests(obj metav1.Object) []managedDigest {
+	switch o := obj.(type) {
+	case *ownedObject:
+		return o.managed
+	case *cachedObject:
+		return o.managed
+	}
+	mf := obj.GetManagedFields()
+	ds := make([]managedDigest, 0, len(mf))
+	for i := range mf {
+		e := &mf[i]
+		ds = append(ds, managedDigest{key: managedKey(e.Manager, e.Operation, e.Subresource), sum: managedSum(e)})
+	}
+	return ds
+}
+
+// managedSumOf is the sum of obj's managedFields entry of key, and whether
+// it has one.
+func managedSumOf(obj metav1.Object, key uint64) (uint64, bool) {
+	for _, d := range managedDigests(obj) {
+		if d.key == key {
+			return d.sum, true
+		}
+	}
+	return 0, false
+}
+
+// othersUnchanged reports whether old and obj have the same managedFields
+// entries but those of keys: no other writer's entry was added, dropped or
+// changed between them.
+func othersUnchanged(old, obj metav1.Object, keys ...uint64) bool {
+	others := func(o metav1.Object) []managedDigest {
+		ds := slices.DeleteFunc(slices.Clone(managedDigests(o)), func(d managedDigest) bool { return slices.Contains(keys, d.key) })
+		slices.SortFunc(ds, func(a, b managedDigest) int { return cmp.Compare(a.key, b.key) })
+		return ds
+	}
+	return slices.Equal(others(old), others(obj))
+}
