@@ -66,15 +66,17 @@ cluster:
 	$(GO) build -o $(CLUSTER) ./kube/clustertest/cmd/cluster
 	exec $(CLUSTER)
 
-# Runs each of kube's fuzz targets for FUZZTIME, one after another: go test
-# -fuzz takes one target at a time. A failing input is written under
-# kube/testdata/fuzz/<target>/; once fixed, commit it as a regression seed.
+# Runs each of kube's fuzz targets, in every package of the module, for
+# FUZZTIME, one after another: go test -fuzz takes one target at a time. A
+# failing input is written under the package's testdata/fuzz/<target>/;
+# once fixed, commit it as a regression seed.
 FUZZTIME ?= 60s
 
 fuzz:
-	cd kube && targets=$$($(GO) test -list '^Fuzz' . | grep '^Fuzz') && \
-	for t in $$targets; do \
-		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) . || exit 1; \
+	cd kube && for pkg in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
 	done
 
 # Runs the benchmarks; BENCHMARKS.md holds the last committed results. The
