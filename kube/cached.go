@@ -18,18 +18,18 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// cachedObject is how the cache keeps each of the resource's objects: the
-// metadata the controller reads (its name, UID, resourceVersion,
-// generation, finalizers and the rest of metav1.ObjectMeta) and the
-// object's JSON, from which each reconcile decodes its own copy. Both are
-// never written once cached. The JSON is a third of the heap of the nested
-// maps the dynamic client decodes a watch event into, and a reconcile
-// decodes from it without encoding the maps first.
+// cachedObject is how the cache keeps each of the resource's objects: its
+// metadata (its name, UID, resourceVersion, generation, finalizers and the
+// rest of metav1.ObjectMeta), and the JSON of the rest of it, from which
+// each reconcile decodes its own copy, its metadata copied in. Both are
+// never written once cached. The two are a third of the heap of the
+// nested maps the dynamic client decodes a watch event into, and a
+// reconcile decodes from them without encoding the maps first.
 type cachedObject struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 
-	raw     []byte          // the whole object, without managedFields
+	raw     []byte          // the object but its metadata
 	managed []managedDigest // one for each managedFields entry
 	// written is the newest time among the object's managedFields: when
 	// the API server last stamped a write of it, to the second.
@@ -56,18 +56,22 @@ func compact(obj any) (any, error) {
 	}
 	managed, written := managedDigests(u), newestWrite(u)
 	u.SetManagedFields(nil)
-	// json.Marshal hands back a copy of just the encoding's size, where
-	// MarshalJSON's buffer keeps the room it grew into: a fifth of the
-	// cache's heap, measured at 10,000 objects.
-	raw, err := json.Marshal(u.Object)
-	if err != nil {
-		return nil, fmt.Errorf("kube: caching %s: %w", u.GetName(), err)
+	o := &cachedObject{managed: managed, written: written}
+	meta, err := json.Marshal(u.Object["metadata"])
+	if err == nil {
+		err = json.Unmarshal(meta, &o.ObjectMeta)
 	}
-	o := &cachedObject{raw: raw, managed: managed, written: written}
-	if err := json.Unmarshal(raw, o); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("kube: caching %s: its metadata: %w", u.GetName(), err)
 	}
-	o.APIVersion, o.Kind, o.Namespace = shared(o.APIVersion), shared(o.Kind), shared(o.Namespace)
+	o.APIVersion, o.Kind, o.Namespace = shared(u.GetAPIVersion()), shared(u.GetKind()), shared(o.Namespace)
+	// The JSON is the rest: the metadata is kept once, decoded. And
+	// json.Marshal hands back a copy of just the encoding's size, where
+	// MarshalJSON's buffer keeps the room it grew into.
+	delete(u.Object, "metadata")
+	if o.raw, err = json.Marshal(u.Object); err != nil {
+		return nil, fmt.Errorf("kube: caching %s: %w", o.Name, err)
+	}
 	return o, nil
 }
 
