@@ -5,24 +5,28 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
-// cachedObject is how the cache keeps each of the resource's objects: the
-// metadata the controller reads (its name, UID, resourceVersion,
-// generation, finalizers and the rest of metav1.ObjectMeta) and the
-// object's JSON, from which each reconcile decodes its own copy. Both are
-// never written once cached. The JSON is a third of the heap of the nested
-// maps the dynamic client decodes a watch event into, and a reconcile
-// decodes from it without encoding the maps first.
+// cachedObject is how the cache keeps each of the resource's objects: its
+// metadata (its name, UID, resourceVersion, generation, finalizers and the
+// rest of metav1.ObjectMeta), and the JSON of the rest of it, from which
+// each reconcile decodes its own copy, its metadata copied in. Both are
+// never written once cached. The two are a third of the heap of the
+// nested maps the dynamic client decodes a watch event into, and a
+// reconcile decodes from them without encoding the maps first.
 type cachedObject struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 
-	raw     []byte          // the whole object, without managedFields
+	raw     []byte          // the object but its metadata
 	managed []managedDigest // one for each managedFields entry
 	// written is the newest time among the object's managedFields: when
 	// the API server last stamped a write of it, to the second.
@@ -49,16 +53,29 @@ func compact(obj any) (any, error) {
 	}
 	managed, written := managedDigests(u), newestWrite(u)
 	u.SetManagedFields(nil)
-	raw, err := u.MarshalJSON()
-	if err != nil {
-		return nil, fmt.Errorf("kube: caching %s: %w", u.GetName(), err)
+	o := &cachedObject{managed: managed, written: written}
+	meta, err := json.Marshal(u.Object["metadata"])
+	if err == nil {
+		err = json.Unmarshal(meta, &o.ObjectMeta)
 	}
-	o := &cachedObject{raw: raw, managed: managed, written: written}
-	if err := json.Unmarshal(raw, o); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("kube: caching %s: its metadata: %w", u.GetName(), err)
+	}
+	o.APIVersion, o.Kind, o.Namespace = shared(u.GetAPIVersion()), shared(u.GetKind()), shared(o.Namespace)
+	// The JSON is the rest: the metadata is kept once, decoded. And
+	// json.Marshal hands back a copy of just the encoding's size, where
+	// MarshalJSON's buffer keeps the room it grew into.
+	delete(u.Object, "metadata")
+	if o.raw, err = json.Marshal(u.Object); err != nil {
+		return nil, fmt.Errorf("kube: caching %s: %w", o.Name, err)
 	}
 	return o, nil
 }
+
+// shared is s, one copy of it for the whole process: the strings every
+// cached object of a resource repeats (its API version, its kind, often
+// its namespace) are kept once, not once an object.
+func shared(s string) string { return unique.Make(s).Value() }
 
 // ownedMetadata is an owned resource's informer's transform: of an
 // object's metadata, the cache keeps what maps a change to its owner, and
@@ -71,11 +88,15 @@ func ownedMetadata(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	kept := &ownedObject{PartialObjectMetadata: metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-		Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion,
-	}}}
+	kept := &ownedObject{namespace: shared(m.Namespace), name: m.Name, resourceVersion: m.ResourceVersion}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
-		kept.OwnerReferences = []metav1.OwnerReference{*ref}
+		name := ref.Name
+		if name == m.Name {
+			name = m.Name // one copy, when the owner's name is the object's
+		}
+		kept.owner = []metav1.OwnerReference{{
+			APIVersion: shared(ref.APIVersion), Kind: shared(ref.Kind), Name: name, UID: ref.UID, Controller: ptr.To(true),
+		}}
 	}
 	kept.managed = managedDigests(m)
 	for _, f := range m.ManagedFields {
@@ -86,21 +107,60 @@ func ownedMetadata(obj any) (any, error) {
 	return kept, nil
 }
 
-// ownedObject is how an owned resource's cache keeps an object.
+// ownedObject is how an owned resource's cache keeps an object: a
+// metav1.Object of the fields ownedMetadata keeps, and no room for the
+// others, which read as empty. An owned object is cached for each object
+// the controller reconciles, often more: metav1.ObjectMeta's room for
+// every field would be twice the size of what it keeps.
 type ownedObject struct {
-	metav1.PartialObjectMetadata
+	namespace, name, resourceVersion string
+	owner                            []metav1.OwnerReference // its controller reference, if it has one
+
 	managed []managedDigest // one for each managedFields entry
 	// written is the newest time among the object's managedFields, to the
 	// second: when the API server last stamped a write of it.
 	written time.Time
 }
 
-// DeepCopyObject copies o.
+// DeepCopyObject copies o. Its owner reference is shared: nothing writes it.
 func (o *ownedObject) DeepCopyObject() runtime.Object {
-	c := &ownedObject{managed: slices.Clone(o.managed), written: o.written}
-	o.DeepCopyInto(&c.PartialObjectMetadata)
-	return c
+	c := *o
+	c.managed = slices.Clone(o.managed)
+	return &c
 }
+
+func (o *ownedObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+func (o *ownedObject) GetNamespace() string                            { return o.namespace }
+func (o *ownedObject) SetNamespace(s string)                           { o.namespace = s }
+func (o *ownedObject) GetName() string                                 { return o.name }
+func (o *ownedObject) SetName(s string)                                { o.name = s }
+func (o *ownedObject) GetResourceVersion() string                      { return o.resourceVersion }
+func (o *ownedObject) SetResourceVersion(s string)                     { o.resourceVersion = s }
+func (o *ownedObject) GetOwnerReferences() []metav1.OwnerReference     { return o.owner }
+func (o *ownedObject) SetOwnerReferences(refs []metav1.OwnerReference) { o.owner = refs }
+func (o *ownedObject) GetGenerateName() string                         { return "" }
+func (o *ownedObject) SetGenerateName(string)                          {}
+func (o *ownedObject) GetUID() types.UID                               { return "" }
+func (o *ownedObject) SetUID(types.UID)                                {}
+func (o *ownedObject) GetGeneration() int64                            { return 0 }
+func (o *ownedObject) SetGeneration(int64)                             {}
+func (o *ownedObject) GetSelfLink() string                             { return "" }
+func (o *ownedObject) SetSelfLink(string)                              {}
+func (o *ownedObject) GetCreationTimestamp() metav1.Time               { return metav1.Time{} }
+func (o *ownedObject) SetCreationTimestamp(metav1.Time)                {}
+func (o *ownedObject) GetDeletionTimestamp() *metav1.Time              { return nil }
+func (o *ownedObject) SetDeletionTimestamp(*metav1.Time)               {}
+func (o *ownedObject) GetDeletionGracePeriodSeconds() *int64           { return nil }
+func (o *ownedObject) SetDeletionGracePeriodSeconds(*int64)            {}
+func (o *ownedObject) GetLabels() map[string]string                    { return nil }
+func (o *ownedObject) SetLabels(map[string]string)                     {}
+func (o *ownedObject) GetAnnotations() map[string]string               { return nil }
+func (o *ownedObject) SetAnnotations(map[string]string)                {}
+func (o *ownedObject) GetFinalizers() []string                         { return nil }
+func (o *ownedObject) SetFinalizers([]string)                          {}
+func (o *ownedObject) GetManagedFields() []metav1.ManagedFieldsEntry   { return nil }
+func (o *ownedObject) SetManagedFields([]metav1.ManagedFieldsEntry)    {}
 
 // newestWrite is the newest time among u's managedFields, read without
 // decoding the rest of them; zero when it has none.

@@ -834,15 +834,12 @@ func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 	for i := range stamped {
 		digests = append(digests, managedDigest{key: managedKey("kubectl", metav1.ManagedFieldsOperationUpdate, ""), sum: managedSum(&stamped[i])})
 	}
-	want := &ownedObject{
-		PartialObjectMetadata: metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: "7",
-			OwnerReferences: []metav1.OwnerReference{controller}}},
-		managed: digests, written: newest.Time,
-	}
+	want := &ownedObject{namespace: "default", name: "d", resourceVersion: "7", owner: []metav1.OwnerReference{controller},
+		managed: digests, written: newest.Time}
 	same := func(got any) bool {
 		o, ok := got.(*ownedObject)
-		return ok && equality.Semantic.DeepEqual(o.PartialObjectMetadata, want.PartialObjectMetadata) &&
-			reflect.DeepEqual(o.managed, want.managed) && o.written.Equal(want.written)
+		return ok && o.namespace == want.namespace && o.name == want.name && o.resourceVersion == want.resourceVersion &&
+			equality.Semantic.DeepEqual(o.owner, want.owner) && reflect.DeepEqual(o.managed, want.managed) && o.written.Equal(want.written)
 	}
 	got, err := ownedMetadata(owned)
 	if err != nil || !same(got) {

@@ -279,8 +279,8 @@
 //     or finalizer add or remove is an error like Reconcile's own. No error
 //     ends the Service.
 //   - A change never waits behind a backlog: the work queue hands out the
-//     keys that changes queued before those of a cold start, a relist or a
-//     resync (see The work queue).
+//     keys that changes queued before those of a cold start or a resync
+//     (see The work queue).
 //   - The decode comes before the finalizer: an object that can't be
 //     decoded gets no finalizer, and a deleting one that can't be decoded
 //     keeps it, its error naming the object and the field once per
@@ -328,8 +328,9 @@
 //     controller's own; anything at all, for a kind that keeps no
 //     generation), its creation or deletion, or any change, creation or
 //     deletion of an object it Owns. It goes in at low priority when the
-//     initial list queues it, a relist or a resync that brings the object
-//     as the cache held it, or a status another wrote.
+//     initial list queues it, a resync, or a status another wrote. A relist
+//     (a watch expired, listed again) queues only what changed: an object
+//     it finds as the cache held it queues nothing.
 //   - A worker takes a normal key while one waits, and a low key only when
 //     none does. At normal priority namespaces take turns: each take hands
 //     out the key that has waited longest in the namespace whose turn it

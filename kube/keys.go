@@ -17,7 +17,10 @@ import (
 // objectKeys queues an object's key on every change to it, its deletion
 // and each resync, but for the change that is a reconcile's own write: at
 // low priority when the initial list adds it, or an update brings nothing
-// the controller reads (changed); otherwise at normal.
+// the controller reads (changed); otherwise at normal. A relist that finds
+// the object unchanged (a watch expired, listed again) queues nothing: a
+// resync hands the cache's own object again, a relist a new one of the
+// same resourceVersion.
 func (c *Controller) objectKeys(sh *shard) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
@@ -35,6 +38,9 @@ func (c *Controller) objectKeys(sh *shard) cache.ResourceEventHandler {
 			k, err := cache.MetaNamespaceKeyFunc(obj)
 			if !ok || err != nil {
 				return
+			}
+			if old != obj && sameVersion(old, obj) {
+				return // a relist that found it unchanged
 			}
 			p, at := low, time.Time{}
 			if was, ok := old.(metav1.Object); !ok || c.changed(was, m) {
@@ -136,11 +142,12 @@ func (c *Controller) ownerKeys(sh *shard, gr schema.GroupResource) cache.Resourc
 					c.queueNow(sh, k, normal, writtenAt(obj))
 				}
 			}
-			p := normal
-			if was, ok := old.(metav1.Object); ok && sameVersion(was, obj) {
-				p = low
+			// An owned informer has no resync: the same version again is a
+			// relist that found it unchanged.
+			if sameVersion(old, obj) {
+				return
 			}
-			queueOwner(old, obj, p)
+			queueOwner(old, obj, normal)
 		},
 		DeleteFunc: func(obj any) {
 			if k, ok := c.ownerKey(obj); ok {
@@ -150,9 +157,13 @@ func (c *Controller) ownerKeys(sh *shard, gr schema.GroupResource) cache.Resourc
 	}
 }
 
-func sameVersion(was metav1.Object, obj any) bool {
-	now, ok := obj.(metav1.Object)
-	return ok && was.GetResourceVersion() == now.GetResourceVersion()
+// sameVersion reports whether old and obj are objects of the same
+// resourceVersion. An object without one, which only a fake client makes,
+// is of no version.
+func sameVersion(old, obj any) bool {
+	was, ok := old.(metav1.Object)
+	now, ok2 := obj.(metav1.Object)
+	return ok && ok2 && was.GetResourceVersion() != "" && was.GetResourceVersion() == now.GetResourceVersion()
 }
 
 // queueNow queues key at once, in place of any wait it had, at p or at the

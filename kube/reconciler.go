@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -147,22 +148,55 @@ func (r *resourceObject[Spec, Status]) finalize(ctx context.Context) error {
 }
 
 // decode decodes u into a new value at v, through its JSON, as the API
-// server encoded it. The decode is the end user's copy: nothing they do to
-// it changes the cache. Fields the Go type doesn't have are ignored, since a
-// newer CRD may add them; a value of the wrong type is an error naming the
-// object and the field.
+// server encoded it, and its metadata. The decode is the end user's copy:
+// nothing they do to it changes the cache. Fields the Go type doesn't have
+// are ignored, since a newer CRD may add them; a value of the wrong type is
+// an error naming the object and the field.
 func decode(u *cachedObject, v any) error {
-	if err := json.Unmarshal(u.raw, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return &decodeError{
-				msg:   fmt.Sprintf("kube: decoding %s: field %s: a JSON %s can't be a Go %s", describe(u), te.Field, te.Value, te.Type),
-				field: te.Field,
-			}
-		}
+	if err := unmarshal(u, u.raw, v); err != nil {
+		return err
+	}
+	if m := objectMeta(v); m != nil {
+		u.ObjectMeta.DeepCopyInto(m)
+		return nil
+	}
+	// A type whose metadata isn't an embedded metav1.ObjectMeta: through
+	// JSON, as the rest.
+	meta, err := json.Marshal(map[string]*metav1.ObjectMeta{"metadata": &u.ObjectMeta})
+	if err != nil {
 		return fmt.Errorf("kube: decoding %s: %w", describe(u), err)
 	}
-	return nil
+	return unmarshal(u, meta, v)
+}
+
+// objectMeta is the metav1.ObjectMeta v, a pointer to a value or to a
+// pointer, embeds, or nil.
+func objectMeta(v any) *metav1.ObjectMeta {
+	acc, ok := v.(metav1.ObjectMetaAccessor)
+	if p := reflect.ValueOf(v); !ok && p.Kind() == reflect.Pointer && p.Elem().Kind() == reflect.Pointer && !p.Elem().IsNil() {
+		acc, ok = p.Elem().Interface().(metav1.ObjectMetaAccessor)
+	}
+	if !ok {
+		return nil
+	}
+	m, _ := acc.GetObjectMeta().(*metav1.ObjectMeta)
+	return m
+}
+
+// unmarshal decodes data, u's JSON, into v.
+func unmarshal(u *cachedObject, data []byte, v any) error {
+	err := json.Unmarshal(data, v)
+	var te *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &te) && te.Field != "":
+		return &decodeError{
+			msg:   fmt.Sprintf("kube: decoding %s: field %s: a JSON %s can't be a Go %s", describe(u), te.Field, te.Value, te.Type),
+			field: te.Field,
+		}
+	}
+	return fmt.Errorf("kube: decoding %s: %w", describe(u), err)
 }
 
 // decodeError is a decode's error naming the field of the wrong type.

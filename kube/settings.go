@@ -139,6 +139,12 @@ func CheckResync(d time.Duration) error { return named("resync", d, checkPositiv
 // CheckRetryDelay checks a retry delay: positive.
 func CheckRetryDelay(d time.Duration) error { return named("retry delay", d, checkPositive(d)) }
 
+// CheckLeaseDuration checks the Lease's duration: positive.
+func CheckLeaseDuration(d time.Duration) error { return named("lease duration", d, checkPositive(d)) }
+
+// CheckRenewDeadline checks the Lease's renew deadline: positive.
+func CheckRenewDeadline(d time.Duration) error { return named("renew deadline", d, checkPositive(d)) }
+
 // CheckRetryPeriod checks the Lease's retry period: positive.
 func CheckRetryPeriod(d time.Duration) error { return named("retry period", d, checkPositive(d)) }
 

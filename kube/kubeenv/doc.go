@@ -29,7 +29,8 @@
 //   - [InCluster]: KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT and
 //     the service account's ca.crt and token in
 //     /var/run/secrets/kubernetes.io/serviceaccount/.
-//   - [Settings]: POD_NAMESPACE, POD_NAME, WORKERS and SHARDS, in a
+//   - [Settings]: POD_NAMESPACE, POD_NAME, WORKERS, SHARDS and the Lease's
+//     LEASE_DURATION, RENEW_DEADLINE and RETRY_PERIOD, in a
 //     config.Struct, each checked with kube's own Check function;
 //     config.Checked reads an App's own settings the same way.
 //

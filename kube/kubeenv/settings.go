@@ -2,6 +2,7 @@ package kubeenv
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/config"
@@ -17,7 +18,11 @@ import (
 //     downward API (fieldRef metadata.namespace and metadata.name);
 //   - WORKERS is how many objects are reconciled at once, 1 unless set;
 //   - SHARDS is how many shards the objects are divided into among the
-//     replicas, 1 unless set.
+//     replicas, 1 unless set;
+//   - LEASE_DURATION, RENEW_DEADLINE and RETRY_PERIOD are the Lease's
+//     timings, as time.ParseDuration reads them ("15s"), kube's defaults
+//     (15s, 10s, 2s) unless set; NewController checks them against each
+//     other.
 //
 // Settings.Namespace is left "", every namespace: an App that can be
 // limited to one reads its own variable for it, checked as these are,
@@ -30,7 +35,17 @@ func Settings(r *config.Resolver, h humus.Host, name string) kube.Settings {
 	ks.Name = name
 	ks.Workers = config.Parse(r, config.Default(env("WORKERS"), strconv.Itoa(ks.Workers)), config.Checked(strconv.Atoi, kube.CheckWorkers))
 	ks.Shards = config.Parse(r, config.Default(env("SHARDS"), strconv.Itoa(ks.Shards)), config.Checked(strconv.Atoi, kube.CheckShards))
+	le := &ks.LeaderElection
+	le.LeaseDuration = duration(r, env("LEASE_DURATION"), le.LeaseDuration, kube.CheckLeaseDuration)
+	le.RenewDeadline = duration(r, env("RENEW_DEADLINE"), le.RenewDeadline, kube.CheckRenewDeadline)
+	le.RetryPeriod = duration(r, env("RETRY_PERIOD"), le.RetryPeriod, kube.CheckRetryPeriod)
 	ks.LeaderElection.Namespace = config.Parse(r, env("POD_NAMESPACE"), config.Checked(config.AsIs, kube.CheckNamespace))
 	ks.LeaderElection.Identity = config.Parse(r, env("POD_NAME"), config.Checked(config.AsIs, kube.CheckIdentity))
 	return ks
+}
+
+// duration reads a duration from src, def unless it is set, checked with
+// check.
+func duration(r *config.Resolver, src config.Source, def time.Duration, check func(time.Duration) error) time.Duration {
+	return config.Parse(r, config.Default(src, def.String()), config.Checked(time.ParseDuration, check))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/z5labs/humus/config"
 	"github.com/z5labs/humus/humustest"
@@ -39,6 +40,7 @@ func TestSettingsOverrides(t *testing.T) {
 	h, _ := pod(t)
 	h.Env["WORKERS"] = "4"
 	h.Env["SHARDS"] = "3"
+	h.Env["LEASE_DURATION"], h.Env["RENEW_DEADLINE"], h.Env["RETRY_PERIOD"] = "2m", "100s", "3s"
 
 	got, err := readSettings(h)
 	if err != nil {
@@ -46,6 +48,9 @@ func TestSettingsOverrides(t *testing.T) {
 	}
 	if got.Workers != 4 || got.Shards != 3 || got.Namespace != "" {
 		t.Errorf("Workers, Shards, Namespace = %d, %d, %q, want 4, 3, \"\"", got.Workers, got.Shards, got.Namespace)
+	}
+	if le := got.LeaderElection; le.LeaseDuration != 2*time.Minute || le.RenewDeadline != 100*time.Second || le.RetryPeriod != 3*time.Second {
+		t.Errorf("LeaseDuration, RenewDeadline, RetryPeriod = %v, %v, %v, want 2m0s, 1m40s, 3s", le.LeaseDuration, le.RenewDeadline, le.RetryPeriod)
 	}
 }
 
@@ -55,12 +60,16 @@ func TestSettingsNamesEveryProblemInOneError(t *testing.T) {
 	h.Env["POD_NAMESPACE"] = "Memcached_System"
 	h.Env["WORKERS"] = "0"
 	h.Env["SHARDS"] = "many"
+	h.Env["LEASE_DURATION"], h.Env["RENEW_DEADLINE"], h.Env["RETRY_PERIOD"] = "15", "-1s", "0s"
 
 	_, err := readSettings(h)
 
 	want := strings.Join([]string{
 		`config: environment variable "WORKERS": invalid value "0": kube: workers 0 must be at least 1`,
 		`config: environment variable "SHARDS": invalid value "many": strconv.Atoi: parsing "many": invalid syntax`,
+		`config: environment variable "LEASE_DURATION": invalid value "15": time: missing unit in duration "15"`,
+		`config: environment variable "RENEW_DEADLINE": invalid value "-1s": kube: renew deadline -1s must be positive`,
+		`config: environment variable "RETRY_PERIOD": invalid value "0s": kube: retry period 0s must be positive`,
 		`config: environment variable "POD_NAMESPACE": invalid value "Memcached_System": kube: namespace "Memcached_System" must be a DNS-1123 label: ` +
 			`a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`,
 		`config: environment variable "POD_NAME" is not set`,

@@ -68,8 +68,7 @@ type Priority uint8
 
 const (
 	// Low is a key's priority when nothing changed: the initial list, a
-	// resync, a relist that found the object as it was, a new leader's
-	// backlog.
+	// resync, a new leader's backlog.
 	Low Priority = iota
 	// Normal is a key's priority when a change queued it.
 	Normal

@@ -34,8 +34,8 @@ const Finalizer = "cache.example.com/finalizer"
 type Reconciler struct {
 	Kube kubernetes.Interface
 
-	// Events records the Events about the Memcacheds, such as Init's, from
-	// an events.EventBroadcaster; nil records none.
+	// Events records the Events about the Memcacheds, such as Init's
+	// eventService; nil records none.
 	Events events.EventRecorder
 }
 

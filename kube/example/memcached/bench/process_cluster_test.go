@@ -95,52 +95,14 @@ func TestApp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg appConfig
-	if err := json.Unmarshal(data, &cfg); err != nil {
+	a := &childApp{t: t, started: make(chan *humustest.Process, 1), reader: sdkmetric.NewManualReader()}
+	if err := json.Unmarshal(data, &a.cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Profile != "" {
+	if a.cfg.Profile != "" {
 		runtime.MemProfileRate = 512 // the heap's profile finer than by default
 	}
-	host, received := cfg.host()
-	var heapBefore float64
-	var cpuBefore time.Duration
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	tel := humus.WithTelemetry(func(context.Context, humus.Host) (humus.Telemetry, error) {
-		return humus.Telemetry{MeterProvider: mp}, nil
-	})
-
-	var once, profiled sync.Once
-	started := make(chan *humustest.Process, 1)
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /start", func(w http.ResponseWriter, r *http.Request) {
-		once.Do(func() {
-			if cfg.Profile != "" {
-				startProfile(t, cfg.Profile)
-			}
-			started <- humustest.Start(t, host, app.Init, tel)
-		})
-	})
-	mux.HandleFunc("GET /usage", func(w http.ResponseWriter, r *http.Request) {
-		if cfg.Profile != "" {
-			profiled.Do(func() { stopProfile(t, cfg.Profile) })
-		}
-		answer(w, usageReport{
-			HeapBytes: float64(heapInUse()) - heapBefore,
-			CPU:       (usage() - cpuBefore).Seconds(),
-			PeakRSS:   peakRSS(),
-			Received:  received.Load(),
-		})
-	})
-	mux.HandleFunc("GET /histogram", func(w http.ResponseWriter, r *http.Request) {
-		var rm metricdata.ResourceMetrics
-		if err := reader.Collect(r.Context(), &rm); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		answer(w, histogramOf(rm, r.URL.Query().Get("name"), attribute.Key(r.URL.Query().Get("by"))))
-	})
+	a.host, a.received = a.cfg.host()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -150,15 +112,15 @@ func TestApp(t *testing.T) {
 	defer signal.Stop(term)
 	// What the process holds and has spent before the App starts: nothing
 	// runs from here to /start but the control server, idle.
-	heapBefore, cpuBefore = float64(heapInUse()), usage()
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	a.heapBefore, a.cpuBefore = float64(heapInUse()), usage()
+	srv := &http.Server{Handler: a.mux(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	defer func() { _ = srv.Close() }()
 	fmt.Println(controlPrefix + l.Addr().String())
 
 	var p *humustest.Process
 	select {
-	case p = <-started:
+	case p = <-a.started:
 	case <-term:
 		return // signalled before it started
 	}
@@ -167,11 +129,68 @@ func TestApp(t *testing.T) {
 		p.Signal()
 	case <-p.Done():
 	}
-	if cfg.Profile != "" {
-		profiled.Do(func() { stopProfile(t, cfg.Profile) })
-	}
+	a.stopProfile()
 	if code := p.Wait(); code != 0 {
 		t.Fatalf("the App exited %d", code)
+	}
+}
+
+// childApp is the child's state: its App, once started, and what it
+// reports.
+type childApp struct {
+	t        *testing.T
+	cfg      appConfig
+	host     humus.Host
+	received *atomic.Int64 // bytes read from the App's connections
+	reader   *sdkmetric.ManualReader
+
+	heapBefore float64
+	cpuBefore  time.Duration
+
+	once, profiled sync.Once
+	started        chan *humustest.Process
+}
+
+// mux serves POST /start, GET /usage and GET /histogram.
+func (a *childApp) mux() *http.ServeMux {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(a.reader))
+	tel := humus.WithTelemetry(func(context.Context, humus.Host) (humus.Telemetry, error) {
+		return humus.Telemetry{MeterProvider: mp}, nil
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /start", func(w http.ResponseWriter, r *http.Request) {
+		a.once.Do(func() {
+			if a.cfg.Profile != "" {
+				startProfile(a.t, a.cfg.Profile)
+			}
+			a.started <- humustest.Start(a.t, a.host, app.Init, tel)
+		})
+	})
+	mux.HandleFunc("GET /usage", func(w http.ResponseWriter, r *http.Request) {
+		a.stopProfile()
+		answer(w, usageReport{
+			HeapBytes: float64(heapInUse()) - a.heapBefore,
+			CPU:       (usage() - a.cpuBefore).Seconds(),
+			PeakRSS:   peakRSS(),
+			Received:  a.received.Load(),
+		})
+	})
+	mux.HandleFunc("GET /histogram", func(w http.ResponseWriter, r *http.Request) {
+		var rm metricdata.ResourceMetrics
+		if err := a.reader.Collect(r.Context(), &rm); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		answer(w, histogramOf(rm, r.URL.Query().Get("name"), attribute.Key(r.URL.Query().Get("by"))))
+	})
+	return mux
+}
+
+// stopProfile ends the profiles, once: at the first /usage, or when the
+// App ends.
+func (a *childApp) stopProfile() {
+	if a.cfg.Profile != "" {
+		a.profiled.Do(func() { stopProfile(a.t, a.cfg.Profile) })
 	}
 }
 
