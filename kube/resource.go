@@ -1,16 +1,13 @@
 package kube
 
 import (
-	"errors"
-	"fmt"
 	"reflect"
-	"slices"
-	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/z5labs/humus/kube/internal/crd"
 )
 
 // Scope is whether a resource's objects are in a namespace.
@@ -57,6 +54,88 @@ type Resource[Spec, Status any] struct {
 	Rules []TypeRules
 }
 
+// Column is a column that kubectl get prints for a Resource's objects,
+// after NAME: the API server fills it in, from each object's field that
+// JSONPath names, in the Table it answers a request for
+// application/json;as=Table;v=v1;g=meta.k8s.io with.
+type Column struct {
+	// Name is the column's heading, such as Ready. Required. kubectl
+	// prints headings in upper case, so no two Columns may have names that
+	// differ only in case, and none may be Name, the table's first column.
+	Name string
+
+	// JSONPath is the field the column shows, from the object's root:
+	// field names, array indexes and filters, such as ".spec.size",
+	// `.status.conditions[?(@.type=="Available")].status` or
+	// ".metadata.creationTimestamp". Required. It must name a field of the
+	// schema CRD reflects, or of the object's metadata; an index or a
+	// filter steps into an array's items, and a filter's own field names
+	// must be fields of the items too. A key with dots in it is written
+	// with them escaped, as in .metadata.labels.app\.kubernetes\.io/name.
+	// An object that lacks the field, or whose array no item of matches
+	// the filter, shows an empty cell.
+	JSONPath string
+
+	// Type is how the API server reads the field: "integer", "number",
+	// "string", "boolean", or "date", a timestamp, which kubectl prints as
+	// an age such as 5m. Default "": the field's schema says: type:
+	// integer is "integer", type: number "number", type: boolean
+	// "boolean", a string of format date-time or date (such as a
+	// metav1.Time) "date", and anything else "string". A Type given must
+	// be able to show the field: "integer" and "number" a number,
+	// "boolean" a boolean, "date" a string; "string" shows any field, an
+	// object or an array as its JSON.
+	Type string
+
+	// Format is a hint for a client showing the value: "int32", "int64",
+	// "float", "double", "byte", "date", "date-time" or "password".
+	// Default "": none.
+	Format string
+
+	// Description is what the column shows, in the Table's column
+	// definitions. Default "": the API server writes "Custom resource
+	// definition column (in JSONPath format): " and JSONPath.
+	Description string
+
+	// Priority 0, the default, shows the column in kubectl get; above 0,
+	// only in kubectl get -o wide.
+	Priority int32
+}
+
+// Scale is a Resource's scale subresource: each object's /scale, an
+// autoscaling/v1 Scale read from and written to the object's own fields,
+// which kubectl scale, kubectl autoscale and a HorizontalPodAutoscaler
+// use. A write to /scale sets the field SpecReplicasPath names, and is
+// validated by the schema as any write of the object is.
+//
+// Each path is a field's names from the object's root, joined by dots,
+// such as ".spec.replicas": the API server splits it at each dot, so it
+// can't hold an index, a filter or an escaped dot.
+type Scale struct {
+	// SpecReplicasPath is the field of Spec that the Scale's
+	// spec.replicas reads and writes, such as ".spec.replicas". Required:
+	// a field under .spec, of an int32 (type: integer, format: int32:
+	// int32, int16, int8, uint16 or uint8 in Go), as a Scale's replicas
+	// are, and not nullable. The API server fails a GET of /scale for an
+	// object without the field, so leave its json tag without omitempty,
+	// or give it a Default.
+	SpecReplicasPath string
+
+	// StatusReplicasPath is the field of Status that the Scale's
+	// status.replicas reads, such as ".status.replicas". Required: a field
+	// under .status, of an int32, not nullable. An object without it
+	// reads as 0.
+	StatusReplicasPath string
+
+	// LabelSelectorPath is the field that the Scale's status.selector
+	// reads: the label selector of the pods the object runs, in its
+	// string form (metav1.FormatLabelSelector writes it), such as
+	// ".status.selector". A HorizontalPodAutoscaler needs it to find the
+	// pods. Default "": none. Otherwise a string field, not nullable,
+	// under .spec or .status, as the API server requires.
+	LabelSelectorPath string
+}
+
 // GVR is the resource's group, version and plural name.
 func (r Resource[Spec, Status]) GVR() schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Plural}
@@ -90,17 +169,57 @@ func (r Resource[Spec, Status]) GVR() schema.GroupVersionResource {
 // compiles them when the CRD is created or updated, and refuses it, naming
 // the rule, when one doesn't compile or is too costly.
 func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition, error) {
-	return buildCRD(resourceMeta{
+	return crd.Build(crd.Meta{
 		Group:      r.Group,
 		Version:    r.Version,
 		Kind:       r.Kind,
 		Plural:     r.Plural,
-		Scope:      r.Scope,
+		Scope:      apiextensionsv1.ResourceScope(r.Scope),
 		ShortNames: r.ShortNames,
 		Categories: r.Categories,
-		Columns:    r.Columns,
-		Scale:      r.Scale,
-	}, reflect.TypeFor[Spec](), reflect.TypeFor[Status](), r.Rules)
+		Columns:    crdColumns(r.Columns),
+		Scale:      (*crd.Scale)(r.Scale),
+	}, reflect.TypeFor[Spec](), reflect.TypeFor[Status](), crdRules(r.Rules))
+}
+
+// crdColumns returns cols as package crd's Columns; nil for none.
+func crdColumns(cols []Column) []crd.Column {
+	if len(cols) == 0 {
+		return nil
+	}
+	out := make([]crd.Column, len(cols))
+	for i, c := range cols {
+		out[i] = crd.Column(c)
+	}
+	return out
+}
+
+// crdRules returns rules as package crd's TypeRules; nil for none.
+func crdRules(rules []TypeRules) []crd.TypeRules {
+	if len(rules) == 0 {
+		return nil
+	}
+	out := make([]crd.TypeRules, len(rules))
+	for i, r := range rules {
+		out[i] = r.r
+	}
+	return out
+}
+
+// MarshalCRD returns crd as the YAML file that deploys it, such as the one
+// a golden test keeps in step with the Go types (the package doc shows
+// one). It is sigs.k8s.io/yaml's encoding of crd, keys sorted, without
+// the status: yaml.Marshal writes a CRD's zero status as
+// "status: {acceptedNames: {kind: "", plural: ""}, conditions: null,
+// storedVersions: null}", which is the API server's to write, and which an
+// apply of the file ignores.
+//
+// MarshalCRD takes the CRD rather than the Resource, so a CRD the end user
+// changes before writing it, with a label or an annotation such as
+// helm.sh/resource-policy: keep, is written the same way, and
+// Resource.CRD stays the one way a CRD is built.
+func MarshalCRD(c *apiextensionsv1.CustomResourceDefinition) ([]byte, error) {
+	return crd.Marshal(c)
 }
 
 // Object is one object of a Resource. The controller's cache keeps each
@@ -114,121 +233,4 @@ type Object[Spec, Status any] struct {
 
 	Spec   Spec   `json:"spec"`
 	Status Status `json:"status,omitempty"`
-}
-
-// resourceMeta is a Resource without its type parameters.
-type resourceMeta struct {
-	Group, Version, Kind, Plural string
-	Scope                        Scope
-
-	ShortNames, Categories []string
-	Columns                []Column
-	Scale                  *Scale
-}
-
-func (m resourceMeta) errs(spec, status reflect.Type) []error {
-	subject := fmt.Sprintf("kube: Resource[%s, %s]", typeName(spec), typeName(status))
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{subject}, args...)...))
-	}
-	if m.Group == "" {
-		bad("missing Group")
-	} else if e := validation.IsDNS1123Subdomain(m.Group); len(e) > 0 {
-		bad("Group %q: %s", m.Group, strings.Join(e, "; "))
-	} else if !strings.Contains(m.Group, ".") {
-		bad("Group %q: should be a domain with at least one dot", m.Group)
-	}
-	if m.Version == "" {
-		bad("missing Version")
-	} else if e := validation.IsDNS1035Label(m.Version); len(e) > 0 {
-		bad("Version %q: %s", m.Version, strings.Join(e, "; "))
-	}
-	if m.Kind == "" {
-		bad("missing Kind")
-	} else if e := validation.IsDNS1035Label(strings.ToLower(m.Kind)); len(e) > 0 {
-		bad("Kind %q: may have mixed case, but should otherwise match: %s", m.Kind, strings.Join(e, "; "))
-	}
-	if m.Plural == "" {
-		bad("missing Plural")
-	} else if e := validation.IsDNS1035Label(m.Plural); len(e) > 0 {
-		bad("Plural %q: %s", m.Plural, strings.Join(e, "; "))
-	}
-	if m.Scope != Namespaced && m.Scope != Cluster {
-		bad("Scope %q is neither %s nor %s", m.Scope, Namespaced, Cluster)
-	}
-	return errs
-}
-
-// buildCRD is CRD, on reflect.Types, so that generated types can be
-// reflected too.
-func buildCRD(m resourceMeta, spec, status reflect.Type, rules []TypeRules) (*apiextensionsv1.CustomResourceDefinition, error) {
-	errs := m.errs(spec, status)
-
-	r := newReflector(rules)
-	specSchema, _ := r.field(site{path: "spec", owner: typeName(spec)}, spec, jsonOpts{}, nil)
-	statusSchema, _ := r.field(site{path: "status", owner: typeName(status)}, status, jsonOpts{omitEmpty: true}, nil)
-	errs = append(errs, r.finish()...)
-
-	root := &apiextensionsv1.JSONSchemaProps{
-		Type: "object",
-		Properties: map[string]apiextensionsv1.JSONSchemaProps{
-			"apiVersion": {Type: "string"},
-			"kind":       {Type: "string"},
-			"metadata":   {Type: "object"},
-			"spec":       *specSchema,
-			"status":     *statusSchema,
-		},
-		Required: []string{"spec"},
-	}
-	errs = append(errs, nameErrs(m)...)
-	var (
-		columns []apiextensionsv1.CustomResourceColumnDefinition
-		scale   *apiextensionsv1.CustomResourceSubresourceScale
-	)
-	if len(m.Columns) > 0 || m.Scale != nil {
-		obj := objectRoot(root)
-		var colErrs, scaleErrs []error
-		columns, colErrs = printerColumns(m.Columns, obj)
-		scale, scaleErrs = scaleSubresource(m.Scale, obj)
-		errs = append(append(errs, colErrs...), scaleErrs...)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return m.crd(root, columns, scale), nil
-}
-
-// crd is the CRD of m, with root as its schema.
-func (m resourceMeta) crd(root *apiextensionsv1.JSONSchemaProps, columns []apiextensionsv1.CustomResourceColumnDefinition, scale *apiextensionsv1.CustomResourceSubresourceScale) *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		TypeMeta: metav1.TypeMeta{
-			APIVersion: apiextensionsv1.SchemeGroupVersion.String(),
-			Kind:       "CustomResourceDefinition",
-		},
-		ObjectMeta: metav1.ObjectMeta{Name: m.Plural + "." + m.Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: m.Group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{
-				Plural:     m.Plural,
-				Singular:   strings.ToLower(m.Kind),
-				ShortNames: slices.Clone(m.ShortNames),
-				Kind:       m.Kind,
-				ListKind:   m.Kind + "List",
-				Categories: slices.Clone(m.Categories),
-			},
-			Scope: apiextensionsv1.ResourceScope(m.Scope),
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name:    m.Version,
-				Served:  true,
-				Storage: true,
-				Schema:  &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: root},
-				Subresources: &apiextensionsv1.CustomResourceSubresources{
-					Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
-					Scale:  scale,
-				},
-				AdditionalPrinterColumns: columns,
-			}},
-		},
-	}
 }

@@ -134,34 +134,35 @@ func TestResourceCRDWithoutDetails(t *testing.T) {
 	}
 }
 
-// TestResourceCRDErrors checks that CRD names every mistake at once, each in
-// an error of its own.
-func TestResourceCRDErrors(t *testing.T) {
-	type (
-		Leaf struct {
-			N int `json:"n"`
-		}
-		BadSpec struct {
-			Labels   map[int]string `json:"labels"`
-			Any      any            `json:"any"`
-			Ch       chan int       `json:"ch"`
-			Fn       func()         `json:"fn"`
-			Clock    marshalsItself `json:"clock"`
-			Leaf     Leaf           `json:"leaf"`
-			Name     string         `json:"name"`
-			Replicas int32          `json:"replicas"`
-			Hidden   string         `json:"-"`
-		}
-		BadStatus struct {
-			Node node `json:"node"`
-		}
-	)
+type (
+	Leaf struct {
+		N int `json:"n"`
+	}
+	BadSpec struct {
+		Labels   map[int]string `json:"labels"`
+		Any      any            `json:"any"`
+		Ch       chan int       `json:"ch"`
+		Fn       func()         `json:"fn"`
+		Clock    marshalsItself `json:"clock"`
+		Leaf     Leaf           `json:"leaf"`
+		Name     string         `json:"name"`
+		Replicas int32          `json:"replicas"`
+		Hidden   string         `json:"-"`
+	}
+	BadStatus struct {
+		Node node `json:"node"`
+	}
+)
+
+// badResource is a Resource with a mistake of each kind: in its names, its
+// Rules, and its types.
+func badResource() kube.Resource[BadSpec, BadStatus] {
 	var (
 		bad   BadSpec
 		leaf  Leaf
 		other int32
 	)
-	r := kube.Resource[BadSpec, BadStatus]{
+	return kube.Resource[BadSpec, BadStatus]{
 		Scope: "Namespace",
 		Rules: []kube.TypeRules{
 			kube.Rules(&bad,
@@ -175,7 +176,12 @@ func TestResourceCRDErrors(t *testing.T) {
 			kube.Rules(&leaf),
 		},
 	}
-	_, err := r.CRD()
+}
+
+// TestResourceCRDErrors checks that CRD names every mistake at once, each in
+// an error of its own.
+func TestResourceCRDErrors(t *testing.T) {
+	_, err := badResource().CRD()
 	if err == nil {
 		t.Fatal("CRD() returned no error")
 	}

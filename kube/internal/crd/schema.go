@@ -1,4 +1,4 @@
-package kube
+package crd
 
 import (
 	"cmp"
@@ -94,7 +94,7 @@ func (s site) errorf(format string, args ...any) error {
 
 // reflector reflects Go types into one CRD's structural schema.
 type reflector struct {
-	rules map[reflect.Type]*typeRules
+	rules map[reflect.Type]*resolvedRules
 	errs  []error
 
 	done     map[reflect.Type]*apiextensionsv1.JSONSchemaProps // each type's schema, once reflected

@@ -1,8 +1,9 @@
-package kube_test
+package crd_test
 
 import (
 	"encoding/json"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -12,21 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/internal/crd"
 )
-
-// specSchema returns the schema CRD reflects for a Resource whose spec is
-// a T.
-func specSchema[T any](rules ...kube.TypeRules) (apiextensionsv1.JSONSchemaProps, error) {
-	crd, err := kube.Resource[T, struct{}]{
-		Group: "schema.example.com", Version: "v1", Kind: "Thing", Plural: "things", Scope: kube.Namespaced,
-		Rules: rules,
-	}.CRD()
-	if err != nil {
-		return apiextensionsv1.JSONSchemaProps{}, err
-	}
-	return crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"], nil
-}
 
 type schemaRow struct {
 	name string
@@ -34,7 +22,7 @@ type schemaRow struct {
 	want string // the schema as JSON
 }
 
-func row[T any](name, want string, rules ...kube.TypeRules) schemaRow {
+func row[T any](name, want string, rules ...crd.TypeRules) schemaRow {
 	return schemaRow{name: name, got: func() (apiextensionsv1.JSONSchemaProps, error) { return specSchema[T](rules...) }, want: want}
 }
 
@@ -158,7 +146,7 @@ type (
 	}
 )
 
-func TestSchemaOfEachGoType(t *testing.T) {
+func TestSchemaOfEachGoScalar(t *testing.T) {
 	checkRows(t, []schemaRow{
 		row[bool]("bool", `{"type":"boolean"}`),
 		row[int8]("int8", `{"type":"integer","format":"int32"}`),
@@ -178,12 +166,22 @@ func TestSchemaOfEachGoType(t *testing.T) {
 		row[Name]("a named string", `{"type":"string"}`),
 		row[[]byte]("[]byte", `{"type":"string","format":"byte"}`),
 		row[Bytes]("a named []byte", `{"type":"string","format":"byte"}`),
-		row[[4]byte]("an array of bytes is an array, as encoding/json writes it", `{"type":"array","items":{"type":"integer","format":"int32"}}`),
+	})
+}
+
+func TestSchemaOfEachGoCollection(t *testing.T) {
+	checkRows(t, []schemaRow{
 		row[[]string]("a slice", `{"type":"array","items":{"type":"string"}}`),
 		row[[3]float64]("an array", `{"type":"array","items":{"type":"number"}}`),
+		row[[4]byte]("an array of bytes is an array, as encoding/json writes it", `{"type":"array","items":{"type":"integer","format":"int32"}}`),
 		row[[][]byte]("a slice of []byte", `{"type":"array","items":{"type":"string","format":"byte"}}`),
 		row[map[string]int64]("map[string]V", `{"type":"object","additionalProperties":{"type":"integer","format":"int64"}}`),
 		row[map[Name][]bool]("a map with named string keys", `{"type":"object","additionalProperties":{"type":"array","items":{"type":"boolean"}}}`),
+	})
+}
+
+func TestSchemaOfEachGoStruct(t *testing.T) {
+	checkRows(t, []schemaRow{
 		row[struct{}]("an empty struct", `{"type":"object"}`),
 		row[Plain]("a struct, by json tag", `{"type":"object","properties":{
 			"tagged":{"type":"string"},"Untagged":{"type":"string"},"optional":{"type":"string"},"zero":{"type":"string"},"-":{"type":"string"}},
@@ -210,6 +208,14 @@ func TestSchemaOfEachGoType(t *testing.T) {
 			"l":{"type":"integer","format":"int64"},"r":{"type":"integer","format":"int64"}}}`),
 		row[Dominant]("the shallower field, or the tagged one, wins", `{"type":"object","properties":{
 			"id":{"type":"string"},"l":{"type":"string"},"ID":{"type":"string"}},"required":["id","ID","l"]}`),
+	})
+}
+
+// TestSchemaOfApimachinerysTypes checks the schemas of the types
+// apimachinery defines that encode themselves, and of ObjectMeta below the
+// root.
+func TestSchemaOfApimachinerysTypes(t *testing.T) {
+	checkRows(t, []schemaRow{
 		row[Inline]("TypeMeta, inline", `{"type":"object","properties":{
 			"apiVersion":{"type":"string"},"kind":{"type":"string"},"field":{"type":"string"}},"required":["field"]}`),
 		row[Template]("ObjectMeta in a template", `{"type":"object","properties":{
@@ -274,7 +280,7 @@ func TestSchemaOfTypeRules(t *testing.T) {
 			"from":{"type":"string","pattern":"^\\d\\d:\\d\\d$","description":"hh:mm"},
 			"to":{"type":"string","pattern":"^\\d\\d:\\d\\d$","description":"hh:mm","nullable":true}},
 			"required":["from","to"]}`,
-			kube.Schema[Clock](clock).Description("hh:mm")),
+			crd.TypeRules{Type: reflect.TypeFor[Clock](), Schema: &clock, Descriptions: []string{"hh:mm"}}),
 		row[Ranges]("a type's Rules, Description and Validation apply wherever it appears", `{"type":"object","properties":{
 			"cpu":{"type":"object","description":"A range.","properties":{
 				"min":{"type":"integer","format":"int32","minimum":0},"max":{"type":"integer","format":"int32"}},
@@ -286,11 +292,10 @@ func TestSchemaOfTypeRules(t *testing.T) {
 				"min":{"type":"integer","format":"int32","minimum":0},"max":{"type":"integer","format":"int32"}},
 				"required":["min","max"],"x-kubernetes-validations":[{"rule":"self.min <= self.max","message":"min is more than max"}]}}},
 			"required":["cpu"]}`,
-			kube.Rules(&rng, kube.Field(&rng.Min).Minimum(0)).
-				Description("A range.").
-				Validation("self.min <= self.max", "min is more than max")),
+			validated(described(rules(&rng, field(&rng.Min, with(crd.Minimum, int32(0)))), "A range."),
+				"self.min <= self.max", "min is more than max")),
 		row[Name]("a named scalar's Rules describe it", `{"type":"string","description":"A name.","x-kubernetes-validations":[{"rule":"self != ''"}]}`,
-			kube.Rules(new(Name)).Description("A name.").Validation("self != ''", "")),
+			validated(described(rules(new(Name)), "A name."), "self != ''", "")),
 	})
 }
 
@@ -333,11 +338,11 @@ func TestSchemaOfEmbeddedRules(t *testing.T) {
 				"required":["target"],
 				"x-kubernetes-validations":[{"rule":"self.port != 22","message":"not ssh"}]}},
 			"required":["server","client"]}`,
-			kube.Rules(&common,
-				kube.Field(&common.Port).Minimum(1).Maximum(65535).Description("A port."),
-			).Validation("self.port != 22", "not ssh"),
-			kube.Rules(&server,
-				kube.Field(&server.Port).Maximum(1024).Description("The server's port."),
+			validated(rules(&common,
+				field(&common.Port, with(crd.Minimum, int32(1)), with(crd.Maximum, int32(65535)), with(crd.Description, "A port.")),
+			), "self.port != 22", "not ssh"),
+			rules(&server,
+				field(&server.Port, with(crd.Maximum, int32(1024)), with(crd.Description, "The server's port.")),
 			)),
 	})
 }
@@ -355,8 +360,8 @@ func TestSchemaErrorsNameTypeAndPath(t *testing.T) {
 	)
 	_, err := specSchema[Outer]()
 	want := strings.Join([]string{
-		`kube: kube_test.Deep.Bad (spec.items[*].bad): map[int]bool has keys of type int: a map's keys must be strings`,
-		`kube: kube_test.Outer.Cx (spec.cx): complex128 has no JSON encoding, so no schema`,
+		`kube: crd_test.Deep.Bad (spec.items[*].bad): map[int]bool has keys of type int: a map's keys must be strings`,
+		`kube: crd_test.Outer.Cx (spec.cx): complex128 has no JSON encoding, so no schema`,
 	}, "\n")
 	if err == nil || err.Error() != want {
 		t.Errorf("error:\n%v\nwant (Deep reported once, where it first appears):\n%s", err, want)

@@ -1,4 +1,4 @@
-package kube
+package crd
 
 import (
 	"fmt"
@@ -7,14 +7,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// nameErrs returns every mistake in a Resource's ShortNames and
+// nameErrs returns every mistake in m's ShortNames and
 // Categories. Each must be a DNS-1035 label, as the API server's
 // validation of a CRD's names requires (ValidateCustomResourceDefinitionNames),
 // and given once. A short name mustn't be the plural or the singular: it
 // would name nothing new, and the API server's naming controller holds a
 // resource's plural and singular as taken, refusing (NamesAccepted false,
 // ShortNamesConflict) a short name that another name of the group has.
-func nameErrs(m resourceMeta) []error {
+func nameErrs(m Meta) []error {
 	var errs []error
 	singular := strings.ToLower(m.Kind)
 	check := func(field string, names []string, taken func(string) string) {

@@ -1,4 +1,4 @@
-package kube
+package crd_test
 
 import (
 	"errors"
@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/z5labs/humus/kube/internal/crd"
 )
 
 type (
@@ -105,7 +107,7 @@ func (g *gen) structType(depth int) reflect.Type {
 		switch g.byte() % 6 {
 		case 0: // unexported
 			f.Name = fmt.Sprintf("f%d", g.n)
-			f.PkgPath = "github.com/z5labs/humus/kube"
+			f.PkgPath = "github.com/z5labs/humus/kube/internal/crd_test"
 		case 1: // embedded
 			if f.Type.Kind() == reflect.Struct && f.Type.NumMethod() == 0 && reflect.PointerTo(f.Type).NumMethod() == 0 {
 				f.Anonymous = true
@@ -120,40 +122,33 @@ func (g *gen) structType(depth int) reflect.Type {
 	return t
 }
 
-// rawField is a FieldRule on a field found by reflection.
-type rawField fieldRule
-
-func (f rawField) fieldRule() fieldRule { return fieldRule(f) }
-
-var constraintMakers = []func(v any) constraint{
-	func(any) constraint { return constraint{kind: cDescription, s: "d"} },
-	func(v any) constraint { return constraint{kind: cDefault, v: v} },
-	func(v any) constraint { return constraint{kind: cEnum, vs: []any{v}} },
-	func(v any) constraint { return constraint{kind: cMinimum, v: v} },
-	func(v any) constraint { return constraint{kind: cMaximum, v: v} },
-	func(any) constraint { return constraint{kind: cMinLength, n: 1} },
-	func(any) constraint { return constraint{kind: cMaxLength, n: -1} },
-	func(any) constraint { return constraint{kind: cPattern, re: regexp.MustCompile(`^a`)} },
-	func(any) constraint { return constraint{kind: cPattern} },
-	func(any) constraint { return constraint{kind: cMinItems, n: 2} },
-	func(any) constraint { return constraint{kind: cMaxItems, n: 1} },
-	func(any) constraint { return constraint{kind: cListSet} },
-	func(any) constraint { return constraint{kind: cListMap, keys: []string{"id"}} },
-	func(any) constraint {
-		return constraint{kind: cValidation, rule: apiextensionsv1.ValidationRule{Rule: "true"}}
-	},
+var constraintMakers = []func(v any) crd.Constraint{
+	func(any) crd.Constraint { return with(crd.Description, "d") },
+	func(v any) crd.Constraint { return with(crd.Default, v) },
+	func(v any) crd.Constraint { return with(crd.Enum, []any{v}) },
+	func(v any) crd.Constraint { return with(crd.Minimum, v) },
+	func(v any) crd.Constraint { return with(crd.Maximum, v) },
+	func(any) crd.Constraint { return with(crd.MinLength, 1) },
+	func(any) crd.Constraint { return with(crd.MaxLength, -1) },
+	func(any) crd.Constraint { return with(crd.Pattern, regexp.MustCompile(`^a`)) },
+	func(any) crd.Constraint { return with(crd.Pattern, nil) },
+	func(any) crd.Constraint { return with(crd.MinItems, 2) },
+	func(any) crd.Constraint { return with(crd.MaxItems, 1) },
+	func(any) crd.Constraint { return with(crd.ListSet, nil) },
+	func(any) crd.Constraint { return with(crd.ListMap, []string{"id"}) },
+	func(any) crd.Constraint { return with(crd.Validation, validation("true", "")) },
 }
 
 // rules makes Rules for some of the generated structs, each constraining
 // some of its fields, and now and then naming no field.
-func (g *gen) rules() []TypeRules {
-	var out []TypeRules
+func (g *gen) rules() []crd.TypeRules {
+	var out []crd.TypeRules
 	for _, t := range g.structs {
 		if g.byte()%2 == 0 {
 			continue
 		}
 		v := reflect.New(t)
-		tr := TypeRules{t: t, base: v.UnsafePointer()}
+		tr := crd.TypeRules{Type: t, Base: v.UnsafePointer()}
 		for i := range t.NumField() {
 			c := g.byte()
 			if c%3 == 0 {
@@ -168,14 +163,14 @@ func (g *gen) rules() []TypeRules {
 			if fv.CanInterface() {
 				zero = fv.Interface()
 			}
-			f := rawField{p: p, t: fv.Type()}
+			f := crd.Field{Ptr: p, Type: fv.Type()}
 			for range int(g.byte() % 3) {
-				f.constraints = append(f.constraints, constraintMakers[int(g.byte())%len(constraintMakers)](zero))
+				f.Constraints = append(f.Constraints, constraintMakers[int(g.byte())%len(constraintMakers)](zero))
 			}
-			tr.fields = append(tr.fields, f)
+			tr.Fields = append(tr.Fields, func() crd.Field { return f })
 		}
 		if g.byte()%4 == 0 {
-			tr = tr.Validation("self == self", "")
+			tr = validated(tr, "self == self", "")
 		}
 		out = append(out, tr)
 		if g.byte()%8 == 0 {
@@ -183,12 +178,12 @@ func (g *gen) rules() []TypeRules {
 		}
 	}
 	if g.byte()%3 == 0 {
-		out = append(out, Schema[fuzzMarshaler](apiextensionsv1.JSONSchemaProps{Type: "integer"}))
+		out = append(out, crd.TypeRules{Type: reflect.TypeFor[fuzzMarshaler](), Schema: &apiextensionsv1.JSONSchemaProps{Type: "integer"}})
 	}
 	return out
 }
 
-// FuzzCRD reflects generated types: CRD never panics, a CRD it returns is
+// FuzzCRD reflects generated types: Build never panics, a CRD it returns is
 // structural, and each error it returns names the type it is about.
 func FuzzCRD(f *testing.F) {
 	f.Add([]byte{})
@@ -202,7 +197,7 @@ func FuzzCRD(f *testing.F) {
 		func() {
 			defer func() {
 				if recover() != nil {
-					spec = nil // reflect refused the type: not CRD's to test
+					spec = nil // reflect refused the type: not Build's to test
 				}
 			}()
 			spec, status = g.structType(0), g.typ(1)
@@ -210,27 +205,27 @@ func FuzzCRD(f *testing.F) {
 		if spec == nil {
 			t.Skip("reflect.StructOf refused the generated type")
 		}
-		rules := g.rules()
-		m := resourceMeta{Group: "fuzz.example.com", Version: "v1", Kind: "Fuzz", Plural: "fuzzes", Scope: Namespaced}
+		rs := g.rules()
+		m := crd.Meta{Group: "fuzz.example.com", Version: "v1", Kind: "Fuzz", Plural: "fuzzes", Scope: apiextensionsv1.NamespaceScoped}
 		if g.byte()%5 == 0 {
-			m = resourceMeta{Kind: "not a kind", Scope: "Everywhere"}
+			m = crd.Meta{Kind: "not a kind", Scope: "Everywhere"}
 		}
 
-		crd, err := buildCRD(m, spec, status, rules)
+		c, err := crd.Build(m, spec, status, rs)
 
 		if err == nil {
-			checkStructural(t, crd)
+			checkStructural(t, c)
 			return
 		}
-		if crd != nil {
-			t.Errorf("CRD returned a CRD and an error: %v", err)
+		if c != nil {
+			t.Errorf("Build returned a CRD and an error: %v", err)
 		}
-		names := []string{typeName(spec), typeName(status)}
+		names := []string{spec.String(), status.String()}
 		for _, s := range g.structs {
-			names = append(names, typeName(s))
+			names = append(names, s.String())
 		}
 		for _, l := range leaves {
-			names = append(names, typeName(l))
+			names = append(names, l.String())
 		}
 		var joined interface{ Unwrap() []error }
 		errs := []error{err}
@@ -302,10 +297,10 @@ func TestCRDIsStructural(t *testing.T) {
 			fuzzBase
 		}
 	)
-	crd, err := buildCRD(resourceMeta{Group: "every.example.com", Version: "v1", Kind: "Every", Plural: "everies", Scope: Cluster},
+	c, err := crd.Build(crd.Meta{Group: "every.example.com", Version: "v1", Kind: "Every", Plural: "everies", Scope: apiextensionsv1.ClusterScoped},
 		reflect.TypeFor[Every](), reflect.TypeFor[Every](), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkStructural(t, crd)
+	checkStructural(t, c)
 }

@@ -1,7 +1,6 @@
-package kube_test
+package crd_test
 
 import (
-	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/internal/crd"
 )
 
 type (
@@ -46,12 +45,13 @@ type (
 	}
 )
 
-// detailed is a Resource whose CRD details are all right.
-var detailed = kube.Resource[DetailSpec, DetailStatus]{
-	Group: "details.example.com", Version: "v1", Kind: "Detail", Plural: "details", Scope: kube.Namespaced,
+// detailed names a resource whose CRD details are all right; its spec is
+// a DetailSpec, and its status a DetailStatus.
+var detailed = crd.Meta{
+	Group: "details.example.com", Version: "v1", Kind: "Detail", Plural: "details", Scope: apiextensionsv1.NamespaceScoped,
 	ShortNames: []string{"dt", "dtl"},
 	Categories: []string{"example", "all"},
-	Columns: []kube.Column{
+	Columns: []crd.Column{
 		{Name: "Replicas", JSONPath: ".spec.replicas"},
 		{Name: "Ratio", JSONPath: ".spec.ratio"},
 		{Name: "Paused", JSONPath: ".spec.paused", Priority: 1},
@@ -69,16 +69,21 @@ var detailed = kube.Resource[DetailSpec, DetailStatus]{
 		{Name: "Generation", JSONPath: ".metadata.generation"},
 		{Name: "Age", JSONPath: ".metadata.creationTimestamp"},
 	},
-	Scale: &kube.Scale{SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.readyReplicas", LabelSelectorPath: ".status.selector"},
+	Scale: &crd.Scale{SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.readyReplicas", LabelSelectorPath: ".status.selector"},
+}
+
+// buildDetails returns the CRD Build returns for m, a change of detailed.
+func buildDetails(m crd.Meta) (*apiextensionsv1.CustomResourceDefinition, error) {
+	return crd.Build(m, reflect.TypeFor[DetailSpec](), reflect.TypeFor[DetailStatus](), nil)
 }
 
 // Each column's type is as given, or else the field's.
-func TestCRDColumnsTakeTheirTypeFromTheSchema(t *testing.T) {
-	crd, err := detailed.CRD()
+func TestColumnsTakeTheirTypeFromTheSchema(t *testing.T) {
+	c, err := buildDetails(detailed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := crd.Spec.Versions[0]
+	v := c.Spec.Versions[0]
 	want := []apiextensionsv1.CustomResourceColumnDefinition{
 		{Name: "Replicas", Type: "integer", JSONPath: ".spec.replicas"},
 		{Name: "Ratio", Type: "number", JSONPath: ".spec.ratio"},
@@ -104,30 +109,30 @@ func TestCRDColumnsTakeTheirTypeFromTheSchema(t *testing.T) {
 	if !reflect.DeepEqual(v.Subresources.Scale, wantScale) {
 		t.Errorf("scale %+v, want %+v", v.Subresources.Scale, wantScale)
 	}
-	if n := crd.Spec.Names; !slices.Equal(n.ShortNames, []string{"dt", "dtl"}) || !slices.Equal(n.Categories, []string{"example", "all"}) {
+	if n := c.Spec.Names; !slices.Equal(n.ShortNames, []string{"dt", "dtl"}) || !slices.Equal(n.Categories, []string{"example", "all"}) {
 		t.Errorf("short names %v, categories %v", n.ShortNames, n.Categories)
 	}
-	// The Resource's slices are the CRD's own copies.
-	crd.Spec.Names.ShortNames[0] = "changed"
+	// Meta's slices are the CRD's own copies.
+	c.Spec.Names.ShortNames[0] = "changed"
 	if detailed.ShortNames[0] != "dt" {
-		t.Error("changing the CRD's short names changed the Resource's")
+		t.Error("changing the CRD's short names changed Meta's")
 	}
 }
 
 func ptr[T any](v T) *T { return &v }
 
-// detailMistakes are changes to detailed, each with the errors CRD
+// detailMistakes are changes to detailed, each with the errors Build
 // returns for it, one a line, in order.
 var detailMistakes = []struct {
 	name   string
-	change func(r *kube.Resource[DetailSpec, DetailStatus])
+	change func(m *crd.Meta)
 	want   []string
 }{
 	{
 		name: "short names and categories",
-		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-			r.ShortNames = []string{"MC", "details", "detail", "dt", "dt", "d.t", ""}
-			r.Categories = []string{"example", "Example", "example", "-x"}
+		change: func(m *crd.Meta) {
+			m.ShortNames = []string{"MC", "details", "detail", "dt", "dt", "d.t", ""}
+			m.Categories = []string{"example", "Example", "example", "-x"}
 		},
 		want: []string{
 			`kube: Resource.ShortNames[0] "MC": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')`,
@@ -143,8 +148,8 @@ var detailMistakes = []struct {
 	},
 	{
 		name: "column names, types and formats",
-		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-			r.Columns = []kube.Column{
+		change: func(m *crd.Meta) {
+			m.Columns = []crd.Column{
 				{Name: "Ready", JSONPath: ".status.readyReplicas"},
 				{Name: "", JSONPath: ".spec.replicas"},
 				{Name: "READY", JSONPath: ".spec.replicas"},
@@ -170,8 +175,8 @@ var detailMistakes = []struct {
 	},
 	{
 		name: "column paths",
-		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-			r.Columns = []kube.Column{
+		change: func(m *crd.Meta) {
+			m.Columns = []crd.Column{
 				{Name: "Ready", JSONPath: ".status.readyReplica"},
 				{Name: "A", JSONPath: ""},
 				{Name: "B", JSONPath: "status.readyReplicas"},
@@ -211,8 +216,8 @@ var detailMistakes = []struct {
 	},
 	{
 		name: "scale",
-		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-			r.Scale = &kube.Scale{SpecReplicasPath: ".spec.big", StatusReplicasPath: ".spec.replicas", LabelSelectorPath: ".metadata.name"}
+		change: func(m *crd.Meta) {
+			m.Scale = &crd.Scale{SpecReplicasPath: ".spec.big", StatusReplicasPath: ".spec.replicas", LabelSelectorPath: ".metadata.name"}
 		},
 		want: []string{
 			`kube: Resource.Scale.SpecReplicasPath ".spec.big": names spec.big, which is type: integer, format: int64: a Scale's replicas are type: integer, format: int32, not nullable`,
@@ -222,8 +227,8 @@ var detailMistakes = []struct {
 	},
 	{
 		name: "scale fields",
-		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-			r.Scale = &kube.Scale{SpecReplicasPath: ".spec.nullable", StatusReplicasPath: ".status.replicas", LabelSelectorPath: ".status.started"}
+		change: func(m *crd.Meta) {
+			m.Scale = &crd.Scale{SpecReplicasPath: ".spec.nullable", StatusReplicasPath: ".status.replicas", LabelSelectorPath: ".status.started"}
 		},
 		want: []string{
 			`kube: Resource.Scale.SpecReplicasPath ".spec.nullable": names spec.nullable, which is type: integer, format: int32, nullable: a Scale's replicas are type: integer, format: int32, not nullable`,
@@ -233,8 +238,8 @@ var detailMistakes = []struct {
 	},
 	{
 		name: "scale paths",
-		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-			r.Scale = &kube.Scale{SpecReplicasPath: ".spec.items[0].port", StatusReplicasPath: ".status"}
+		change: func(m *crd.Meta) {
+			m.Scale = &crd.Scale{SpecReplicasPath: ".spec.items[0].port", StatusReplicasPath: ".status"}
 		},
 		want: []string{
 			`kube: Resource.Scale.SpecReplicasPath ".spec.items[0].port": names no field of the schema: spec has no field "items[0]"`,
@@ -243,8 +248,8 @@ var detailMistakes = []struct {
 	},
 	{
 		name: "an empty scale",
-		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-			r.Scale = &kube.Scale{}
+		change: func(m *crd.Meta) {
+			m.Scale = &crd.Scale{}
 		},
 		want: []string{
 			`kube: Resource.Scale: missing SpecReplicasPath`,
@@ -253,8 +258,8 @@ var detailMistakes = []struct {
 	},
 	{
 		name: "a spec's replicas an object may lack",
-		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-			r.Scale = &kube.Scale{SpecReplicasPath: ".spec.optional", StatusReplicasPath: ".status.readyReplicas"}
+		change: func(m *crd.Meta) {
+			m.Scale = &crd.Scale{SpecReplicasPath: ".spec.optional", StatusReplicasPath: ".status.readyReplicas"}
 		},
 		want: []string{
 			`kube: Resource.Scale.SpecReplicasPath ".spec.optional": names spec.optional, which an object may lack (omitempty, and no Default): the API server fails a GET of /scale then; drop omitempty or give it a Default`,
@@ -262,51 +267,42 @@ var detailMistakes = []struct {
 	},
 	{
 		name: "the smallest int32s scale; a selector may be the spec's",
-		change: func(r *kube.Resource[DetailSpec, DetailStatus]) {
-			r.Scale = &kube.Scale{SpecReplicasPath: ".spec.small", StatusReplicasPath: ".status.readyReplicas", LabelSelectorPath: ".spec.selector"}
+		change: func(m *crd.Meta) {
+			m.Scale = &crd.Scale{SpecReplicasPath: ".spec.small", StatusReplicasPath: ".status.readyReplicas", LabelSelectorPath: ".spec.selector"}
 		},
 	},
 }
 
-// TestCRDDetailsMistakes checks that CRD names each mistake in ShortNames,
+// TestDetailsMistakes checks that Build names each mistake in ShortNames,
 // Categories, Columns and Scale, each in an error of its own, all at once.
-func TestCRDDetailsMistakes(t *testing.T) {
+func TestDetailsMistakes(t *testing.T) {
 	for _, tt := range detailMistakes {
 		t.Run(tt.name, func(t *testing.T) {
-			r := detailed
-			tt.change(&r)
-			_, err := r.CRD()
-			var got []string
-			var joined interface{ Unwrap() []error }
-			if errors.As(err, &joined) {
-				for _, e := range joined.Unwrap() {
-					got = append(got, e.Error())
-				}
-			} else if err != nil {
-				got = []string{err.Error()}
-			}
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("CRD() errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			m := detailed
+			tt.change(&m)
+			_, err := buildDetails(m)
+			if got := errorLines(err); !slices.Equal(got, tt.want) {
+				t.Errorf("Build errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
 		})
 	}
 }
 
 // The mistakes in the details come with every other mistake, in one error.
-func TestCRDDetailsMistakesComeWithTheRest(t *testing.T) {
-	r := detailed
-	r.Group = ""
-	r.ShortNames = []string{"details"}
-	r.Columns = []kube.Column{{Name: "Ready", JSONPath: ".status.readyReplica"}}
-	r.Scale = &kube.Scale{SpecReplicasPath: ".spec.replicas"}
-	_, err := r.CRD()
+func TestDetailsMistakesComeWithTheRest(t *testing.T) {
+	m := detailed
+	m.Group = ""
+	m.ShortNames = []string{"details"}
+	m.Columns = []crd.Column{{Name: "Ready", JSONPath: ".status.readyReplica"}}
+	m.Scale = &crd.Scale{SpecReplicasPath: ".spec.replicas"}
+	_, err := buildDetails(m)
 	want := strings.Join([]string{
-		`kube: Resource[kube_test.DetailSpec, kube_test.DetailStatus]: missing Group`,
+		`kube: Resource[crd_test.DetailSpec, crd_test.DetailStatus]: missing Group`,
 		`kube: Resource.ShortNames[0] "details": is the resource's plural already: a short name is another name for it`,
 		`kube: Resource.Columns[0] "Ready" (.status.readyReplica): names no field of the schema: status has no field "readyReplica"`,
 		`kube: Resource.Scale: missing StatusReplicasPath`,
 	}, "\n")
 	if err == nil || err.Error() != want {
-		t.Errorf("CRD() = %v\nwant:\n%s", err, want)
+		t.Errorf("Build = %v\nwant:\n%s", err, want)
 	}
 }

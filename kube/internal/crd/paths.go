@@ -1,4 +1,4 @@
-package kube
+package crd
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 )
 
 // A printer column's JSONPath and the scale subresource's paths name
-// fields of an object. CRD checks each against the schema it reflected,
+// fields of an object. Build checks each against the schema it reflected,
 // with the object's metadata as ObjectMeta's fields, since the API server
 // checks none: a path that names no field is accepted, and shows an empty
 // column, or fails every scale.

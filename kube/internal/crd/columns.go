@@ -1,4 +1,4 @@
-package kube
+package crd
 
 import (
 	"errors"
@@ -10,52 +10,15 @@ import (
 	"k8s.io/client-go/util/jsonpath"
 )
 
-// Column is a column that kubectl get prints for a Resource's objects,
-// after NAME: the API server fills it in, from each object's field that
-// JSONPath names, in the Table it answers a request for
-// application/json;as=Table;v=v1;g=meta.k8s.io with.
+// Column is a kube.Column, whose doc says what each field holds: a column
+// that kubectl get prints for the resource's objects.
 type Column struct {
-	// Name is the column's heading, such as Ready. Required. kubectl
-	// prints headings in upper case, so no two Columns may have names that
-	// differ only in case, and none may be Name, the table's first column.
-	Name string
-
-	// JSONPath is the field the column shows, from the object's root:
-	// field names, array indexes and filters, such as ".spec.size",
-	// `.status.conditions[?(@.type=="Available")].status` or
-	// ".metadata.creationTimestamp". Required. It must name a field of the
-	// schema CRD reflects, or of the object's metadata; an index or a
-	// filter steps into an array's items, and a filter's own field names
-	// must be fields of the items too. A key with dots in it is written
-	// with them escaped, as in .metadata.labels.app\.kubernetes\.io/name.
-	// An object that lacks the field, or whose array no item of matches
-	// the filter, shows an empty cell.
-	JSONPath string
-
-	// Type is how the API server reads the field: "integer", "number",
-	// "string", "boolean", or "date", a timestamp, which kubectl prints as
-	// an age such as 5m. Default "": the field's schema says: type:
-	// integer is "integer", type: number "number", type: boolean
-	// "boolean", a string of format date-time or date (such as a
-	// metav1.Time) "date", and anything else "string". A Type given must
-	// be able to show the field: "integer" and "number" a number,
-	// "boolean" a boolean, "date" a string; "string" shows any field, an
-	// object or an array as its JSON.
-	Type string
-
-	// Format is a hint for a client showing the value: "int32", "int64",
-	// "float", "double", "byte", "date", "date-time" or "password".
-	// Default "": none.
-	Format string
-
-	// Description is what the column shows, in the Table's column
-	// definitions. Default "": the API server writes "Custom resource
-	// definition column (in JSONPath format): " and JSONPath.
+	Name        string
+	JSONPath    string
+	Type        string
+	Format      string
 	Description string
-
-	// Priority 0, the default, shows the column in kubectl get; above 0,
-	// only in kubectl get -o wide.
-	Priority int32
+	Priority    int32
 }
 
 // The values the API server takes for a column's type and format

@@ -1,4 +1,4 @@
-package kube
+package crd
 
 import (
 	"fmt"
@@ -8,38 +8,12 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
 
-// Scale is a Resource's scale subresource: each object's /scale, an
-// autoscaling/v1 Scale read from and written to the object's own fields,
-// which kubectl scale, kubectl autoscale and a HorizontalPodAutoscaler
-// use. A write to /scale sets the field SpecReplicasPath names, and is
-// validated by the schema as any write of the object is.
-//
-// Each path is a field's names from the object's root, joined by dots,
-// such as ".spec.replicas": the API server splits it at each dot, so it
-// can't hold an index, a filter or an escaped dot.
+// Scale is a kube.Scale, whose doc says what each path names: the
+// resource's scale subresource.
 type Scale struct {
-	// SpecReplicasPath is the field of Spec that the Scale's
-	// spec.replicas reads and writes, such as ".spec.replicas". Required:
-	// a field under .spec, of an int32 (type: integer, format: int32:
-	// int32, int16, int8, uint16 or uint8 in Go), as a Scale's replicas
-	// are, and not nullable. The API server fails a GET of /scale for an
-	// object without the field, so leave its json tag without omitempty,
-	// or give it a Default.
-	SpecReplicasPath string
-
-	// StatusReplicasPath is the field of Status that the Scale's
-	// status.replicas reads, such as ".status.replicas". Required: a field
-	// under .status, of an int32, not nullable. An object without it
-	// reads as 0.
+	SpecReplicasPath   string
 	StatusReplicasPath string
-
-	// LabelSelectorPath is the field that the Scale's status.selector
-	// reads: the label selector of the pods the object runs, in its
-	// string form (metav1.FormatLabelSelector writes it), such as
-	// ".status.selector". A HorizontalPodAutoscaler needs it to find the
-	// pods. Default "": none. Otherwise a string field, not nullable,
-	// under .spec or .status, as the API server requires.
-	LabelSelectorPath string
+	LabelSelectorPath  string
 }
 
 // scaleSubresource returns the CRD's scale subresource for s, and every

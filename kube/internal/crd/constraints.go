@@ -1,14 +1,55 @@
-package kube
+package crd
 
 import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
+
+// Kind is what a Constraint sets in its field's schema. Each is named as
+// the kube.FieldOf method that makes it.
+type Kind int
+
+// The Kinds, one for each kube.FieldOf method.
+const (
+	Description Kind = iota // Text: description
+	Default                 // Value: default, its JSON; the field isn't required
+	Enum                    // Values: enum, each its JSON
+	Minimum                 // Value, a number or a pointer to one: minimum
+	Maximum                 // Value, a number or a pointer to one: maximum
+	MinLength               // N: minLength
+	MaxLength               // N: maxLength
+	Pattern                 // Regexp: pattern
+	MinItems                // N: minItems
+	MaxItems                // N: maxItems
+	ListSet                 // x-kubernetes-list-type: set
+	ListMap                 // Keys: x-kubernetes-list-type: map, and its keys
+	Validation              // Rule: one more x-kubernetes-validations
+)
+
+// String is k's name, as its kube.FieldOf method's, such as "Minimum".
+func (k Kind) String() string {
+	return [...]string{"Description", "Default", "Enum", "Minimum", "Maximum", "MinLength", "MaxLength",
+		"Pattern", "MinItems", "MaxItems", "ListSet", "ListMap", "Validation"}[k]
+}
+
+// Constraint is one constraint on a field, as a kube.FieldOf method gives
+// it: its Kind, and the value of those below that its Kind takes.
+type Constraint struct {
+	Kind   Kind
+	Text   string
+	Value  any
+	Values []any
+	N      int
+	Regexp *regexp.Regexp
+	Keys   []string
+	Rule   apiextensionsv1.ValidationRule
+}
 
 // constrain applies rf's constraints to p, the schema of its field at s,
 // and reports whether it gave the field a default. A constraint that
@@ -24,9 +65,9 @@ func (r *reflector) constrain(s site, p *apiextensionsv1.JSONSchemaProps, rf *re
 		}
 		encodeErrs := setConstraint(p, c)
 		for _, err := range encodeErrs {
-			errs = append(errs, s.errorf("%s: %w", c.kind, err))
+			errs = append(errs, s.errorf("%s: %w", c.Kind, err))
 		}
-		if c.kind == cDefault && len(encodeErrs) == 0 {
+		if c.Kind == Default && len(encodeErrs) == 0 {
 			defaulted = true
 		}
 	}
@@ -42,72 +83,72 @@ func (r *reflector) constrain(s site, p *apiextensionsv1.JSONSchemaProps, rf *re
 
 // misfitOf says why c doesn't fit p, "" when it fits, by the misfit of c's
 // family. A Description or a Default fits every schema.
-func misfitOf(p *apiextensionsv1.JSONSchemaProps, c constraint) string {
-	switch c.kind {
-	case cEnum:
-		return enumMisfit(c.vs)
-	case cMinimum, cMaximum:
+func misfitOf(p *apiextensionsv1.JSONSchemaProps, c Constraint) string {
+	switch c.Kind {
+	case Enum:
+		return enumMisfit(c.Values)
+	case Minimum, Maximum:
 		return numberMisfit(p, c)
-	case cMinLength, cMaxLength, cPattern:
+	case MinLength, MaxLength, Pattern:
 		return stringMisfit(p, c)
-	case cMinItems, cMaxItems:
+	case MinItems, MaxItems:
 		return itemsMisfit(p, c)
-	case cListSet:
+	case ListSet:
 		return listSetMisfit(p)
-	case cListMap:
-		return listMapMisfit(p, c.keys)
-	case cValidation:
-		return validationMisfit(c.rule)
+	case ListMap:
+		return listMapMisfit(p, c.Keys)
+	case Validation:
+		return validationMisfit(c.Rule)
 	}
 	return ""
 }
 
 // constraintName names c in an error, as the method that made it is named,
 // with a ListMap's keys.
-func constraintName(c constraint) string {
-	if c.kind == cListMap {
-		return fmt.Sprintf("ListMap%q", c.keys)
+func constraintName(c Constraint) string {
+	if c.Kind == ListMap {
+		return fmt.Sprintf("ListMap%q", c.Keys)
 	}
-	return c.kind.String()
+	return c.Kind.String()
 }
 
 // setConstraint sets c, which fits p, in p. It returns the errors encoding
 // the values of a Default or an Enum as JSON; a value that doesn't encode
 // is left out of p.
-func setConstraint(p *apiextensionsv1.JSONSchemaProps, c constraint) []error {
-	switch c.kind {
-	case cDescription:
-		p.Description = c.s
-	case cDefault:
-		v, err := encodeJSON(c.v)
+func setConstraint(p *apiextensionsv1.JSONSchemaProps, c Constraint) []error {
+	switch c.Kind {
+	case Description:
+		p.Description = c.Text
+	case Default:
+		v, err := encodeJSON(c.Value)
 		if err != nil {
 			return []error{err}
 		}
 		p.Default = v
-	case cEnum:
-		return setEnum(p, c.vs)
-	case cMinimum:
-		v, _ := number(c.v)
+	case Enum:
+		return setEnum(p, c.Values)
+	case Minimum:
+		v, _ := number(c.Value)
 		p.Minimum = &v
-	case cMaximum:
-		v, _ := number(c.v)
+	case Maximum:
+		v, _ := number(c.Value)
 		p.Maximum = &v
-	case cMinLength:
-		p.MinLength = ptrTo(int64(c.n))
-	case cMaxLength:
-		p.MaxLength = ptrTo(int64(c.n))
-	case cPattern:
-		p.Pattern = c.re.String()
-	case cMinItems:
-		p.MinItems = ptrTo(int64(c.n))
-	case cMaxItems:
-		p.MaxItems = ptrTo(int64(c.n))
-	case cListSet:
+	case MinLength:
+		p.MinLength = ptrTo(int64(c.N))
+	case MaxLength:
+		p.MaxLength = ptrTo(int64(c.N))
+	case Pattern:
+		p.Pattern = c.Regexp.String()
+	case MinItems:
+		p.MinItems = ptrTo(int64(c.N))
+	case MaxItems:
+		p.MaxItems = ptrTo(int64(c.N))
+	case ListSet:
 		p.XListType, p.XListMapKeys = ptrTo("set"), nil
-	case cListMap:
-		p.XListType, p.XListMapKeys = ptrTo("map"), slices.Clone(c.keys)
-	case cValidation:
-		p.XValidations = append(p.XValidations, c.rule)
+	case ListMap:
+		p.XListType, p.XListMapKeys = ptrTo("map"), slices.Clone(c.Keys)
+	case Validation:
+		p.XValidations = append(p.XValidations, c.Rule)
 	}
 	return nil
 }
@@ -148,11 +189,11 @@ func enumMisfit(values []any) string {
 
 // numberMisfit says why c, a Minimum or a Maximum, doesn't fit p: p isn't
 // a number's, or c's value is a nil pointer.
-func numberMisfit(p *apiextensionsv1.JSONSchemaProps, c constraint) string {
+func numberMisfit(p *apiextensionsv1.JSONSchemaProps, c Constraint) string {
 	if p.Type != "integer" && p.Type != "number" {
 		return "needs a number, and the field's schema is " + schemaKind(p)
 	}
-	if _, ok := number(c.v); !ok {
+	if _, ok := number(c.Value); !ok {
 		return "is nil"
 	}
 	return ""
@@ -161,26 +202,26 @@ func numberMisfit(p *apiextensionsv1.JSONSchemaProps, c constraint) string {
 // stringMisfit says why c, a MinLength, a MaxLength or a Pattern, doesn't
 // fit p: p isn't a string's, a Pattern's regexp is nil, or a length is
 // negative.
-func stringMisfit(p *apiextensionsv1.JSONSchemaProps, c constraint) string {
+func stringMisfit(p *apiextensionsv1.JSONSchemaProps, c Constraint) string {
 	switch {
 	case p.Type != "string":
 		return "needs a string, and the field's schema is " + schemaKind(p)
-	case c.kind == cPattern && c.re == nil:
+	case c.Kind == Pattern && c.Regexp == nil:
 		return "is given a nil regexp"
-	case c.kind != cPattern && c.n < 0:
-		return fmt.Sprintf("is %d: it can't be negative", c.n)
+	case c.Kind != Pattern && c.N < 0:
+		return fmt.Sprintf("is %d: it can't be negative", c.N)
 	}
 	return ""
 }
 
 // itemsMisfit says why c, a MinItems or a MaxItems, doesn't fit p: p isn't
 // an array's, or the number is negative.
-func itemsMisfit(p *apiextensionsv1.JSONSchemaProps, c constraint) string {
+func itemsMisfit(p *apiextensionsv1.JSONSchemaProps, c Constraint) string {
 	switch {
 	case p.Type != "array":
 		return "needs a slice or an array, and the field's schema is " + schemaKind(p)
-	case c.n < 0:
-		return fmt.Sprintf("is %d: it can't be negative", c.n)
+	case c.N < 0:
+		return fmt.Sprintf("is %d: it can't be negative", c.N)
 	}
 	return ""
 }
