@@ -125,6 +125,9 @@
 //		}
 //	}
 //
+// The reflection itself is in kube/internal/crd, whose package doc lists
+// what it promises.
+//
 // # Connecting
 //
 // NewClient takes a Connection: the API server's host:port, the TLS config
@@ -157,7 +160,8 @@
 //
 // Client.Config gives client-go's clientsets, and the Controller's dynamic
 // and metadata clients, one transport that kube builds instead of
-// client-go:
+// client-go (its code is kube/internal/transport, whose package doc
+// states these guarantees):
 //
 //   - It dials Server with s.Host.Dial, and never through a proxy, whatever
 //     HTTPS_PROXY says.
@@ -444,7 +448,8 @@
 // made any other way reconciles its owner once more, as anyone's change
 // does, and so does a write of the Reconciler's within a second of its
 // last one to fields it already owned (the API server keeps an entry's
-// time to the second).
+// time to the second). ownwrites.go holds this, and reading the
+// reconcile's own last writes (step 1).
 //
 // # What client-go still reads from the process
 //
