@@ -40,45 +40,21 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
 	objects := admin.Resource(gvr).Namespace(ns)
 	createCache(t, admin, gvr, ns, "m", 1)
-	stale, err := objects.Get(t.Context(), "m", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	stale := apiGet(t, admin, gvr, ns, "m")
 
 	// Deleted: neither write recreates it.
 	if err := objects.Delete(t.Context(), "m", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = ctrl.applyFinalizer(ctx, cached(t, stale), true)
-	if !errors.Is(err, errStale) {
-		t.Errorf("adding the finalizer to a deleted object = %v, want errStale", err)
-	}
-	t.Logf("the API server's answer to adding a finalizer to a deleted object: %v", err)
-	err = ctrl.applyStatus(ctx, cached(t, stale), stale.GetResourceVersion(), []byte(`{"readyReplicas":9}`))
-	if !errors.Is(err, errStale) {
-		t.Errorf("applying the status of a deleted object = %v, want errStale", err)
-	}
-	t.Logf("the API server's answer to applying a deleted object's status: %v", err)
+	checkBothWritesAreStale(t, ctrl, ctx, stale, "adding the finalizer to a deleted object", "applying the status of a deleted object")
 	if _, err := objects.Get(t.Context(), "m", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the deleted object after the writes: %v, want NotFound: a write recreated it", err)
 	}
 
 	// Replaced by a new object of the same name: neither write reaches it.
 	createCache(t, admin, gvr, ns, "m", 2)
-	_, err = ctrl.applyFinalizer(ctx, cached(t, stale), true)
-	if !errors.Is(err, errStale) {
-		t.Errorf("adding the finalizer through the old object = %v, want errStale", err)
-	}
-	t.Logf("the API server's answer to adding a finalizer through a replaced object: %v", err)
-	err = ctrl.applyStatus(ctx, cached(t, stale), stale.GetResourceVersion(), []byte(`{"readyReplicas":9}`))
-	if !errors.Is(err, errStale) {
-		t.Errorf("applying the old object's status = %v, want errStale", err)
-	}
-	t.Logf("the API server's answer to applying a replaced object's status: %v", err)
-	fresh, err := objects.Get(t.Context(), "m", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	checkBothWritesAreStale(t, ctrl, ctx, stale, "adding the finalizer through the old object", "applying the old object's status")
+	fresh := apiGet(t, admin, gvr, ns, "m")
 	if len(fresh.GetFinalizers()) != 0 {
 		t.Errorf("the new object's finalizers = %v, want none", fresh.GetFinalizers())
 	}
@@ -94,4 +70,22 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	if err := ctrl.applyStatus(ctx, cached(t, fresh), rv, []byte(`{"readyReplicas":2}`)); err != nil {
 		t.Errorf("applying the current object's status: %v", err)
 	}
+}
+
+// checkBothWritesAreStale checks that ctrl's two writes, computed from
+// stale, its finalizer's add (addFinalizer says so) and its status's apply
+// (applyStatus), are refused as errStale; it logs the API server's
+// answers.
+func checkBothWritesAreStale(t *testing.T, ctrl *Controller, ctx context.Context, stale *unstructured.Unstructured, addFinalizer, applyStatus string) {
+	t.Helper()
+	_, err := ctrl.applyFinalizer(ctx, cached(t, stale), true)
+	if !errors.Is(err, errStale) {
+		t.Errorf("%s = %v, want errStale", addFinalizer, err)
+	}
+	t.Logf("the API server's answer to %s: %v", addFinalizer, err)
+	err = ctrl.applyStatus(ctx, cached(t, stale), stale.GetResourceVersion(), []byte(`{"readyReplicas":9}`))
+	if !errors.Is(err, errStale) {
+		t.Errorf("%s = %v, want errStale", applyStatus, err)
+	}
+	t.Logf("the API server's answer to %s: %v", applyStatus, err)
 }

@@ -186,17 +186,36 @@ func TestClusterMemcachedReconcilesIntoADeploymentItControls(t *testing.T) {
 	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
 	adminKube := kubernetes.NewForConfigOrDie(c.AdminConfig())
 	createCache(t, admin, gvr, ns, "m", 2)
-
 	clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
 		return readyReplicasAre(ctx, admin, ns, "m", 2)
 	})
-	// What the package promises, whatever order the events come in: one
-	// reconcile, and one status apply. The reconcile makes three changes:
-	// its finalizer and its status, on the Memcacheds' watch, and its
-	// Deployment, applied by the Reconciler through the Client's
-	// transport, on the Deployments' (nothing else writes the Deployment:
-	// the control plane runs no Deployment controller). Each is the
-	// reconcile's own outcome, so none of their events queues it again.
+	checkOneReconcileAndOneStatusApply(t, rec, tel)
+	checkTheControllersWritesOfM(t, admin, adminKube, ns)
+	checkAScaleOfMsDeploymentIsUndone(t, adminKube, ns)
+	checkDeletingMFinalizesItAndCollectsItsDeployment(t, admin, adminKube, ns, &finalized)
+
+	if err := stop(); err != nil {
+		t.Errorf("Serve = %v, want nil", err)
+	}
+	lease, err := adminKube.CoordinationV1().Leases(ns).Get(t.Context(), "memcached-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holder(lease) != "" {
+		t.Errorf("the Lease's holder after Serve returned = %q, want none", holder(lease))
+	}
+}
+
+// checkOneReconcileAndOneStatusApply checks what the package promises,
+// whatever order the events come in: one reconcile of m, and one status
+// apply. The reconcile makes three changes: its finalizer and its status,
+// on the Memcacheds' watch, and its Deployment, applied by the Reconciler
+// through the Client's transport, on the Deployments' (nothing else
+// writes the Deployment: the control plane runs no Deployment
+// controller). Each is the reconcile's own outcome, so none of their
+// events queues it again.
+func checkOneReconcileAndOneStatusApply(t *testing.T, rec *deployer, tel *humustest.Telemetry) {
+	t.Helper()
 	time.Sleep(3 * time.Second) // time for a second reconcile, or a second apply, to show
 	if got := rec.calls.get("m"); got != 1 {
 		t.Errorf("reconciles = %d, want 1: the events of its finalizer, its status and its Deployment are its own", got)
@@ -204,8 +223,14 @@ func TestClusterMemcachedReconcilesIntoADeploymentItControls(t *testing.T) {
 	if got := statusApplies(tel); got != 1 {
 		t.Errorf("status applies = %d, want 1", got)
 	}
+}
 
-	m, err := admin.Resource(gvr).Namespace(ns).Get(t.Context(), "m", metav1.GetOptions{})
+// checkTheControllersWritesOfM checks that m has the controller's
+// finalizer, its two applies in its managed fields, and a Deployment
+// that m controls.
+func checkTheControllersWritesOfM(t *testing.T, admin dynamic.Interface, adminKube kubernetes.Interface, ns string) {
+	t.Helper()
+	m, err := admin.Resource(clusterCaches.GVR()).Namespace(ns).Get(t.Context(), "m", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,8 +258,12 @@ func TestClusterMemcachedReconcilesIntoADeploymentItControls(t *testing.T) {
 	if ref := metav1.GetControllerOf(dep); ref == nil || ref.UID != m.GetUID() || ref.Kind != "Memcached" {
 		t.Errorf("the Deployment's controller = %+v, want the Memcached %s", ref, m.GetUID())
 	}
+}
 
-	// A hand-made scale is undone within a second.
+// checkAScaleOfMsDeploymentIsUndone scales m's Deployment by hand, and
+// checks that the controller undoes it within a second.
+func checkAScaleOfMsDeploymentIsUndone(t *testing.T, adminKube kubernetes.Interface, ns string) {
+	t.Helper()
 	scale := []byte(`{"spec":{"replicas":5}}`)
 	if _, err := adminKube.AppsV1().Deployments(ns).Patch(t.Context(), "m", types.MergePatchType, scale, metav1.PatchOptions{FieldManager: "kubectl-scale"}); err != nil {
 		t.Fatal(err)
@@ -249,14 +278,19 @@ func TestClusterMemcachedReconcilesIntoADeploymentItControls(t *testing.T) {
 		}
 		return nil
 	})
+}
 
-	// Deleting it runs f once, removes the finalizer, and the Deployment
-	// is garbage-collected.
-	if err := admin.Resource(gvr).Namespace(ns).Delete(t.Context(), "m", metav1.DeleteOptions{}); err != nil {
+// checkDeletingMFinalizesItAndCollectsItsDeployment deletes m, and checks
+// that its finalizer ran once (finalized counts its runs) and was removed,
+// and that its Deployment is garbage-collected.
+func checkDeletingMFinalizesItAndCollectsItsDeployment(t *testing.T, admin dynamic.Interface, adminKube kubernetes.Interface, ns string, finalized *counter) {
+	t.Helper()
+	objects := admin.Resource(clusterCaches.GVR()).Namespace(ns)
+	if err := objects.Delete(t.Context(), "m", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
-		_, err := admin.Resource(gvr).Namespace(ns).Get(ctx, "m", metav1.GetOptions{})
+		_, err := objects.Get(ctx, "m", metav1.GetOptions{})
 		return clustertest.Gone("the Memcached", err)
 	})
 	if got := finalized.get("m"); got != 1 {
@@ -266,17 +300,6 @@ func TestClusterMemcachedReconcilesIntoADeploymentItControls(t *testing.T) {
 		_, err := adminKube.AppsV1().Deployments(ns).Get(ctx, "m", metav1.GetOptions{})
 		return clustertest.Gone("the Deployment", err)
 	})
-
-	if err := stop(); err != nil {
-		t.Errorf("Serve = %v, want nil", err)
-	}
-	lease, err := adminKube.CoordinationV1().Leases(ns).Get(t.Context(), "memcached-controller", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if holder(lease) != "" {
-		t.Errorf("the Lease's holder after Serve returned = %q, want none", holder(lease))
-	}
 }
 
 func TestClusterServeFailsOnAResourceThatIsNotServed(t *testing.T) {

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 )
 
@@ -99,16 +98,6 @@ func awaitServe(ctrl *Controller, stop func() error, d time.Duration) (returned 
 	case <-time.After(d):
 		return false, nil
 	}
-}
-
-func newTestController(t *testing.T, f *fakeCluster, s Settings, rec Reconciler[cacheSpec, cacheStatus], parts ...Part) *Controller {
-	t.Helper()
-	setup := &humus.Setup{Host: humustest.NewHost().Host()}
-	ctrl, err := NewController(setup, testClient(t, setup), s, caches, rec, parts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f.use(ctrl)
 }
 
 // readyReplicas reports the object's size as its ready replicas: a
@@ -459,11 +448,7 @@ func TestFinalizeAddsRunsAndRemovesTheFinalizer(t *testing.T) {
 
 func TestAPanickingFinalizerKeepsTheFinalizer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := cacheObject("default", "m", 1)
-		m.SetFinalizers([]string{"cache.example.com/finalizer"})
-		now := metav1.Now()
-		m.SetDeletionTimestamp(&now)
-		f := newFakeCluster(t, listKinds, m)
+		f := newFakeCluster(t, listKinds, deleting(cacheObject("default", "m", 1), "cache.example.com/finalizer"))
 		var finalized counter
 		fin := Finalize("cache.example.com/finalizer", func(ctx context.Context, m memcached) error {
 			finalized.inc(m.Name)
@@ -552,35 +537,16 @@ func TestKindControllerReconcilesClientGosStruct(t *testing.T) {
 		ns.SetLabels(map[string]string{"team": "a"})
 		f := newFakeCluster(t, listKinds, ns)
 		var calls, finalized counter
-		var seen corev1.Namespace
-		var mu sync.Mutex
-		rec := KindReconcilerFunc[corev1.Namespace](func(ctx context.Context, ns corev1.Namespace) (time.Duration, error) {
-			mu.Lock()
-			seen = ns
-			mu.Unlock()
-			calls.inc(ns.Name)
-			return 20 * time.Second, nil
-		})
+		rec := &seenNamespace{calls: &calls}
 		fin := Finalize("example.com/default-deny", func(ctx context.Context, ns corev1.Namespace) error {
 			finalized.inc(ns.Name)
 			return nil
 		})
-		setup := &humus.Setup{Host: humustest.NewHost().Host()}
-		s := testSettings()
-		ctrl, err := NewKindController(setup, testClient(t, setup), s, namespaces, rec, Owns(configMaps), fin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.use(ctrl)
-		stop := served(t, ctrl)
+		stop := served(t, observedKindController(t, f, nil, testSettings(), rec, Owns(configMaps), fin))
 
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
-		mu.Lock()
-		if seen.Name != "team-a" || seen.Labels["team"] != "a" || seen.Kind != "Namespace" {
-			t.Errorf("the Reconciler was handed %+v, want the Namespace team-a with its labels", seen.ObjectMeta)
-		}
-		mu.Unlock()
+		rec.check(t)
 		// Once, and once after 20s: the finalizer's own change reconciles
 		// nothing.
 		if got := calls.get("team-a"); got != 2 {
@@ -592,25 +558,14 @@ func TestKindControllerReconcilesClientGosStruct(t *testing.T) {
 
 		// A change to a ConfigMap it controls reconciles it.
 		before := calls.get("team-a")
-		cm := &metav1.PartialObjectMetadata{
-			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-			ObjectMeta: metav1.ObjectMeta{Name: "default-deny", Namespace: "team-a", OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Namespace", Name: "team-a", UID: "uid-team-a", Controller: new(true),
-			}}},
-		}
-		if _, err := f.meta.Resource(configMaps).Namespace("team-a").(metadataCreator).CreateFake(cm, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createControlledConfigMap(t, f)
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if got := calls.get("team-a"); got != before+1 {
 			t.Errorf("reconciles after an owned ConfigMap changed = %d, want %d", got, before+1)
 		}
 
-		ns = f.get(t, namespacesGVR, "", "team-a")
-		now := metav1.Now()
-		ns.SetDeletionTimestamp(&now)
-		f.update(t, namespacesGVR, ns)
+		f.beginDeletion(t, namespacesGVR, "", "team-a")
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if got := finalized.get("team-a"); got != 1 {
@@ -620,6 +575,48 @@ func TestKindControllerReconcilesClientGosStruct(t *testing.T) {
 			t.Errorf("Serve = %v, want nil", err)
 		}
 	})
+}
+
+// seenNamespace is a KindReconciler that keeps the last Namespace it was
+// handed, and reconciles each again after 20s.
+type seenNamespace struct {
+	calls *counter
+	mu    sync.Mutex
+	seen  corev1.Namespace
+}
+
+func (r *seenNamespace) Reconcile(ctx context.Context, ns corev1.Namespace) (time.Duration, error) {
+	r.mu.Lock()
+	r.seen = ns
+	r.mu.Unlock()
+	r.calls.inc(ns.Name)
+	return 20 * time.Second, nil
+}
+
+// check fails t unless the last Namespace handed to r is team-a, with its
+// labels and its Kind: client-go's struct, filled in.
+func (r *seenNamespace) check(t *testing.T) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen.Name != "team-a" || r.seen.Labels["team"] != "a" || r.seen.Kind != "Namespace" {
+		t.Errorf("the Reconciler was handed %+v, want the Namespace team-a with its labels", r.seen.ObjectMeta)
+	}
+}
+
+// createControlledConfigMap creates, in f's metadata client, a ConfigMap
+// in team-a whose controller is the Namespace team-a.
+func createControlledConfigMap(t *testing.T, f *fakeCluster) {
+	t.Helper()
+	cm := &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "default-deny", Namespace: "team-a", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "Namespace", Name: "team-a", UID: "uid-team-a", Controller: new(true),
+		}}},
+	}
+	if _, err := f.meta.Resource(configMaps).Namespace("team-a").(metadataCreator).CreateFake(cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 var configMaps = corev1.SchemeGroupVersion.WithResource("configmaps")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +23,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
 )
 
 // fakeCluster is client-go's fakes standing in for the API server: the
@@ -193,6 +195,51 @@ func (f *fakeCluster) use(c *Controller) *Controller {
 	return c
 }
 
+// fakeSetup is a Setup on a test host, recording into tel, or into no
+// telemetry when tel is nil.
+func fakeSetup(tel *humustest.Telemetry) *humus.Setup {
+	s := &humus.Setup{Host: humustest.NewHost().Host()}
+	if tel != nil {
+		s.Telemetry = tel.Telemetry()
+	}
+	return s
+}
+
+// newTestController is a controller of caches on f's fakes, recording no
+// telemetry.
+func newTestController(t *testing.T, f *fakeCluster, s Settings, rec Reconciler[cacheSpec, cacheStatus], parts ...Part) *Controller {
+	t.Helper()
+	return observedController(t, f, nil, s, rec, parts...)
+}
+
+// observedController is a controller of caches on f's fakes, recording
+// into tel (nil: no telemetry).
+func observedController(t *testing.T, f *fakeCluster, tel *humustest.Telemetry, s Settings, rec Reconciler[cacheSpec, cacheStatus], parts ...Part) *Controller {
+	t.Helper()
+	setup := fakeSetup(tel)
+	ctrl, err := NewController(setup, testClient(t, setup), s, caches, rec, parts...)
+	return f.built(t, ctrl, err)
+}
+
+// observedKindController is a controller of Namespaces on f's fakes,
+// recording into tel (nil: no telemetry).
+func observedKindController(t *testing.T, f *fakeCluster, tel *humustest.Telemetry, s Settings, rec KindReconciler[corev1.Namespace], parts ...Part) *Controller {
+	t.Helper()
+	setup := fakeSetup(tel)
+	ctrl, err := NewKindController(setup, testClient(t, setup), s, namespaces, rec, parts...)
+	return f.built(t, ctrl, err)
+}
+
+// built is the controller a constructor returned, on f's fakes; its
+// error fails t.
+func (f *fakeCluster) built(t testing.TB, ctrl *Controller, err error) *Controller {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.use(ctrl)
+}
+
 // testClient is a Client that opens no connection; a controller built with
 // it has its clients replaced by a fakeCluster's.
 func testClient(t testing.TB, s *humus.Setup) *Client {
@@ -204,18 +251,74 @@ func testClient(t testing.TB, s *humus.Setup) *Client {
 	return c
 }
 
-// testSettings are DefaultSettings named for a test.
 // testShard is the work of a controller's one shard, on q.
 func testShard(q queue) *shard {
 	return &shard{r: newShardRange(0, 1), q: q, later: newLater(q), stop: make(chan struct{})}
 }
 
+// testSettings are DefaultSettings named for a test.
 func testSettings() Settings {
 	s := DefaultSettings()
 	s.Name = "memcached-controller"
 	s.LeaderElection.Namespace = "kube-system"
 	s.LeaderElection.Identity = "replica-1"
 	return s
+}
+
+// testFinalizer is the finalizer of the tests' controllers of Memcacheds,
+// the fault suite's included.
+const testFinalizer = "cache.example.com/finalizer"
+
+// deleting marks u as being deleted, held by finalizer.
+func deleting(u *unstructured.Unstructured, finalizer string) *unstructured.Unstructured {
+	u.SetFinalizers([]string{finalizer})
+	now := metav1.Now()
+	u.SetDeletionTimestamp(&now)
+	return u
+}
+
+// beginDeletion marks the object ns/name of gvr as being deleted, as the
+// API server does when an object with a finalizer is deleted.
+func (f *fakeCluster) beginDeletion(t testing.TB, gvr schema.GroupVersionResource, ns, name string) {
+	t.Helper()
+	u := f.get(t, gvr, ns, name)
+	now := metav1.Now()
+	u.SetDeletionTimestamp(&now)
+	f.update(t, gvr, u)
+}
+
+// answerStatusAppliesAt makes f answer every status apply of a Memcached
+// with the resourceVersion rv, whatever the version it stored.
+func (f *fakeCluster) answerStatusAppliesAt(rv string) {
+	f.dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		handled, obj, err := f.apply(a)
+		if a.GetSubresource() != "status" || err != nil || obj == nil {
+			return handled, obj, err
+		}
+		u := obj.(*unstructured.Unstructured).DeepCopy()
+		u.SetResourceVersion(rv)
+		return handled, u, nil
+	})
+}
+
+// countingQueue counts the keys added to it, and keeps their priorities.
+type countingQueue struct {
+	queue
+	added      []string
+	priorities []priority
+}
+
+// newCountingQueue is a countingQueue shut down when t ends.
+func newCountingQueue(t testing.TB) *countingQueue {
+	q := &countingQueue{queue: newQueue("test", nil)}
+	t.Cleanup(q.ShutDown)
+	return q
+}
+
+func (q *countingQueue) Add(key string, p priority, changed time.Time) {
+	q.added = append(q.added, key)
+	q.priorities = append(q.priorities, p)
+	q.queue.Add(key, p, changed)
 }
 
 // object returns an unstructured object of the test's resource.

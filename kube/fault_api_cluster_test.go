@@ -31,9 +31,6 @@ import (
 // checked against what the API server holds and its audit log; a log
 // record is read only where nothing else can show what the controller saw.
 
-// apiFinalizer is the finalizer of the suite's controllers (w.replica's).
-const apiFinalizer = "cache.example.com/finalizer"
-
 // apiCRDName is the name of clusterCaches' CRD, shared by the package's
 // tests.
 const apiCRDName = "memcacheds.controller.test.example.com"
@@ -53,8 +50,8 @@ func TestClusterFaultAnObjectDeletedWhileNoReplicaRunsIsFinalizedOnceOneStarts(t
 	w.converged(time.Minute)
 	for i := range n {
 		m := apiGet(t, w.admin, gvr, w.ns, fmt.Sprintf("m-%d", i))
-		if !slices.Contains(m.GetFinalizers(), apiFinalizer) {
-			t.Fatalf("%s's finalizers = %v, want %s", m.GetName(), m.GetFinalizers(), apiFinalizer)
+		if !slices.Contains(m.GetFinalizers(), testFinalizer) {
+			t.Fatalf("%s's finalizers = %v, want %s", m.GetName(), m.GetFinalizers(), testFinalizer)
 		}
 	}
 	if err := a.stop(); err != nil {
@@ -67,9 +64,9 @@ func TestClusterFaultAnObjectDeletedWhileNoReplicaRunsIsFinalizedOnceOneStarts(t
 	}
 	time.Sleep(2 * time.Second) // no replica runs: nothing may remove the finalizer
 	m0 := apiGet(t, w.admin, gvr, w.ns, "m-0")
-	if m0.GetDeletionTimestamp() == nil || !slices.Contains(m0.GetFinalizers(), apiFinalizer) {
+	if m0.GetDeletionTimestamp() == nil || !slices.Contains(m0.GetFinalizers(), testFinalizer) {
 		t.Fatalf("m-0 after its deletion, with no replica running: deletionTimestamp %v, finalizers %v; want it deleting, held by %s",
-			m0.GetDeletionTimestamp(), m0.GetFinalizers(), apiFinalizer)
+			m0.GetDeletionTimestamp(), m0.GetFinalizers(), testFinalizer)
 	}
 
 	started := time.Now()
@@ -124,7 +121,6 @@ func TestClusterFaultACRDDeletedWhileTheControllerRunsEndsServe(t *testing.T) {
 	// it runs before it.
 	t.Cleanup(func() { apiRestoreSharedCRD(t, w.c) })
 	apiReleaseAtCleanup(t, w.admin, gvr, w.ns)
-	ext := apiextensions.NewForConfigOrDie(w.c.AdminConfig())
 
 	const n = 3
 	w.create(n)
@@ -137,35 +133,8 @@ func TestClusterFaultACRDDeletedWhileTheControllerRunsEndsServe(t *testing.T) {
 		t.Fatalf("replica-a's Synced before the CRD's deletion = %v, want healthy", err)
 	}
 
-	// The CRD's deletion deletes every Memcached in the cluster and waits
-	// for them to be gone: those that other tests left in their
-	// namespaces, with a finalizer no running controller will remove,
-	// would hold it forever. No other test runs meanwhile.
-	apiReleaseOthers(t, w.admin, gvr, w.ns)
-	deleted := time.Now()
-	if err := ext.ApiextensionsV1().CustomResourceDefinitions().Delete(t.Context(), apiCRDName, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	clustertest.Eventually(t, time.Minute, func(ctx context.Context) error {
-		_, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, apiCRDName, metav1.GetOptions{})
-		return clustertest.Gone("the CRD", err)
-	})
-	gone := time.Now()
-
-	bound := unservedGrace + 30*time.Second
-	ok, err := a.served(bound - time.Since(gone))
-	if !ok {
-		t.Fatalf("replica-a's Serve still running %s after its CRD was gone; Synced = %v", bound, a.ctrl.Synced().Healthy(t.Context()))
-	}
-	t.Logf("the CRD gone %s after its deletion; Serve returned %s after that: %v",
-		gone.Sub(deleted).Round(time.Millisecond), time.Since(gone).Round(time.Millisecond), err)
-	const want = "kube: listing controller.test.example.com/v1alpha1, Resource=memcacheds"
-	if err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("replica-a's Serve = %v, want an error starting %q", err, want)
-	}
-	if err := a.ctrl.Synced().Healthy(t.Context()); err == nil {
-		t.Error("replica-a's Synced is healthy after Serve returned")
-	}
+	deleted, gone := deleteTheSharedCRD(t, w)
+	checkServeEndedNamingTheResource(t, a, deleted, gone)
 	// The audit log: replica-a finalized its objects, once they were being
 	// deleted with the CRD, before the CRD could go.
 	events := w.writes(w.c.Audit(t), a.user)
@@ -190,6 +159,48 @@ func TestClusterFaultACRDDeletedWhileTheControllerRunsEndsServe(t *testing.T) {
 	t.Logf("a new replica converged the new objects %s after the CRD was installed again", time.Since(reinstalled).Round(time.Millisecond))
 	if err := b.stop(); err != nil {
 		t.Errorf("replica-b's Serve = %v, want nil", err)
+	}
+}
+
+// deleteTheSharedCRD deletes clusterCaches' CRD and waits until it is
+// gone; it returns when its deletion was asked for, and when it was gone.
+// The CRD's deletion deletes every Memcached in the cluster and waits for
+// them to be gone: those that other tests left in their namespaces, with
+// a finalizer no running controller will remove, would hold it forever,
+// so they are released first. No other test runs meanwhile.
+func deleteTheSharedCRD(t *testing.T, w *workload) (deleted, gone time.Time) {
+	t.Helper()
+	crds := apiextensions.NewForConfigOrDie(w.c.AdminConfig()).ApiextensionsV1().CustomResourceDefinitions()
+	apiReleaseOthers(t, w.admin, clusterCaches.GVR(), w.ns)
+	deleted = time.Now()
+	if err := crds.Delete(t.Context(), apiCRDName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.Eventually(t, time.Minute, func(ctx context.Context) error {
+		_, err := crds.Get(ctx, apiCRDName, metav1.GetOptions{})
+		return clustertest.Gone("the CRD", err)
+	})
+	return deleted, time.Now()
+}
+
+// checkServeEndedNamingTheResource checks that a's Serve ended within
+// unservedGrace (plus a margin) of its CRD being gone, with an error naming
+// the resource, and that Synced is unhealthy.
+func checkServeEndedNamingTheResource(t *testing.T, a *apiReplica, deleted, gone time.Time) {
+	t.Helper()
+	bound := unservedGrace + 30*time.Second
+	ok, err := a.served(bound - time.Since(gone))
+	if !ok {
+		t.Fatalf("replica-a's Serve still running %s after its CRD was gone; Synced = %v", bound, a.ctrl.Synced().Healthy(t.Context()))
+	}
+	t.Logf("the CRD gone %s after its deletion; Serve returned %s after that: %v",
+		gone.Sub(deleted).Round(time.Millisecond), time.Since(gone).Round(time.Millisecond), err)
+	const want = "kube: listing controller.test.example.com/v1alpha1, Resource=memcacheds"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("replica-a's Serve = %v, want an error starting %q", err, want)
+	}
+	if err := a.ctrl.Synced().Healthy(t.Context()); err == nil {
+		t.Error("replica-a's Synced is healthy after Serve returned")
 	}
 }
 
@@ -286,13 +297,7 @@ func TestClusterFaultAnObjectStoredThroughALooserCRDIsAnErrorNamingTheField(t *t
 // show it saw.
 func TestClusterFaultEachRuleOfTheRBACRemovedSaysWhichRequestWasForbidden(t *testing.T) {
 	gvr := clusterCaches.GVR()
-	const bound = time.Minute
-	cases := []struct {
-		resource, verb string
-		// serveEnds: Serve returns an error naming the request. Otherwise
-		// each reconcile fails with the 403, and Serve runs on.
-		serveEnds bool
-	}{
+	for _, tc := range []forbiddenRule{
 		{gvr.Resource, "list", true},
 		{gvr.Resource, "watch", true},
 		{gvr.Resource, "patch", false},
@@ -302,8 +307,7 @@ func TestClusterFaultEachRuleOfTheRBACRemovedSaysWhichRequestWasForbidden(t *tes
 		{"leases", "update", true},
 		{"deployments", "list", true},
 		{"deployments", "watch", true},
-	}
-	for _, tc := range cases {
+	} {
 		t.Run(tc.verb+" "+strings.ReplaceAll(tc.resource, "/", " "), func(t *testing.T) {
 			t.Parallel()
 			w := newWorkload(t)
@@ -312,85 +316,125 @@ func TestClusterFaultEachRuleOfTheRBACRemovedSaysWhichRequestWasForbidden(t *tes
 			w.create(n)
 			grants := apiGrantsWithout(t, controllerRBAC(gvr.Group, gvr.Resource, w.ns), tc.resource, tc.verb)
 			r := startAPIReplica(t, w.c, w.ns, "replica-a", clusterCaches, grants)
-			started := time.Now()
-			// The API server's 403 names the request so.
-			want := fmt.Sprintf("cannot %s resource %q", tc.verb, tc.resource)
-
 			if tc.serveEnds {
-				ok, err := r.served(bound)
-				if !ok {
-					t.Fatalf("Serve still running %s after it started, Synced = %v: want it ended, naming the forbidden request: %s",
-						bound, r.ctrl.Synced().Healthy(t.Context()), want)
-				}
-				t.Logf("Serve returned %s after it started: %v", time.Since(started).Round(time.Millisecond), err)
-				if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "forbidden") {
-					t.Errorf("Serve = %v, want an error naming the forbidden request: %s", err, want)
-				}
-				if err := r.ctrl.Synced().Healthy(t.Context()); err == nil {
-					t.Error("Synced is healthy after Serve returned")
-				}
+				tc.checkServeEnded(t, r, time.Now())
 				return
 			}
-
-			// A write per object: the reconcile fails with the 403, retried
-			// with backoff; the controller serves on, and says so. Only its
-			// records show what it saw: the one case where a log record is
-			// the observable.
-			clustertest.Eventually(t, bound, func(context.Context) error {
-				for i := range n {
-					name := fmt.Sprintf("m-%d", i)
-					if !slices.ContainsFunc(apiFailedReconciles(r.tel, name), func(e string) bool {
-						return strings.Contains(e, "forbidden") && strings.Contains(e, want)
-					}) {
-						return fmt.Errorf("%s's reconciles haven't all failed with the 403: %q", name, apiFailedReconciles(r.tel, name))
-					}
-				}
-				return nil
-			})
-			t.Logf("every reconcile failed with the 403 within %s", time.Since(started).Round(time.Millisecond))
-			if !r.running() {
-				t.Errorf("Serve = %v, want it still running: no error of a reconcile ends the Service", r.stop())
-			}
-
-			// The API server: the refused write left nothing, and the
-			// audit log has it refused, never allowed.
-			status := tc.resource != gvr.Resource
-			for i := range n {
-				m := apiGet(t, w.admin, gvr, w.ns, fmt.Sprintf("m-%d", i))
-				if has := slices.Contains(m.GetFinalizers(), apiFinalizer); has != status {
-					t.Errorf("%s's finalizers = %v, want the finalizer: %t", m.GetName(), m.GetFinalizers(), status)
-				}
-				if st, ok := m.Object["status"]; ok {
-					t.Errorf("%s's status = %v, want none", m.GetName(), st)
-				}
-			}
-			if !status {
-				deps, err := w.kube.AppsV1().Deployments(w.ns).List(t.Context(), metav1.ListOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(deps.Items) != 0 {
-					t.Errorf("%d Deployments, want none: the Reconciler runs only once the finalizer is added", len(deps.Items))
-				}
-			}
-			_, sub, _ := strings.Cut(tc.resource, "/")
-			var refused int
-			for _, e := range w.c.Audit(t) {
-				if e.User != r.user || e.Namespace != w.ns || e.Resource != gvr.Resource || e.Subresource != sub || e.Verb != tc.verb {
-					continue
-				}
-				if e.Code != 403 {
-					t.Errorf("%s %s %s (subresource %q): code %d, want 403", r.user, e.Verb, e.Name, e.Subresource, e.Code)
-				}
-				refused++
-			}
-			if refused == 0 {
-				t.Errorf("the audit log has no %s of %s by %s, refused", tc.verb, tc.resource, r.user)
-			}
-			if err := r.ctrl.Synced().Healthy(t.Context()); err != nil {
-				t.Errorf("Synced = %v, want healthy: the controller serves, and each reconcile says what it can't do", err)
-			}
+			tc.checkEachReconcileFailed(t, w, r, n, time.Now())
 		})
+	}
+}
+
+// forbiddenRule is a verb of controllerRBAC's rules taken away.
+type forbiddenRule struct {
+	resource, verb string
+	// serveEnds: Serve returns an error naming the request. Otherwise
+	// each reconcile fails with the 403, and Serve runs on.
+	serveEnds bool
+}
+
+// forbiddenBound is how long the controller has to show that a request
+// was forbidden.
+const forbiddenBound = time.Minute
+
+// refusal is how the API server's 403 names the request.
+func (tc forbiddenRule) refusal() string {
+	return fmt.Sprintf("cannot %s resource %q", tc.verb, tc.resource)
+}
+
+// checkServeEnded checks that r's Serve, started at started, ended with
+// an error naming the forbidden request, and that Synced is unhealthy.
+func (tc forbiddenRule) checkServeEnded(t *testing.T, r *apiReplica, started time.Time) {
+	t.Helper()
+	want := tc.refusal()
+	ok, err := r.served(forbiddenBound)
+	if !ok {
+		t.Fatalf("Serve still running %s after it started, Synced = %v: want it ended, naming the forbidden request: %s",
+			forbiddenBound, r.ctrl.Synced().Healthy(t.Context()), want)
+	}
+	t.Logf("Serve returned %s after it started: %v", time.Since(started).Round(time.Millisecond), err)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("Serve = %v, want an error naming the forbidden request: %s", err, want)
+	}
+	if err := r.ctrl.Synced().Healthy(t.Context()); err == nil {
+		t.Error("Synced is healthy after Serve returned")
+	}
+}
+
+// checkEachReconcileFailed checks a write made per object: every
+// reconcile of the n objects fails with the 403, retried with backoff;
+// the controller serves on, and says so; the refused write left nothing,
+// and the audit log has it refused, never allowed.
+func (tc forbiddenRule) checkEachReconcileFailed(t *testing.T, w *workload, r *apiReplica, n int, started time.Time) {
+	t.Helper()
+	// Only its records show what it saw: the one case where a log record
+	// is the observable.
+	clustertest.Eventually(t, forbiddenBound, func(context.Context) error {
+		for i := range n {
+			name := fmt.Sprintf("m-%d", i)
+			if !slices.ContainsFunc(apiFailedReconciles(r.tel, name), func(e string) bool {
+				return strings.Contains(e, "forbidden") && strings.Contains(e, tc.refusal())
+			}) {
+				return fmt.Errorf("%s's reconciles haven't all failed with the 403: %q", name, apiFailedReconciles(r.tel, name))
+			}
+		}
+		return nil
+	})
+	t.Logf("every reconcile failed with the 403 within %s", time.Since(started).Round(time.Millisecond))
+	if !r.running() {
+		t.Errorf("Serve = %v, want it still running: no error of a reconcile ends the Service", r.stop())
+	}
+	tc.checkNothingWritten(t, w, n)
+	tc.checkRefusedInTheAuditLog(t, w, r)
+	if err := r.ctrl.Synced().Healthy(t.Context()); err != nil {
+		t.Errorf("Synced = %v, want healthy: the controller serves, and each reconcile says what it can't do", err)
+	}
+}
+
+// checkNothingWritten checks that the n objects have no status, and, when
+// the finalizer's apply is the write refused, no finalizer and no
+// Deployment; when the status's is, the finalizer.
+func (tc forbiddenRule) checkNothingWritten(t *testing.T, w *workload, n int) {
+	t.Helper()
+	gvr := clusterCaches.GVR()
+	status := tc.resource != gvr.Resource
+	for i := range n {
+		m := apiGet(t, w.admin, gvr, w.ns, fmt.Sprintf("m-%d", i))
+		if has := slices.Contains(m.GetFinalizers(), testFinalizer); has != status {
+			t.Errorf("%s's finalizers = %v, want the finalizer: %t", m.GetName(), m.GetFinalizers(), status)
+		}
+		if st, ok := m.Object["status"]; ok {
+			t.Errorf("%s's status = %v, want none", m.GetName(), st)
+		}
+	}
+	if !status {
+		deps, err := w.kube.AppsV1().Deployments(w.ns).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(deps.Items) != 0 {
+			t.Errorf("%d Deployments, want none: the Reconciler runs only once the finalizer is added", len(deps.Items))
+		}
+	}
+}
+
+// checkRefusedInTheAuditLog checks that the audit log has r's requests
+// of the forbidden verb on the resource, each refused with a 403.
+func (tc forbiddenRule) checkRefusedInTheAuditLog(t *testing.T, w *workload, r *apiReplica) {
+	t.Helper()
+	_, sub, _ := strings.Cut(tc.resource, "/")
+	var refused int
+	for _, e := range w.c.Audit(t) {
+		if e.User != r.user || e.Namespace != w.ns || e.Resource != clusterCaches.GVR().Resource || e.Subresource != sub || e.Verb != tc.verb {
+			continue
+		}
+		if e.Code != 403 {
+			t.Errorf("%s %s %s (subresource %q): code %d, want 403", r.user, e.Verb, e.Name, e.Subresource, e.Code)
+		}
+		refused++
+	}
+	if refused == 0 {
+		t.Errorf("the audit log has no %s of %s by %s, refused", tc.verb, tc.resource, r.user)
 	}
 }
 
@@ -411,16 +455,7 @@ func startAPIReplica(t *testing.T, c *clustertest.Cluster, ns, name string, r Re
 	token := c.ServiceAccount(t, ns, name, grants...)
 	tel := humustest.NewTelemetry()
 	setup, client := clientAs(t, c, tel, token)
-	s := testSettings()
-	s.Namespace, s.LeaderElection.Namespace, s.LeaderElection.Identity = ns, ns, name
-	s.Workers = 4
-	rec := &deployer{kube: kubernetes.NewForConfigOrDie(client.Config())}
-	ctrl, err := NewController(setup, client, s, r, rec,
-		Owns(deployments),
-		Finalize(apiFinalizer, func(context.Context, Object[cacheSpec, cacheStatus]) error { return nil }))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctrl, _ := suiteController(t, setup, client, ns, name, testSettings(), r, nil)
 	return &apiReplica{ctrl: ctrl, tel: tel, user: "system:serviceaccount:" + ns + ":" + name, stop: served(t, ctrl)}
 }
 

@@ -174,24 +174,34 @@ func (w *workload) replicaWith(name string, s Settings, wrap func(*deployer) Rec
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	dep := &deployer{kube: kubernetes.NewForConfigOrDie(client.Config())}
-	var rec Reconciler[cacheSpec, cacheStatus] = dep
-	if wrap != nil {
-		rec = wrap(dep)
-	}
-	s.Namespace, s.LeaderElection.Namespace, s.LeaderElection.Identity = w.ns, w.ns, name
-	s.Workers = 4
-	ctrl, err := NewController(setup, client, s, clusterCaches, rec,
-		Owns(deployments),
-		Finalize("cache.example.com/finalizer", func(context.Context, Object[cacheSpec, cacheStatus]) error { return nil }))
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	ctrl, dep := suiteController(w.t, setup, client, w.ns, name, s, clusterCaches, wrap)
 	logOnFailure(w.t, name, tel)
 	return &faultReplica{
 		name: name, user: "system:serviceaccount:" + w.ns + ":" + name,
 		link: link, tel: tel, ctrl: ctrl, stop: served(w.t, ctrl), calls: &dep.calls,
 	}
+}
+
+// suiteController is the suite's controller of r for the replica name in
+// ns, with s: the deployer, or the Reconciler wrap makes of it (nil: the
+// deployer itself), Owns(deployments), the finalizer, 4 workers, and
+// Identity name. It returns the controller and its deployer.
+func suiteController(t *testing.T, setup *humus.Setup, client *Client, ns, name string, s Settings, r Resource[cacheSpec, cacheStatus], wrap func(*deployer) Reconciler[cacheSpec, cacheStatus]) (*Controller, *deployer) {
+	t.Helper()
+	dep := &deployer{kube: kubernetes.NewForConfigOrDie(client.Config())}
+	var rec Reconciler[cacheSpec, cacheStatus] = dep
+	if wrap != nil {
+		rec = wrap(dep)
+	}
+	s.Namespace, s.LeaderElection.Namespace, s.LeaderElection.Identity = ns, ns, name
+	s.Workers = 4
+	ctrl, err := NewController(setup, client, s, r, rec,
+		Owns(deployments),
+		Finalize(testFinalizer, func(context.Context, Object[cacheSpec, cacheStatus]) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctrl, dep
 }
 
 // leaderAndStandby creates faultObjects Memcacheds, and starts replica-a,
@@ -544,17 +554,7 @@ func TestClusterFaultAPoisonObjectDelaysNoOther(t *testing.T) {
 	s.RetryBaseDelay, s.RetryMaxDelay = 100*time.Millisecond, 4*time.Second
 	var errored, panicked counter
 	poison := func(d *deployer) Reconciler[cacheSpec, cacheStatus] {
-		return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m Object[cacheSpec, cacheStatus]) (Result[cacheStatus], error) {
-			switch m.Name {
-			case "poison-error":
-				errored.inc(m.Name)
-				return Result[cacheStatus]{}, errors.New("poisoned")
-			case "poison-panic":
-				panicked.inc(m.Name)
-				panic("poisoned")
-			}
-			return d.Reconcile(ctx, m)
-		})
+		return poisonedDeployer(d, &errored, &panicked)
 	}
 	settle := func(withPoison bool) time.Duration {
 		w := newWorkload(t)
@@ -569,35 +569,7 @@ func TestClusterFaultAPoisonObjectDelaysNoOther(t *testing.T) {
 		clustertest.Eventually(t, 2*time.Minute, w.othersUnconverged)
 		took := time.Since(start)
 		if withPoison {
-			// Let the backoff reach RetryMaxDelay: 0.1+0.2+...+3.2 is 6.3s,
-			// then every 4s.
-			time.Sleep(30 * time.Second)
-			n := errored.get("poison-error")
-			// 7 attempts reach the cap by 6.3s, then one each 4s: about 13
-			// in 30s, and never the hundreds an unbounded retry makes.
-			if n < 8 || n > 16 {
-				t.Errorf("the erroring object was reconciled %d times in about 30s, want about 13: a doubling backoff capped at %s", n, s.RetryMaxDelay)
-			}
-			// Once: the change its finalizer's apply made, before the
-			// Reconciler panicked, is the reconcile's own, and a panic is not
-			// retried.
-			if n := panicked.get("poison-panic"); n != 1 {
-				t.Errorf("the panicking object was reconciled %d times, want 1: its finalizer's change is its own, and a panic is not retried", n)
-			}
-			patch := []byte(`{"spec":{"size":2}}`)
-			if _, err := w.admin.Resource(clusterCaches.GVR()).Namespace(w.ns).Patch(t.Context(), "poison-panic", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
-				if n := panicked.get("poison-panic"); n != 2 {
-					return fmt.Errorf("the panicking object was reconciled %d times, want 2: once more for its change", n)
-				}
-				return nil
-			})
-			time.Sleep(5 * time.Second)
-			if n := panicked.get("poison-panic"); n != 2 {
-				t.Errorf("the panicking object was reconciled %d times after one change, want 2", n)
-			}
+			checkThePoisonObjectsRetries(t, w, s, &errored, &panicked)
 		}
 		if err := a.stop(); err != nil {
 			t.Errorf("Serve = %v, want nil", err)
@@ -609,6 +581,59 @@ func TestClusterFaultAPoisonObjectDelaysNoOther(t *testing.T) {
 	t.Logf("%d objects settled in %s alone, and in %s beside a poison object that errors and one that panics", faultObjects, clean.Round(time.Millisecond), poisoned.Round(time.Millisecond))
 	if poisoned > 2*clean+5*time.Second {
 		t.Errorf("the others settled in %s beside the poison objects, %s without: delayed", poisoned, clean)
+	}
+}
+
+// poisonedDeployer is d, but for the objects poison-error, whose every
+// reconcile errors (errored counts them), and poison-panic, whose every
+// reconcile panics (panicked counts them).
+func poisonedDeployer(d *deployer, errored, panicked *counter) Reconciler[cacheSpec, cacheStatus] {
+	return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m Object[cacheSpec, cacheStatus]) (Result[cacheStatus], error) {
+		switch m.Name {
+		case "poison-error":
+			errored.inc(m.Name)
+			return Result[cacheStatus]{}, errors.New("poisoned")
+		case "poison-panic":
+			panicked.inc(m.Name)
+			panic("poisoned")
+		}
+		return d.Reconcile(ctx, m)
+	})
+}
+
+// checkThePoisonObjectsRetries checks, once the others settled, that the
+// erroring object backs off, doubling to s.RetryMaxDelay, and that the
+// panicking one is reconciled once, and once more for a change.
+func checkThePoisonObjectsRetries(t *testing.T, w *workload, s Settings, errored, panicked *counter) {
+	t.Helper()
+	// Let the backoff reach RetryMaxDelay: 0.1+0.2+...+3.2 is 6.3s,
+	// then every 4s.
+	time.Sleep(30 * time.Second)
+	n := errored.get("poison-error")
+	// 7 attempts reach the cap by 6.3s, then one each 4s: about 13
+	// in 30s, and never the hundreds an unbounded retry makes.
+	if n < 8 || n > 16 {
+		t.Errorf("the erroring object was reconciled %d times in about 30s, want about 13: a doubling backoff capped at %s", n, s.RetryMaxDelay)
+	}
+	// Once: the change its finalizer's apply made, before the
+	// Reconciler panicked, is the reconcile's own, and a panic is not
+	// retried.
+	if n := panicked.get("poison-panic"); n != 1 {
+		t.Errorf("the panicking object was reconciled %d times, want 1: its finalizer's change is its own, and a panic is not retried", n)
+	}
+	patch := []byte(`{"spec":{"size":2}}`)
+	if _, err := w.admin.Resource(clusterCaches.GVR()).Namespace(w.ns).Patch(t.Context(), "poison-panic", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
+		if n := panicked.get("poison-panic"); n != 2 {
+			return fmt.Errorf("the panicking object was reconciled %d times, want 2: once more for its change", n)
+		}
+		return nil
+	})
+	time.Sleep(5 * time.Second)
+	if n := panicked.get("poison-panic"); n != 2 {
+		t.Errorf("the panicking object was reconciled %d times after one change, want 2", n)
 	}
 }
 

@@ -200,15 +200,7 @@ func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanItsBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
-		f.dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
-			handled, obj, err := f.apply(a)
-			if a.GetSubresource() != "status" || err != nil || obj == nil {
-				return handled, obj, err
-			}
-			u := obj.(*unstructured.Unstructured).DeepCopy()
-			u.SetResourceVersion(aheadRV)
-			return handled, u, nil
-		})
+		f.answerStatusAppliesAt(aheadRV)
 		var calls counter
 		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls)))
 
@@ -335,11 +327,7 @@ func TestAStatusThatCannotBeDecodedIsReconciledFromAZeroStatus(t *testing.T) {
 func TestADeletingObjectThatCannotBeDecodedIsRetriedWithBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		m := undecodable("m")
-		m.SetFinalizers([]string{"cache.example.com/finalizer"})
-		now := metav1.Now()
-		m.SetDeletionTimestamp(&now)
-		f := newFakeCluster(t, listKinds, m)
+		f := newFakeCluster(t, listKinds, deleting(undecodable("m"), "cache.example.com/finalizer"))
 		tel := humustest.NewTelemetry()
 		var calls, finalized counter
 		fin := Finalize("cache.example.com/finalizer", func(ctx context.Context, m memcached) error {
@@ -401,10 +389,7 @@ func TestEveryWriteCarriesTheObjectsUID(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 
-		m := f.get(t, cachesGVR, "default", "m")
-		now := metav1.Now()
-		m.SetDeletionTimestamp(&now)
-		f.update(t, cachesGVR, m)
+		f.beginDeletion(t, cachesGVR, "default", "m")
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 
@@ -484,15 +469,7 @@ func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanRywBoundAfterTheWrite(t *t
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
-		f.dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
-			handled, obj, err := f.apply(a)
-			if a.GetSubresource() != "status" || err != nil || obj == nil {
-				return handled, obj, err
-			}
-			u := obj.(*unstructured.Unstructured).DeepCopy()
-			u.SetResourceVersion(aheadRV)
-			return handled, u, nil
-		})
+		f.answerStatusAppliesAt(aheadRV)
 		var calls counter
 		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls)))
 		sleepUntil(start, rywBound-time.Second)
@@ -514,27 +491,52 @@ func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanRywBoundAfterTheWrite(t *t
 // someone else's with it (a relist folds the versions between two lists
 // into one event).
 func TestTheEventsOfAReconcilesOwnWritesQueueNothing(t *testing.T) {
-	obj := func(rv string, change ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetNamespace("default")
-		u.SetName("m")
-		u.SetUID("u1")
-		u.SetGeneration(1)
-		u.SetLabels(map[string]string{"app": "m"})
-		u.SetResourceVersion(rv)
-		for _, f := range change {
-			f(u)
-		}
-		return u
+	input := versionOfM("3")
+	for _, tc := range ownWriteEvents(input) {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newCountingQueue(t)
+			sh := testShard(q)
+			c := &Controller{finalizer: testFinalizer, versions: writtenVersions{manager: "memcached-controller"}}
+			h := c.objectKeys(sh)
+			tc.steps(c, func(u *unstructured.Unstructured) { h.OnUpdate(input, u) })
+			if got := len(q.added); got != tc.queued {
+				t.Errorf("keys queued = %d, want %d", got, tc.queued)
+			}
+		})
 	}
-	const fin = "cache.example.com/finalizer"
-	finalized := func(u *unstructured.Unstructured) { u.SetFinalizers([]string{fin}) }
-	input := obj("3")
-	for _, tc := range []struct {
-		name   string
-		steps  func(c *Controller, update func(*unstructured.Unstructured))
-		queued int
-	}{
+}
+
+// versionOfM is the object default/m at resourceVersion rv, as a
+// reconcile read it, with change made to it.
+func versionOfM(rv string, change ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetNamespace("default")
+	u.SetName("m")
+	u.SetUID("u1")
+	u.SetGeneration(1)
+	u.SetLabels(map[string]string{"app": "m"})
+	u.SetResourceVersion(rv)
+	for _, f := range change {
+		f(u)
+	}
+	return u
+}
+
+// ownWriteEvent is a reconcile's writes, recorded in c, and the update
+// events of the object its handler is then handed, from the version a
+// reconcile read (input); queued is how many keys they queue.
+type ownWriteEvent struct {
+	name   string
+	steps  func(c *Controller, update func(*unstructured.Unstructured))
+	queued int
+}
+
+// ownWriteEvents are TestTheEventsOfAReconcilesOwnWritesQueueNothing's
+// cases: first those that queue nothing, then those that queue the key.
+func ownWriteEvents(input *unstructured.Unstructured) []ownWriteEvent {
+	obj := versionOfM
+	finalized := func(u *unstructured.Unstructured) { u.SetFinalizers([]string{testFinalizer}) }
+	return []ownWriteEvent{
 		{"the status's event", func(c *Controller, update func(*unstructured.Unstructured)) {
 			c.versions.wrote("default/m", "5", input)
 			update(obj("5"))
@@ -575,7 +577,7 @@ func TestTheEventsOfAReconcilesOwnWritesQueueNothing(t *testing.T) {
 		}, 1},
 		{"the write's event with another's finalizer folded in", func(c *Controller, update func(*unstructured.Unstructured)) {
 			c.versions.wrote("default/m", "5", input)
-			update(obj("5", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{fin, "other"}) }))
+			update(obj("5", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{testFinalizer, "other"}) }))
 		}, 1},
 		{"the write's event with a deletion folded in", func(c *Controller, update func(*unstructured.Unstructured)) {
 			c.versions.wrote("default/m", "5", input)
@@ -586,18 +588,6 @@ func TestTheEventsOfAReconcilesOwnWritesQueueNothing(t *testing.T) {
 			c.versions.forget("default/m")
 			update(obj("5"))
 		}, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			q := &countingQueue{queue: newQueue("test", nil)}
-			defer q.ShutDown()
-			sh := testShard(q)
-			c := &Controller{finalizer: fin, versions: writtenVersions{manager: "memcached-controller"}}
-			h := c.objectKeys(sh)
-			tc.steps(c, func(u *unstructured.Unstructured) { h.OnUpdate(input, u) })
-			if got := len(q.added); got != tc.queued {
-				t.Errorf("keys queued = %d, want %d", got, tc.queued)
-			}
-		})
 	}
 }
 
@@ -632,8 +622,7 @@ func TestTheEventOfAnOwnWriteWithAnotherWritersEntryChangedQueuesTheKey(t *testi
 		{"the controller's own entries changed", obj("5", kubectl(100), own(""), own("status")), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &countingQueue{queue: newQueue("test", nil)}
-			defer q.ShutDown()
+			q := newCountingQueue(t)
 			c := &Controller{finalizer: "cache.example.com/finalizer", versions: writtenVersions{manager: "memcached-controller"}}
 			c.versions.wrote("default/m", "5", input)
 			c.objectKeys(testShard(q)).OnUpdate(input, tc.event)
@@ -667,8 +656,7 @@ func TestAnEventThatComesBeforeItsWritesAnswerIsJudgedOnceTheReconcileEnds(t *te
 		{"another's change", obj("4", 2), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &countingQueue{queue: newQueue("test", nil)}
-			defer q.ShutDown()
+			q := newCountingQueue(t)
 			sh := testShard(q)
 			c := &Controller{}
 			h := c.objectKeys(sh)
@@ -689,19 +677,6 @@ func TestAnEventThatComesBeforeItsWritesAnswerIsJudgedOnceTheReconcileEnds(t *te
 	}
 }
 
-// countingQueue counts the keys added to it, and keeps their priorities.
-type countingQueue struct {
-	queue
-	added      []string
-	priorities []priority
-}
-
-func (q *countingQueue) Add(key string, p priority, changed time.Time) {
-	q.added = append(q.added, key)
-	q.priorities = append(q.priorities, p)
-	q.queue.Add(key, p, changed)
-}
-
 // An owned object's update queues its owner once, so no worker can take
 // the key between two adds and reconcile it twice for one change; a change
 // of owner queues the old owner and the new.
@@ -719,8 +694,7 @@ func TestAnOwnedObjectsUpdateQueuesItsOwnerOnce(t *testing.T) {
 		{"another owner", "m", "n", []string{"default/m", "default/n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &countingQueue{queue: newQueue("test", nil)}
-			defer q.ShutDown()
+			q := newCountingQueue(t)
 			sh := testShard(q)
 			c := &Controller{kind: "Memcached", group: "cache.example.com"}
 			c.ownerKeys(sh, schema.GroupResource{Group: "apps", Resource: "deployments"}).OnUpdate(owned(tc.old), owned(tc.now))

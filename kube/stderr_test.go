@@ -64,67 +64,12 @@ func TestStderrHelperProcess(t *testing.T) {
 	}
 	tel := humustest.NewTelemetry()
 	f := newFakeCluster(t, listKinds, append(outcomeObjects(), cacheObject("default", "rejected", 2))...)
-	// The owned resource's informer's first list, after Serve's check,
-	// fails: the reflector retries it, and reports the error.
-	var listed atomic.Int32
-	f.meta.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if listed.Add(1) == 2 {
-			return true, nil, errors.New("the server is currently unable to handle the request")
-		}
-		return false, nil, nil
-	})
-	// One renewal of the Lease fails; the next succeeds.
-	var updates atomic.Int32
-	f.kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if updates.Add(1) == 3 {
-			return true, nil, errors.New("etcdserver: request timed out")
-		}
-		return false, nil, nil
-	})
-	f.dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if pa := a.(k8stesting.PatchAction); pa.GetName() == "rejected" && pa.GetSubresource() == "status" {
-			return true, nil, errors.New("etcdserver: request timed out")
-		}
-		return false, nil, nil
-	})
+	updates := failSomeRequests(f)
 	var calls counter
-	ready, outcome := readyReplicas(&calls), outcomes(tel, &calls)
-	rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
-		if m.Name == "rejected" {
-			return ready(ctx, m)
-		}
-		return outcome(ctx, m)
-	})
-	s := testSettings()
-	s.Workers = 2
-	s.RetryBaseDelay, s.RetryMaxDelay = 50*time.Millisecond, 200*time.Millisecond
-	// Short enough to renew often, long enough that a loaded machine,
-	// under the race detector, doesn't stall past the renew deadline: the
-	// replica stops leading the moment it can't prove the Lease.
-	s.LeaderElection.LeaseDuration = 6 * time.Second
-	s.LeaderElection.RenewDeadline = 4 * time.Second
-	s.LeaderElection.RetryPeriod = 100 * time.Millisecond
-	stop := served(t, observedController(t, f, tel, s, rec, Owns(deployments)))
+	stop := served(t, observedController(t, f, tel, stderrHelperSettings(), stderrHelperReconciler(tel, &calls), Owns(deployments)))
 
 	// Until it has done everything it should, or a minute has passed.
-	happened := func() error {
-		var errs []error
-		for _, body := range []string{"Successfully acquired lease", "reconcile failed", "reconcile panicked", "Failed to watch"} {
-			if len(recordsWithBody(tel, body)) == 0 {
-				errs = append(errs, fmt.Errorf("no record %q", body))
-			}
-		}
-		if n := calls.get("rejected") + calls.get("fail"); n < 6 {
-			errs = append(errs, fmt.Errorf("%d failed reconciles, want retries", n))
-		}
-		if calls.get("ok") == 0 {
-			errs = append(errs, errors.New("ok wasn't reconciled"))
-		}
-		if n := updates.Load(); n < 5 {
-			errs = append(errs, fmt.Errorf("%d updates of the Lease, want renewals after the failed one", n))
-		}
-		return errors.Join(errs...)
-	}
+	happened := func() error { return stderrHelperRanAll(tel, &calls, updates) }
 	deadline := time.Now().Add(time.Minute)
 	for happened() != nil && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
@@ -143,4 +88,84 @@ func TestStderrHelperProcess(t *testing.T) {
 		t.Errorf("the Lease's holder after shutdown = %q, want none", h)
 	}
 	fmt.Printf("%s: %d records, %d spans\n", stderrHelperRan, len(tel.Records()), len(tel.Spans()))
+}
+
+// failSomeRequests makes f fail the owned resource's informer's first
+// list (after Serve's check), one renewal of the Lease, and every status
+// apply of the object named rejected. It returns the count of the Lease's
+// updates.
+func failSomeRequests(f *fakeCluster) *atomic.Int32 {
+	// The reflector retries the failed list, and reports the error.
+	var listed atomic.Int32
+	f.meta.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if listed.Add(1) == 2 {
+			return true, nil, errors.New("the server is currently unable to handle the request")
+		}
+		return false, nil, nil
+	})
+	// One renewal of the Lease fails; the next succeeds.
+	updates := new(atomic.Int32)
+	f.kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if updates.Add(1) == 3 {
+			return true, nil, errors.New("etcdserver: request timed out")
+		}
+		return false, nil, nil
+	})
+	f.dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if pa := a.(k8stesting.PatchAction); pa.GetName() == "rejected" && pa.GetSubresource() == "status" {
+			return true, nil, errors.New("etcdserver: request timed out")
+		}
+		return false, nil, nil
+	})
+	return updates
+}
+
+// stderrHelperReconciler reports rejected's size as ready, and reconciles
+// every other object as outcomes does.
+func stderrHelperReconciler(tel *humustest.Telemetry, calls *counter) ReconcilerFunc[cacheSpec, cacheStatus] {
+	ready, outcome := readyReplicas(calls), outcomes(tel, calls)
+	return func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		if m.Name == "rejected" {
+			return ready(ctx, m)
+		}
+		return outcome(ctx, m)
+	}
+}
+
+// stderrHelperSettings are two workers, quick retries, and a Lease renewed
+// often.
+func stderrHelperSettings() Settings {
+	s := testSettings()
+	s.Workers = 2
+	s.RetryBaseDelay, s.RetryMaxDelay = 50*time.Millisecond, 200*time.Millisecond
+	// Short enough to renew often, long enough that a loaded machine,
+	// under the race detector, doesn't stall past the renew deadline: the
+	// replica stops leading the moment it can't prove the Lease.
+	s.LeaderElection.LeaseDuration = 6 * time.Second
+	s.LeaderElection.RenewDeadline = 4 * time.Second
+	s.LeaderElection.RetryPeriod = 100 * time.Millisecond
+	return s
+}
+
+// stderrHelperRanAll is nil once the helper's controller has done all it
+// should: taken the Lease, failed, retried and panicked reconciles,
+// reconciled ok, seen a failed list, and renewed the Lease after its
+// failed renewal.
+func stderrHelperRanAll(tel *humustest.Telemetry, calls *counter, updates *atomic.Int32) error {
+	var errs []error
+	for _, body := range []string{"Successfully acquired lease", "reconcile failed", "reconcile panicked", "Failed to watch"} {
+		if len(recordsWithBody(tel, body)) == 0 {
+			errs = append(errs, fmt.Errorf("no record %q", body))
+		}
+	}
+	if n := calls.get("rejected") + calls.get("fail"); n < 6 {
+		errs = append(errs, fmt.Errorf("%d failed reconciles, want retries", n))
+	}
+	if calls.get("ok") == 0 {
+		errs = append(errs, errors.New("ok wasn't reconciled"))
+	}
+	if n := updates.Load(); n < 5 {
+		errs = append(errs, fmt.Errorf("%d updates of the Lease, want renewals after the failed one", n))
+	}
+	return errors.Join(errs...)
 }

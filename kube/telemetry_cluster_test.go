@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"strings"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/clustertest"
 )
@@ -56,43 +54,8 @@ func TestClusterAReconcilesSpansIncludeItsRequestsAndNoWatch(t *testing.T) {
 	c := clustertest.Get(t)
 	establishCRD(t, c, telemetryCaches)
 	ns := c.Namespace(t)
-
 	tel := humustest.NewTelemetry()
-	setup := &humus.Setup{Host: humus.OSHost(), Telemetry: tel.Telemetry()}
-	client, err := NewClient(setup, Connection{
-		Server: c.Server(),
-		TLS:    &tls.Config{RootCAs: c.CA()},
-		Token:  func(context.Context) (string, error) { return c.AdminToken(), nil },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := kubernetes.NewForConfig(client.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// The Reconciler reads the object's namespace through the Client, with
-	// its context, and reports the size as ready.
-	var calls counter
-	rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
-		calls.inc(m.Name)
-		if _, err := kc.CoreV1().Namespaces().Get(ctx, m.Namespace, metav1.GetOptions{}); err != nil {
-			return Result[cacheStatus]{}, err
-		}
-		st := m.Status
-		st.ReadyReplicas = m.Spec.Size
-		return Result[cacheStatus]{Status: &st}, nil
-	})
-	s := DefaultSettings()
-	s.Name = "telemetry-controller"
-	s.Namespace = ns
-	s.LeaderElection.Namespace = ns
-	s.LeaderElection.Identity = "replica-1"
-	ctrl, err := NewController(setup, client, s, telemetryCaches, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctrl, calls := namespaceReadingController(t, c, tel, ns)
 	stop := served(t, ctrl)
 
 	admin := dynamic.NewForConfigOrDie(c.AdminConfig()).Resource(telemetryCaches.GVR()).Namespace(ns)
@@ -121,57 +84,112 @@ func TestClusterAReconcilesSpansIncludeItsRequestsAndNoWatch(t *testing.T) {
 	}
 
 	spans := tel.Spans()
-	byParent := map[trace.SpanID][]sdktrace.ReadOnlySpan{}
-	for _, sp := range spans {
-		if sp.Parent().IsValid() {
-			byParent[sp.Parent().SpanID()] = append(byParent[sp.Parent().SpanID()], sp)
-		}
-	}
 	reconciles := reconcileSpansOf(tel, "Memcached", "cache")
-	first := reconciles[0]
-	if first.Parent().IsValid() {
+	checkTheReconcileSpanIsARootWithTheObject(t, reconciles[0], ns)
+	checkTheReconcilesChildrenAreItsRequests(t, spans, reconciles[0], ns)
+	checkOneStatusApplyAListAndNoWatch(t, tel, spans, reconciles)
+	checkLeaderElectionsRecord(t, tel, ns)
+	checkTheRequestsAndReconcilesMeasured(t, tel, spans, reconciles)
+}
+
+// namespaceReadingController is a controller of telemetryCaches in ns,
+// recording into tel, whose Reconciler reads the object's namespace through
+// the Client, with its context, and reports the size as ready; calls
+// counts its reconciles.
+func namespaceReadingController(t *testing.T, c *clustertest.Cluster, tel *humustest.Telemetry, ns string) (*Controller, *counter) {
+	t.Helper()
+	setup, client := clientAs(t, c, tel, c.AdminToken())
+	kc, err := kubernetes.NewForConfig(client.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := new(counter)
+	rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		calls.inc(m.Name)
+		if _, err := kc.CoreV1().Namespaces().Get(ctx, m.Namespace, metav1.GetOptions{}); err != nil {
+			return Result[cacheStatus]{}, err
+		}
+		st := m.Status
+		st.ReadyReplicas = m.Spec.Size
+		return Result[cacheStatus]{Status: &st}, nil
+	})
+	s := DefaultSettings()
+	s.Name = "telemetry-controller"
+	s.Namespace = ns
+	s.LeaderElection.Namespace = ns
+	s.LeaderElection.Identity = "replica-1"
+	ctrl, err := NewController(setup, client, s, telemetryCaches, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctrl, calls
+}
+
+// telemetryStatusApply is the span name of the status apply of a
+// telemetryCaches object.
+const telemetryStatusApply = "PATCH /apis/telemetry.test.example.com/v1alpha1/namespaces/{namespace}/memcacheds/{name}/status"
+
+// checkTheReconcileSpanIsARootWithTheObject checks that the reconcile's
+// span has no parent, and the object as its attributes.
+func checkTheReconcileSpanIsARootWithTheObject(t *testing.T, reconcile sdktrace.ReadOnlySpan, ns string) {
+	t.Helper()
+	if reconcile.Parent().IsValid() {
 		t.Errorf("the reconcile span has a parent, want a root span")
 	}
-	if got, want := spanAttrs(first), map[string]string{attrNamespace: ns, attrObjectName: "cache"}; !mapsEqual(got, want) {
+	if got, want := spanAttrs(reconcile), map[string]string{attrNamespace: ns, attrObjectName: "cache"}; !mapsEqual(got, want) {
 		t.Errorf("the reconcile span's attributes = %v, want %v", got, want)
 	}
+}
 
-	// Its children: the Reconciler's GET, then the status apply, each a
-	// client span of otelhttp's in the reconcile's trace.
-	statusApply := "PATCH /apis/telemetry.test.example.com/v1alpha1/namespaces/{namespace}/memcacheds/{name}/status"
-	children := byParent[first.SpanContext().SpanID()]
+// checkTheReconcilesChildrenAreItsRequests checks the reconcile's
+// children: the Reconciler's GET, then the status apply, each a client
+// span of otelhttp's in the reconcile's trace, within the reconcile; the
+// apply, by the controller's field manager, answered 200.
+func checkTheReconcilesChildrenAreItsRequests(t *testing.T, spans []sdktrace.ReadOnlySpan, reconcile sdktrace.ReadOnlySpan, ns string) {
+	t.Helper()
+	var children []sdktrace.ReadOnlySpan
+	for _, sp := range spans {
+		if sp.Parent().IsValid() && sp.Parent().SpanID() == reconcile.SpanContext().SpanID() {
+			children = append(children, sp)
+		}
+	}
 	var names []string
 	for _, ch := range children {
 		names = append(names, ch.Name())
 		if ch.SpanKind() != trace.SpanKindClient {
 			t.Errorf("the child %s is a %v span, want client", ch.Name(), ch.SpanKind())
 		}
-		if ch.SpanContext().TraceID() != first.SpanContext().TraceID() {
+		if ch.SpanContext().TraceID() != reconcile.SpanContext().TraceID() {
 			t.Errorf("the child %s is in another trace", ch.Name())
 		}
-		if ch.StartTime().Before(first.StartTime()) || ch.EndTime().After(first.EndTime()) {
+		if ch.StartTime().Before(reconcile.StartTime()) || ch.EndTime().After(reconcile.EndTime()) {
 			t.Errorf("the child %s ran outside the reconcile", ch.Name())
 		}
 	}
-	if want := []string{"GET /api/v1/namespaces/{name}", statusApply}; !equalStrings(names, want) {
+	if want := []string{"GET /api/v1/namespaces/{name}", telemetryStatusApply}; !equalStrings(names, want) {
 		t.Fatalf("the reconcile's children = %q, want %q", names, want)
 	}
-	apply := children[1]
-	if got := spanAttrs(apply)["http.request.method"]; got != "PATCH" {
+	apply := spanAttrs(children[1])
+	if got := apply["http.request.method"]; got != "PATCH" {
 		t.Errorf("the status apply's http.request.method = %q, want PATCH", got)
 	}
-	if got := spanAttrs(apply)["http.response.status_code"]; got != "200" {
+	if got := apply["http.response.status_code"]; got != "200" {
 		t.Errorf("the status apply's http.response.status_code = %q, want 200", got)
 	}
-	if got := spanAttrs(apply)["url.full"]; !strings.Contains(got, "/namespaces/"+ns+"/memcacheds/cache/status") || !strings.Contains(got, "fieldManager=telemetry-controller") {
+	if got := apply["url.full"]; !strings.Contains(got, "/namespaces/"+ns+"/memcacheds/cache/status") || !strings.Contains(got, "fieldManager=telemetry-controller") {
 		t.Errorf("the status apply's url.full = %q, want the object's status, by the controller's field manager", got)
 	}
+}
 
-	// One status apply in all, by the one reconcile.
+// checkOneStatusApplyAListAndNoWatch checks the spans of every request:
+// one status apply in all, by the one reconcile; a list of the resource;
+// and no span of a watch, which lasts as long as its informer.
+func checkOneStatusApplyAListAndNoWatch(t *testing.T, tel *humustest.Telemetry, spans, reconciles []sdktrace.ReadOnlySpan) {
+	t.Helper()
 	var applies, lists int
 	for _, sp := range spans {
 		switch {
-		case sp.Name() == statusApply:
+		case sp.Name() == telemetryStatusApply:
 			applies++
 		case sp.Name() == "GET /apis/telemetry.test.example.com/v1alpha1/namespaces/{namespace}/memcacheds":
 			lists++
@@ -190,8 +208,12 @@ func TestClusterAReconcilesSpansIncludeItsRequestsAndNoWatch(t *testing.T) {
 	if len(reconciles) != 1 {
 		t.Errorf("%d reconciles, want 1: the event of its own status reconciles nothing", len(reconciles))
 	}
+}
 
-	// Leader election's records reach the LoggerProvider.
+// checkLeaderElectionsRecord checks that leader election's records reach
+// the LoggerProvider: one Successfully acquired lease, naming the Lease.
+func checkLeaderElectionsRecord(t *testing.T, tel *humustest.Telemetry, ns string) {
+	t.Helper()
 	recs := recordsWithBody(tel, "Successfully acquired lease")
 	if len(recs) != 1 {
 		t.Fatalf("%d records Successfully acquired lease, want 1; records: %q", len(recs), recordBodies(tel))
@@ -199,9 +221,13 @@ func TestClusterAReconcilesSpansIncludeItsRequestsAndNoWatch(t *testing.T) {
 	if got, want := recordAttrs(recs[0])["lock"], ns+"/telemetry-controller"; got != want {
 		t.Errorf("the record's lock = %q, want %q", got, want)
 	}
+}
 
-	// otelhttp's client instruments measure the requests, and the
-	// controller's own measured the reconciles.
+// checkTheRequestsAndReconcilesMeasured checks that otelhttp's client
+// instruments measured each request, one per client span of spans, and
+// the controller's own each reconcile.
+func checkTheRequestsAndReconcilesMeasured(t *testing.T, tel *humustest.Telemetry, spans, reconciles []sdktrace.ReadOnlySpan) {
+	t.Helper()
 	rm, err := tel.Metrics(t.Context())
 	if err != nil {
 		t.Fatal(err)

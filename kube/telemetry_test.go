@@ -16,37 +16,12 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 )
-
-// observedController is newTestController with tel as the Setup's
-// Telemetry.
-func observedController(t *testing.T, f *fakeCluster, tel *humustest.Telemetry, s Settings, rec Reconciler[cacheSpec, cacheStatus], parts ...Part) *Controller {
-	t.Helper()
-	setup := &humus.Setup{Host: humustest.NewHost().Host(), Telemetry: tel.Telemetry()}
-	ctrl, err := NewController(setup, testClient(t, setup), s, caches, rec, parts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f.use(ctrl)
-}
-
-// observedKindController is a controller of Namespaces, recording into tel.
-func observedKindController(t *testing.T, f *fakeCluster, tel *humustest.Telemetry, s Settings, rec KindReconciler[corev1.Namespace], parts ...Part) *Controller {
-	t.Helper()
-	setup := &humus.Setup{Host: humustest.NewHost().Host(), Telemetry: tel.Telemetry()}
-	ctrl, err := NewKindController(setup, testClient(t, setup), s, namespaces, rec, parts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f.use(ctrl)
-}
 
 // spansNamed returns the ended spans named name, in the order they ended.
 func spansNamed(tel *humustest.Telemetry, name string) []sdktrace.ReadOnlySpan {
@@ -171,85 +146,112 @@ func TestEveryReconcileIsARootSpanWithTheObject(t *testing.T) {
 		outer.End()
 
 		for _, name := range []string{"ok", "fail", "boom"} {
-			spans := reconcileSpansOf(tel, "Memcached", name)
-			if len(spans) == 0 {
-				t.Fatalf("no span reconcile Memcached for %s; spans: %v", name, spanNames(tel))
-			}
-			if got, want := len(spans), calls.get(name); got != want {
-				t.Errorf("%s: %d reconcile spans, want one per reconcile, %d", name, got, want)
-			}
-			for _, s := range spans {
-				want := map[string]string{attrNamespace: "default", attrObjectName: name}
-				if got := spanAttrs(s); !mapsEqual(got, want) {
-					t.Errorf("%s: the span's attributes = %v, want %v", name, got, want)
-				}
-				if s.Parent().IsValid() {
-					t.Errorf("%s: the span has parent %v, want a root span", name, s.Parent().SpanID())
-				}
-				if s.SpanContext().TraceID() == outer.SpanContext().TraceID() {
-					t.Errorf("%s: the span is in Serve's context's trace, want a trace of its own", name)
-				}
-				if got := s.SpanKind(); got != trace.SpanKindInternal {
-					t.Errorf("%s: the span's kind = %v, want internal", name, got)
-				}
-				if got := s.InstrumentationScope().Name; got != "github.com/z5labs/humus/kube" {
-					t.Errorf("%s: the span's scope = %q, want github.com/z5labs/humus/kube", name, got)
-				}
-			}
+			checkRootSpansOfEachReconcile(t, tel, &calls, name, outer.SpanContext().TraceID())
 		}
-
-		ok := reconcileSpansOf(tel, "Memcached", "ok")[0]
-		if got := ok.Status().Code; got != codes.Unset {
-			t.Errorf("ok: the span's status = %v, want unset", ok.Status())
-		}
-		if got := len(ok.Events()); got != 0 {
-			t.Errorf("ok: the span has %d events, want none", got)
-		}
-		if got := ok.EndTime().Sub(ok.StartTime()); got != 2*time.Second {
-			t.Errorf("ok: the span lasted %v, want the reconcile's 2s", got)
-		}
-		// The Reconciler's context carries the span: its own spans are
-		// children of it.
-		children := spansNamed(tel, "get deployment")
-		if len(children) != 1 {
-			t.Fatalf("the Reconciler's spans = %d, want 1", len(children))
-		}
-		if p := children[0].Parent(); p.SpanID() != ok.SpanContext().SpanID() || p.TraceID() != ok.SpanContext().TraceID() {
-			t.Errorf("the Reconciler's span has parent %v/%v, want the reconcile's %v/%v",
-				p.TraceID(), p.SpanID(), ok.SpanContext().TraceID(), ok.SpanContext().SpanID())
-		}
-
-		for _, s := range reconcileSpansOf(tel, "Memcached", "fail") {
-			if got := s.Status(); got.Code != codes.Error || got.Description != failMessage {
-				t.Errorf("fail: the span's status = %+v, want Error %q", got, failMessage)
-			}
-			if ev := s.Events(); len(ev) != 1 || ev[0].Name != "exception" || attrStrings(ev[0].Attributes)[attrExcMessage] != failMessage {
-				t.Errorf("fail: the span's events = %+v, want the error recorded as an exception", ev)
-			}
-		}
-
-		boom := reconcileSpansOf(tel, "Memcached", "boom")
-		if len(boom) != 1 {
-			t.Fatalf("boom: %d spans, want 1: a panic isn't retried", len(boom))
-		}
-		if got := boom[0].Status(); got.Code != codes.Error || got.Description != "panic: "+panicMessage {
-			t.Errorf("boom: the span's status = %+v, want Error %q", got, "panic: "+panicMessage)
-		}
-		ev := boom[0].Events()
-		if len(ev) != 1 || ev[0].Name != "exception" {
-			t.Fatalf("boom: the span's events = %+v, want one exception", ev)
-		}
-		got := attrStrings(ev[0].Attributes)
-		if want := []string{attrExcMessage, attrExcStacktrace, attrExcType}; !slices.Equal(keysOf(got), want) {
-			t.Errorf("the exception's attributes = %v, want %v", keysOf(got), want)
-		}
-		if got[attrExcType] != "runtime.boundsError" || got[attrExcMessage] != panicMessage {
-			t.Errorf("the exception = %s %q, want runtime.boundsError %q", got[attrExcType], got[attrExcMessage], panicMessage)
-		}
-		if st := got[attrExcStacktrace]; !strings.Contains(st, "panic(") || !strings.Contains(st, "kube.outcomes.func1") {
-			t.Errorf("the exception's stack doesn't show the panic in the Reconciler:\n%s", st)
-		}
+		checkTheSucceededReconcilesSpan(t, tel)
+		checkTheFailedReconcilesSpans(t, tel)
+		checkThePanickedReconcilesSpan(t, tel)
 	})
+}
+
+// checkRootSpansOfEachReconcile checks that each reconcile of the object
+// name has a span of its own, the root of a trace other than Serve's
+// context's (outer), an internal span of the package's scope with the
+// object as its attributes.
+func checkRootSpansOfEachReconcile(t *testing.T, tel *humustest.Telemetry, calls *counter, name string, outer trace.TraceID) {
+	t.Helper()
+	spans := reconcileSpansOf(tel, "Memcached", name)
+	if len(spans) == 0 {
+		t.Fatalf("no span reconcile Memcached for %s; spans: %v", name, spanNames(tel))
+	}
+	if got, want := len(spans), calls.get(name); got != want {
+		t.Errorf("%s: %d reconcile spans, want one per reconcile, %d", name, got, want)
+	}
+	for _, s := range spans {
+		want := map[string]string{attrNamespace: "default", attrObjectName: name}
+		if got := spanAttrs(s); !mapsEqual(got, want) {
+			t.Errorf("%s: the span's attributes = %v, want %v", name, got, want)
+		}
+		if s.Parent().IsValid() {
+			t.Errorf("%s: the span has parent %v, want a root span", name, s.Parent().SpanID())
+		}
+		if s.SpanContext().TraceID() == outer {
+			t.Errorf("%s: the span is in Serve's context's trace, want a trace of its own", name)
+		}
+		if got := s.SpanKind(); got != trace.SpanKindInternal {
+			t.Errorf("%s: the span's kind = %v, want internal", name, got)
+		}
+		if got := s.InstrumentationScope().Name; got != "github.com/z5labs/humus/kube" {
+			t.Errorf("%s: the span's scope = %q, want github.com/z5labs/humus/kube", name, got)
+		}
+	}
+}
+
+// checkTheSucceededReconcilesSpan checks ok's span: no status, no event,
+// as long as the reconcile, and the parent of the Reconciler's own span.
+func checkTheSucceededReconcilesSpan(t *testing.T, tel *humustest.Telemetry) {
+	t.Helper()
+	ok := reconcileSpansOf(tel, "Memcached", "ok")[0]
+	if got := ok.Status().Code; got != codes.Unset {
+		t.Errorf("ok: the span's status = %v, want unset", ok.Status())
+	}
+	if got := len(ok.Events()); got != 0 {
+		t.Errorf("ok: the span has %d events, want none", got)
+	}
+	if got := ok.EndTime().Sub(ok.StartTime()); got != 2*time.Second {
+		t.Errorf("ok: the span lasted %v, want the reconcile's 2s", got)
+	}
+	// The Reconciler's context carries the span: its own spans are
+	// children of it.
+	children := spansNamed(tel, "get deployment")
+	if len(children) != 1 {
+		t.Fatalf("the Reconciler's spans = %d, want 1", len(children))
+	}
+	if p := children[0].Parent(); p.SpanID() != ok.SpanContext().SpanID() || p.TraceID() != ok.SpanContext().TraceID() {
+		t.Errorf("the Reconciler's span has parent %v/%v, want the reconcile's %v/%v",
+			p.TraceID(), p.SpanID(), ok.SpanContext().TraceID(), ok.SpanContext().SpanID())
+	}
+}
+
+// checkTheFailedReconcilesSpans checks that each of fail's spans has the
+// error as its status, and recorded as an exception.
+func checkTheFailedReconcilesSpans(t *testing.T, tel *humustest.Telemetry) {
+	t.Helper()
+	for _, s := range reconcileSpansOf(tel, "Memcached", "fail") {
+		if got := s.Status(); got.Code != codes.Error || got.Description != failMessage {
+			t.Errorf("fail: the span's status = %+v, want Error %q", got, failMessage)
+		}
+		if ev := s.Events(); len(ev) != 1 || ev[0].Name != "exception" || attrStrings(ev[0].Attributes)[attrExcMessage] != failMessage {
+			t.Errorf("fail: the span's events = %+v, want the error recorded as an exception", ev)
+		}
+	}
+}
+
+// checkThePanickedReconcilesSpan checks boom's one span: the panic as its
+// status, and as an exception whose stack shows the Reconciler.
+func checkThePanickedReconcilesSpan(t *testing.T, tel *humustest.Telemetry) {
+	t.Helper()
+	boom := reconcileSpansOf(tel, "Memcached", "boom")
+	if len(boom) != 1 {
+		t.Fatalf("boom: %d spans, want 1: a panic isn't retried", len(boom))
+	}
+	if got := boom[0].Status(); got.Code != codes.Error || got.Description != "panic: "+panicMessage {
+		t.Errorf("boom: the span's status = %+v, want Error %q", got, "panic: "+panicMessage)
+	}
+	ev := boom[0].Events()
+	if len(ev) != 1 || ev[0].Name != "exception" {
+		t.Fatalf("boom: the span's events = %+v, want one exception", ev)
+	}
+	got := attrStrings(ev[0].Attributes)
+	if want := []string{attrExcMessage, attrExcStacktrace, attrExcType}; !slices.Equal(keysOf(got), want) {
+		t.Errorf("the exception's attributes = %v, want %v", keysOf(got), want)
+	}
+	if got[attrExcType] != "runtime.boundsError" || got[attrExcMessage] != panicMessage {
+		t.Errorf("the exception = %s %q, want runtime.boundsError %q", got[attrExcType], got[attrExcMessage], panicMessage)
+	}
+	if st := got[attrExcStacktrace]; !strings.Contains(st, "panic(") || !strings.Contains(st, "kube.outcomes.func1") {
+		t.Errorf("the exception's stack doesn't show the panic in the Reconciler:\n%s", st)
+	}
 }
 
 func spanNames(tel *humustest.Telemetry) []string {
@@ -492,15 +494,43 @@ func TestAStandbyRecordsNoDebuggingLevels(t *testing.T) {
 // TestWhatRetriesAKeyIsAFailedReconcile: a failed decode, status apply or
 // finalizer add is a failed reconcile, as Reconcile's error is, and its
 // record names it.
-// deleting marks u as being deleted, held by finalizer.
-func deleting(u *unstructured.Unstructured, finalizer string) *unstructured.Unstructured {
-	u.SetFinalizers([]string{finalizer})
-	now := metav1.Now()
-	u.SetDeletionTimestamp(&now)
-	return u
+func TestWhatRetriesAKeyIsAFailedReconcile(t *testing.T) {
+	for _, tt := range failedReconcileCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tel := humustest.NewTelemetry()
+				f := newFakeCluster(t, listKinds, tt.obj)
+				if tt.fakes != nil {
+					tt.fakes(f)
+				}
+				var calls counter
+				s := testSettings()
+				s.RetryBaseDelay = time.Second
+				stop := served(t, observedController(t, f, tel, s, readyReplicas(&calls), tt.parts...))
+				time.Sleep(10 * time.Second)
+				synctest.Wait()
+				if err := stop(); err != nil {
+					t.Errorf("Serve = %v, want nil", err)
+				}
+				checkEveryReconcileFailedWith(t, tel, tt.want)
+			})
+		})
+	}
 }
 
-func TestWhatRetriesAKeyIsAFailedReconcile(t *testing.T) {
+// failedReconcile is an object whose every reconcile fails, the fakes'
+// part in it, and the error each reconcile fails with.
+type failedReconcile struct {
+	name  string
+	obj   *unstructured.Unstructured
+	fakes func(*fakeCluster)
+	parts []Part
+	want  string
+}
+
+// failedReconcileCases are TestWhatRetriesAKeyIsAFailedReconcile's cases:
+// a failed decode, and each write of the controller's refused.
+func failedReconcileCases() []failedReconcile {
 	rejected := errors.New("etcdserver: request timed out")
 	refuse := func(subresource string) func(*fakeCluster) {
 		return func(f *fakeCluster) {
@@ -512,13 +542,7 @@ func TestWhatRetriesAKeyIsAFailedReconcile(t *testing.T) {
 			})
 		}
 	}
-	tests := []struct {
-		name  string
-		obj   *unstructured.Unstructured
-		fakes func(*fakeCluster)
-		parts []Part
-		want  string
-	}{{
+	return []failedReconcile{{
 		name: "a failed decode",
 		obj:  object("cache.example.com/v1alpha1", "Memcached", "default", "m", map[string]any{"size": "three"}),
 		want: "kube: decoding Memcached default/m: field spec.size: a JSON string can't be a Go int32",
@@ -540,50 +564,36 @@ func TestWhatRetriesAKeyIsAFailedReconcile(t *testing.T) {
 		parts: []Part{Finalize("cache.example.com/finalizer", func(context.Context, memcached) error { return nil })},
 		want:  "kube: removing the finalizer from Memcached default/m: etcdserver: request timed out",
 	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				tel := humustest.NewTelemetry()
-				f := newFakeCluster(t, listKinds, tt.obj)
-				if tt.fakes != nil {
-					tt.fakes(f)
-				}
-				var calls counter
-				s := testSettings()
-				s.RetryBaseDelay = time.Second
-				stop := served(t, observedController(t, f, tel, s, readyReplicas(&calls), tt.parts...))
-				time.Sleep(10 * time.Second)
-				synctest.Wait()
-				if err := stop(); err != nil {
-					t.Errorf("Serve = %v, want nil", err)
-				}
+}
 
-				spans := spansNamed(tel, "reconcile Memcached")
-				recs := recordsWithBody(tel, "reconcile failed")
-				if len(spans) < 2 {
-					t.Fatalf("%d reconciles, want retries", len(spans))
-				}
-				if len(recs) != len(spans) {
-					t.Errorf("%d records reconcile failed, want one per reconcile, %d", len(recs), len(spans))
-				}
-				for _, r := range recs {
-					if got := recordAttrs(r)["error"]; got != tt.want {
-						t.Errorf("the record's error = %q, want %q", got, tt.want)
-					}
-				}
-				for _, s := range spans {
-					if got := s.Status(); got.Code != codes.Error || got.Description != tt.want {
-						t.Errorf("the span's status = %+v, want Error %q", got, tt.want)
-					}
-				}
-				points := reconcileDurations(t, tel)
-				if got := points["error"].Count; got != uint64(len(spans)) {
-					t.Errorf("reconcile.duration counted %d errors, want %d", got, len(spans))
-				}
-				if got := keysOf(points); !slices.Equal(got, []string{"error"}) {
-					t.Errorf("reconcile.duration's outcomes = %v, want only error", got)
-				}
-			})
-		})
+// checkEveryReconcileFailedWith checks that the object was reconciled
+// again, and that each reconcile failed with want: in its span's status,
+// in its WARN record, and in reconcile.duration's outcome.
+func checkEveryReconcileFailedWith(t *testing.T, tel *humustest.Telemetry, want string) {
+	t.Helper()
+	spans := spansNamed(tel, "reconcile Memcached")
+	recs := recordsWithBody(tel, "reconcile failed")
+	if len(spans) < 2 {
+		t.Fatalf("%d reconciles, want retries", len(spans))
+	}
+	if len(recs) != len(spans) {
+		t.Errorf("%d records reconcile failed, want one per reconcile, %d", len(recs), len(spans))
+	}
+	for _, r := range recs {
+		if got := recordAttrs(r)["error"]; got != want {
+			t.Errorf("the record's error = %q, want %q", got, want)
+		}
+	}
+	for _, s := range spans {
+		if got := s.Status(); got.Code != codes.Error || got.Description != want {
+			t.Errorf("the span's status = %+v, want Error %q", got, want)
+		}
+	}
+	points := reconcileDurations(t, tel)
+	if got := points["error"].Count; got != uint64(len(spans)) {
+		t.Errorf("reconcile.duration counted %d errors, want %d", got, len(spans))
+	}
+	if got := keysOf(points); !slices.Equal(got, []string{"error"}) {
+		t.Errorf("reconcile.duration's outcomes = %v, want only error", got)
 	}
 }
