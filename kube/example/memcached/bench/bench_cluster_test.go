@@ -224,17 +224,22 @@ func (s *settled) check(name string) {
 	}
 }
 
-// await waits up to 20 minutes for all n to settle, and returns how long
+// await waits, for patience(n), for all n to settle, and returns how long
 // after start the last one had.
 func (s *settled) await(b *testing.B, n int, start time.Time) time.Duration {
 	b.Helper()
 	select {
 	case <-s.all:
-	case <-time.After(20 * time.Minute):
-		b.Fatalf("%d of %d Memcacheds settled in 20 minutes", len(s.times()), n)
+	case <-time.After(patience(n)):
+		b.Fatalf("%d of %d Memcacheds settled in %s", len(s.times()), n, patience(n))
 	}
 	return slices.MaxFunc(slices.Collect(maps.Values(s.times())), time.Time.Compare).Sub(start)
 }
+
+// patience is how long the benchmark waits for n objects to settle, or to
+// be deleted: 20 minutes, or 30 ms an object, a quarter of the rate they
+// settle at on 2 cores.
+func patience(n int) time.Duration { return max(20*time.Minute, time.Duration(n)*30*time.Millisecond) }
 
 func (s *settled) times() map[string]time.Time {
 	s.mu.Lock()
@@ -630,7 +635,7 @@ func (bn *bench) drop(b *testing.B, ns string, ctrls ...*controller) {
 	}); err != nil {
 		b.Fatalf("deleting the Memcacheds: %v", err)
 	}
-	clustertest.Eventually(b, 15*time.Minute, func(ctx context.Context) error {
+	clustertest.Eventually(b, patience(len(list.Items)), func(ctx context.Context) error {
 		list, err := memcacheds.List(ctx, metav1.ListOptions{Limit: 1})
 		if err != nil {
 			return err
@@ -652,7 +657,7 @@ func (bn *bench) drop(b *testing.B, ns string, ctrls ...*controller) {
 	if err := bn.kc.CoreV1().Namespaces().Delete(b.Context(), ns, metav1.DeleteOptions{}); err != nil {
 		b.Fatalf("deleting namespace %s: %v", ns, err)
 	}
-	clustertest.Eventually(b, 15*time.Minute, func(ctx context.Context) error {
+	clustertest.Eventually(b, patience(len(list.Items)), func(ctx context.Context) error {
 		_, err := bn.kc.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
@@ -891,7 +896,7 @@ func (bn *bench) spread(b *testing.B, ns string, shards, replicas int) {
 func idleAll(b *testing.B, ctrls []*controller, n uint64) {
 	b.Helper()
 	last, since := uint64(0), time.Now()
-	deadline := time.Now().Add(20 * time.Minute)
+	deadline := time.Now().Add(patience(int(n)))
 	for time.Now().Before(deadline) {
 		var got uint64
 		for _, c := range ctrls {
