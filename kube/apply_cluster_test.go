@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,8 +33,7 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Writes are made only with a proof of the Lease: give one that holds.
-	el := &elector{renewed: time.Now().Add(time.Hour)}
-	ctx := withProof(t.Context(), &proof{elector: el, renewDeadline: time.Hour})
+	ctx := proven(t.Context())
 
 	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
 	objects := admin.Resource(gvr).Namespace(ns)

@@ -364,7 +364,7 @@ func TestAnEventsPriority(t *testing.T) {
 			q := &countingQueue{queue: newQueue("test", nil)}
 			defer q.ShutDown()
 			c := &Controller{finalizer: "cache.example.com/finalizer"}
-			tc.event(c.objectKeys(testShard(q)))
+			tc.event(c.objectKeys(testWork(q)))
 			if !slices.Equal(q.priorities, []priority{tc.want}) {
 				t.Errorf("queued at %v, want once at %s", q.priorities, tc.want)
 			}
@@ -398,7 +398,7 @@ func TestAnOwnedObjectsEventsPriority(t *testing.T) {
 			q := &countingQueue{queue: newQueue("test", nil)}
 			defer q.ShutDown()
 			c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
-			tc.event(c.ownerKeys(testShard(q), deploymentsGR))
+			tc.event(c.ownerKeys(testWork(q), deploymentsGR))
 			if !slices.Equal(q.priorities, []priority{tc.want}) || !slices.Equal(q.added, []string{"default/m"}) {
 				t.Errorf("queued %v at %v, want default/m once at %s", q.added, q.priorities, tc.want)
 			}

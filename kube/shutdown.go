@@ -50,9 +50,7 @@ func (c *Controller) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	c.cancelWork()
-	if idle := c.idle.Load(); idle != nil {
-		(*idle)()
-	}
+	c.crew.wait()
 	return fmt.Errorf("kube: controller %s: shutting down: %w", c.name, ctx.Err())
 }
 
