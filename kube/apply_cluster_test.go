@@ -14,6 +14,21 @@ import (
 	"github.com/z5labs/humus/kube/clustertest"
 )
 
+// finalizingController is a controller of clusterCaches in ns, with a
+// finalizer, connected to c as its admin.
+func finalizingController(t *testing.T, c *clustertest.Cluster, ns string) *Controller {
+	t.Helper()
+	setup, client := clientAs(t, c, humustest.NewTelemetry(), c.AdminToken())
+	s := testSettings()
+	s.Namespace, s.LeaderElection.Namespace = ns, ns
+	ctrl, err := NewController(setup, client, s, clusterCaches, readyReplicas(&counter{}),
+		Finalize("cache.example.com/finalizer", func(ctx context.Context, m Object[cacheSpec, cacheStatus]) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctrl
+}
+
 // TestClusterFaultAWriteFromAStaleCacheIsRefused checks what the API server
 // answers the controller's two writes when the object they were computed
 // from is gone, or replaced by a new one of the same name: it refuses them,
@@ -24,14 +39,7 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	installCRD(t, c, clusterCaches)
 	gvr := clusterCaches.GVR()
 	ns := c.Namespace(t)
-	setup, client := clientAs(t, c, humustest.NewTelemetry(), c.AdminToken())
-	s := testSettings()
-	s.Namespace, s.LeaderElection.Namespace = ns, ns
-	ctrl, err := NewController(setup, client, s, clusterCaches, readyReplicas(&counter{}),
-		Finalize("cache.example.com/finalizer", func(ctx context.Context, m Object[cacheSpec, cacheStatus]) error { return nil }))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctrl := finalizingController(t, c, ns)
 	// Writes are made only with a proof of the Lease: give one that holds.
 	ctx := proven(t.Context())
 

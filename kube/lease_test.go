@@ -112,6 +112,32 @@ func applyTimes(f *fakeCluster) func() []time.Time {
 	}
 }
 
+// stuckAndSlow reconciles stuck and slow once each, after sending on
+// inFlight: stuck ignores its cancelled context for a minute, slow notices
+// it (sawCancel counts it); both return a status after it.
+func stuckAndSlow(calls *counter, inFlight chan<- struct{}, sawCancel *atomic.Int32) Reconciler[cacheSpec, cacheStatus] {
+	return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		if calls.inc(m.Name) > 1 {
+			return Result[cacheStatus]{}, nil
+		}
+		inFlight <- struct{}{}
+		switch m.Name {
+		case "stuck":
+			time.Sleep(time.Minute)
+		case "slow":
+			<-ctx.Done()
+			sawCancel.Add(1)
+		}
+		st := m.Status
+		st.ReadyReplicas = 7
+		return Result[cacheStatus]{Status: &st}, nil
+	})
+}
+
+// A leader whose renewals hang cancels its reconciles in flight at its
+// renew deadline, takes no key changed after it and makes no write past
+// it, and Serve returns ErrLostLeadership by the lost deadline, whether or
+// not every Reconciler has returned.
 func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "stuck", 1), cacheObject("default", "slow", 1))
@@ -119,24 +145,7 @@ func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 		var calls counter
 		inFlight := make(chan struct{}, 2)
 		var sawCancel atomic.Int32
-		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
-			if calls.inc(m.Name) > 1 {
-				return Result[cacheStatus]{}, nil
-			}
-			inFlight <- struct{}{}
-			switch m.Name {
-			case "stuck":
-				// Ignores its cancelled context, for a minute.
-				time.Sleep(time.Minute)
-			case "slow":
-				// Notices its context, but returns a status after it.
-				<-ctx.Done()
-				sawCancel.Add(1)
-			}
-			st := m.Status
-			st.ReadyReplicas = 7
-			return Result[cacheStatus]{Status: &st}, nil
-		})
+		rec := stuckAndSlow(&calls, inFlight, &sawCancel)
 		s := testSettings()
 		s.Workers = 2
 		ctrl := newTestController(t, f, s, rec)

@@ -199,6 +199,22 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 	})
 }
 
+// runUntilCancelled's first reconcile of each object runs until its
+// context ends, which cancelled counts, and returns a status after it; the
+// next ones return one at once.
+func runUntilCancelled(cancelled *atomic.Int32) Reconciler[cacheSpec, cacheStatus] {
+	var calls counter
+	return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		if calls.inc(m.Name) == 1 {
+			<-ctx.Done()
+			cancelled.Add(1)
+		}
+		st := m.Status
+		st.ReadyReplicas = m.Spec.Size
+		return Result[cacheStatus]{Status: &st}, nil
+	})
+}
+
 // A sharded replica that can't renew its Leases stops each shard's workers
 // by the shard's renew deadline, as one Lease does, and makes no write
 // after it; unlike one Lease, Serve goes on, and the replica takes the
@@ -209,20 +225,8 @@ func TestAShardedReplicaThatCannotRenewStopsItsShardsAndTakesThemAgain(t *testin
 		f := newFakeCluster(t, listKinds, shardObjects(8)...)
 		electortest.CheckVersions(f.kube)
 		applies := applyTimes(f)
-		var calls counter
 		var cancelled atomic.Int32
-		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
-			if calls.inc(m.Name) == 1 {
-				// The first reconcile of each runs until its context ends,
-				// and returns a status after it.
-				<-ctx.Done()
-				cancelled.Add(1)
-			}
-			st := m.Status
-			st.ReadyReplicas = m.Spec.Size
-			return Result[cacheStatus]{Status: &st}, nil
-		})
-		ctrl := shardedController(t, f, "replica-1", humustest.NewTelemetry(), rec)
+		ctrl := shardedController(t, f, "replica-1", humustest.NewTelemetry(), runUntilCancelled(&cancelled))
 		leases := hangLeases(ctrl)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
