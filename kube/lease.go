@@ -30,8 +30,11 @@ type oneLease struct {
 	c *Controller
 	// blocked, when set, reports whether a held Lease that covers some of
 	// the objects keeps this replica from the one Lease: a shard's, during
-	// a rollout from shards back to one (shardLeasesHeld).
-	blocked func(ctx context.Context) bool
+	// a rollout from shards back to one (shardLeasesHeld). gaveBack is
+	// logged when it finds one just after taking the one Lease, and gives
+	// it back.
+	blocked  func(ctx context.Context) bool
+	gaveBack string
 }
 
 // serve runs steps 2 to 5 on the one Lease.
@@ -41,13 +44,12 @@ func (l *oneLease) serve(ctx, stopping context.Context, inf *informing) error {
 	defer w.q.ShutDown()
 	defer w.later.stop()
 
-	// 2. Start the informers.
+	// 2 and 3. Start the informers, of every object, and wait for the
+	// caches to sync.
 	informers := c.informers()
 	if err := c.handle(informers, w, inf.watch); err != nil {
 		return err
 	}
-
-	// 3. Wait for the caches to sync.
 	if !inf.start(inf.ctx, stopping, informers) {
 		return nil // shutdown began, or a resource stopped being served
 	}
@@ -69,7 +71,7 @@ func (l *oneLease) lead(ctx, stopping context.Context, w *work) error {
 	var el *elector.Elector
 	cfg := c.electorConfig(c.name)
 	cfg.Blocked, cfg.GiveBack = l.blocked, func() {
-		el.Log().Info("Gave the lease back: a replica of another shard count holds a shard's")
+		el.Log().Info(l.gaveBack)
 		c.release(el)
 	}
 	el = elector.New(cfg)

@@ -87,7 +87,7 @@ func newLeader(c *Controller) leader {
 	if c.settings.Shards > 1 {
 		return &shardManager{c: c, terms: map[int]*shardTerm{}}
 	}
-	return &oneLease{c: c, blocked: shardLeasesHeld(c)}
+	return &oneLease{c: c, blocked: shardLeasesHeld(c), gaveBack: "Gave the lease back: a replica of another shard count holds a shard's"}
 }
 
 // shardManager runs a sharded controller's terms: one for each shard this

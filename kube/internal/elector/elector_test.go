@@ -355,3 +355,112 @@ func TestASecondProcessWithTheSameIdentityDoesNotLeadBesideTheFirst(t *testing.T
 		}
 	})
 }
+
+// A take writes the Lease as Taking changes it (here: drops a request for
+// it), and each renewal of Hold's hands renewed the Lease it wrote, every
+// RetryPeriod.
+func TestTakingChangesATakeAndRenewedSeesEachRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newLeases()
+		const asked = "example.com/wanted-by"
+		released := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name, Annotations: map[string]string{asked: "b"}},
+			Spec:       coordinationv1.LeaseSpec{LeaseTransitions: new(int32(2))},
+		}
+		if _, err := c.CoordinationV1().Leases(le.Namespace).Create(t.Context(), released, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		b := testElector(c, "b")
+		b.cfg.Taking = func(l *coordinationv1.Lease) { delete(l.Annotations, asked) }
+		b.Saw(leaseOf(t, c))
+		if !b.Take(t.Context()) {
+			t.Fatal("b didn't take the released Lease")
+		}
+		l := leaseOf(t, c)
+		if _, ok := l.Annotations[asked]; ok || holder(l) != "b" || *l.Spec.LeaseTransitions != 3 {
+			t.Errorf("the Lease taken: annotations %v, holder %q, transitions %d; want no %s, b, 3", l.Annotations, holder(l), *l.Spec.LeaseTransitions, asked)
+		}
+
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var renewals []*coordinationv1.Lease
+		held := make(chan struct{})
+		go func() {
+			defer close(held)
+			b.Hold(ctx, func(l *coordinationv1.Lease) { renewals = append(renewals, l) })
+		}()
+		time.Sleep(5*le.RetryPeriod + time.Millisecond)
+		cancel()
+		<-held
+		if len(renewals) != 5 {
+			t.Fatalf("renewed was called %d times in 5 RetryPeriods, want 5", len(renewals))
+		}
+		if last := renewals[4]; last.ResourceVersion != leaseOf(t, c).ResourceVersion || holder(last) != "b" {
+			t.Errorf("renewed's last Lease is at version %s held by %q, want the stored one's, %s, held by b", last.ResourceVersion, holder(last), leaseOf(t, c).ResourceVersion)
+		}
+	})
+}
+
+// A replica that finds, just after its take, that a held Lease excludes it
+// (Blocked) gives the Lease back (GiveBack) and doesn't lead.
+func TestABlockedTakeIsGivenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newLeases()
+		a := testElector(c, "a")
+		var asked, gaveBack int
+		a.cfg.Blocked = func(context.Context) bool {
+			asked++
+			return asked%2 == 0 // free before each take, blocked just after
+		}
+		a.cfg.GiveBack = func() {
+			gaveBack++
+			if err := a.Release(t.Context()); err != nil {
+				t.Error(err)
+			}
+		}
+		leads, _, _ := campaigning(t, a)
+		time.Sleep(3*le.RetryPeriod + time.Millisecond)
+		synctest.Wait()
+		if at := leads(); !at.IsZero() {
+			t.Errorf("a led from %v, though every take of its was blocked just after", at)
+		}
+		if gaveBack == 0 || holder(leaseOf(t, c)) != "" {
+			t.Errorf("a gave the Lease back %d times, and its holder is %q; want at least once, and none", gaveBack, holder(leaseOf(t, c)))
+		}
+	})
+}
+
+// Release gives the Lease up only while this replica is its holder: a
+// Lease another replica holds is left as it is.
+func TestReleaseLeavesAnotherHoldersLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newLeases()
+		a := testElector(c, "a")
+		a.cfg.Process = "p1"
+		leads, stop, ended := campaigning(t, a)
+		synctest.Wait()
+		if leads().IsZero() {
+			t.Fatal("a doesn't lead")
+		}
+		stop()
+		<-ended
+		if err := a.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		l := leaseOf(t, c)
+		if holder(l) != "" || *l.Spec.LeaseDurationSeconds != 1 || l.Annotations[AnnotationHolderProcess] != "" {
+			t.Errorf("the released Lease: holder %q, duration %ds, process %q; want none, 1s, none", holder(l), *l.Spec.LeaseDurationSeconds, l.Annotations[AnnotationHolderProcess])
+		}
+
+		l.Spec.HolderIdentity = new("b")
+		if _, err := c.CoordinationV1().Leases(le.Namespace).Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if h := holder(leaseOf(t, c)); h != "b" {
+			t.Errorf("after a's release of b's Lease, its holder = %q, want b", h)
+		}
+	})
+}
