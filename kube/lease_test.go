@@ -134,9 +134,9 @@ func stuckAndSlow(calls *counter, inFlight chan<- struct{}, sawCancel *atomic.In
 	})
 }
 
-// A leader whose renewals hang cancels its reconciles in flight at its
-// renew deadline, takes no key changed after it and makes no write past
-// it, and Serve returns ErrLostLeadership by the lost deadline, whether or
+// A leader whose renewals hang cancels its reconciles in flight and aborts
+// its connections at its renew deadline, takes no key changed after it and
+// makes no write past it, and Serve returns ErrLostLeadership by the lost deadline, whether or
 // not every Reconciler has returned.
 func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -150,6 +150,8 @@ func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 		s.Workers = 2
 		ctrl := newTestController(t, f, s, rec)
 		leases := hangLeases(ctrl)
+		var aborts atomic.Int32
+		ctrl.clients.abort = func() { aborts.Add(1) }
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		errc := make(chan error, 1)
@@ -168,6 +170,9 @@ func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 		synctest.Wait()
 		if n := sawCancel.Load(); n != 1 {
 			t.Errorf("reconciles that saw their context cancelled at the renew deadline = %d, want 1", n)
+		}
+		if n := aborts.Load(); n != 1 {
+			t.Errorf("the connections were aborted %d times by the renew deadline, want once", n)
 		}
 		late := cacheObject("default", "late", 1)
 		if _, err := f.dyn.Resource(cachesGVR).Namespace("default").Create(t.Context(), late, metav1.CreateOptions{}); err != nil {
