@@ -17,8 +17,9 @@ import (
 )
 
 // work is what a term of leading's workers work on: its queue of keys,
-// the waits of its keys, and the resource's cache they read. One term has
-// it: the one Lease's, or one shard's. A term that ends stops taking keys
+// the waits of its keys, and the resource's cache they read. The one
+// Lease's is the replica's from its start, queued while it stands by; a
+// shard's is its term's own. A shard's term that ends stops taking keys
 // without shutting the controller down.
 type work struct {
 	q     queue
