@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,11 +69,11 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *cachedObject, add bo
 // replica can prove it holds the Lease, and its context ends with that
 // proof, so no write of its own is in flight after its renew deadline.
 func (c *Controller) apply(ctx context.Context, u *cachedObject, body []byte, subresource ...string) (rv string, err error) {
-	p := proofOf(ctx)
-	if p == nil {
+	until := proofOf(ctx)
+	if until == nil {
 		return "", errNotLeading
 	}
-	ctx, cancel := context.WithDeadlineCause(ctx, p.until(), errNotLeading)
+	ctx, cancel := context.WithDeadlineCause(ctx, until(), errNotLeading)
 	defer cancel()
 	if ctx.Err() != nil {
 		// errNotLeading past the deadline; else the reconcile was
@@ -93,6 +94,26 @@ func (c *Controller) apply(ctx context.Context, u *cachedObject, body []byte, su
 	}
 	c.versions.wrote(key(u), res.GetResourceVersion(), u)
 	return res.GetResourceVersion(), nil
+}
+
+// proof is what every write of the controller's own checks before it is
+// sent: the deadline until which this replica can prove it holds the Lease
+// the write is made under, as of now. A term of leading (term.go) gives it
+// to its reconciles' context; a write without one isn't sent.
+type proof func() time.Time
+
+type proofKey struct{}
+
+// withProof is ctx carrying the proof of the Lease its writes are made
+// under: the reconciles' context of a term of leading.
+func withProof(ctx context.Context, until proof) context.Context {
+	return context.WithValue(ctx, proofKey{}, until)
+}
+
+// proofOf is the proof ctx carries, or nil.
+func proofOf(ctx context.Context) proof {
+	until, _ := ctx.Value(proofKey{}).(proof)
+	return until
 }
 
 // errNotLeading is the error of a write this replica can't prove it may

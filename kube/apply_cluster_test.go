@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +13,21 @@ import (
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/clustertest"
 )
+
+// finalizingController is a controller of clusterCaches in ns, with a
+// finalizer, connected to c as its admin.
+func finalizingController(t *testing.T, c *clustertest.Cluster, ns string) *Controller {
+	t.Helper()
+	setup, client := clientAs(t, c, humustest.NewTelemetry(), c.AdminToken())
+	s := testSettings()
+	s.Namespace, s.LeaderElection.Namespace = ns, ns
+	ctrl, err := NewController(setup, client, s, clusterCaches, readyReplicas(&counter{}),
+		Finalize("cache.example.com/finalizer", func(ctx context.Context, m Object[cacheSpec, cacheStatus]) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctrl
+}
 
 // TestClusterFaultAWriteFromAStaleCacheIsRefused checks what the API server
 // answers the controller's two writes when the object they were computed
@@ -25,17 +39,9 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	installCRD(t, c, clusterCaches)
 	gvr := clusterCaches.GVR()
 	ns := c.Namespace(t)
-	setup, client := clientAs(t, c, humustest.NewTelemetry(), c.AdminToken())
-	s := testSettings()
-	s.Namespace, s.LeaderElection.Namespace = ns, ns
-	ctrl, err := NewController(setup, client, s, clusterCaches, readyReplicas(&counter{}),
-		Finalize("cache.example.com/finalizer", func(ctx context.Context, m Object[cacheSpec, cacheStatus]) error { return nil }))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctrl := finalizingController(t, c, ns)
 	// Writes are made only with a proof of the Lease: give one that holds.
-	el := &elector{renewed: time.Now().Add(time.Hour)}
-	ctx := withProof(t.Context(), &proof{elector: el, renewDeadline: time.Hour})
+	ctx := proven(t.Context())
 
 	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
 	objects := admin.Resource(gvr).Namespace(ns)

@@ -137,16 +137,16 @@ func BenchmarkProcess(b *testing.B) {
 	if err := store.Add(cached(b, benchCache())); err != nil {
 		b.Fatal(err)
 	}
-	sh := ctrl.newShard(newShardRange(0, 1))
-	sh.store = store
-	defer sh.q.ShutDown()
-	defer sh.later.stop()
-	ctx := withProof(context.Background(), &proof{elector: &elector{renewed: time.Now().Add(time.Hour)}, renewDeadline: time.Hour})
+	w := ctrl.newWork(nil)
+	w.store = store
+	defer w.q.ShutDown()
+	defer w.later.stop()
+	ctx := proven(context.Background())
 	b.ReportAllocs()
 	for b.Loop() {
-		sh.q.Add("default/m", normal, time.Time{})
-		item, _ := sh.q.Get()
-		ctrl.process(ctx, sh, item)
+		w.q.Add("default/m", normal, time.Time{})
+		item, _ := w.q.Get()
+		ctrl.process(ctx, w, item)
 	}
 	if n := len(f.appliesTo("status")); n != 0 {
 		b.Fatalf("status applies = %d, want none: the status didn't change", n)

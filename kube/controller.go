@@ -46,12 +46,12 @@ type Controller struct {
 	ownWrites *ownedWrites // the reconciles' writes to owned resources
 	inFlight  inFlight     // the keys being reconciled, and their events held
 	retry     workqueue.TypedRateLimiter[string]
-	// idle waits until the workers of every term of leading have returned,
-	// once Shutdown has cancelled their reconciles.
-	idle atomic.Pointer[func()]
-	// shards runs the terms of a sharded controller's shards, once Serve has
-	// started it.
-	shards atomic.Pointer[shardManager]
+	// leader leads once the resources are served: on the one Lease, or on
+	// a Lease of each shard.
+	leader leader
+	// crew is the workers of every term of leading, which Shutdown waits
+	// for.
+	crew *crew
 
 	// stop is closed when shutdown begins: Serve's context is done, or
 	// Shutdown is called.
@@ -191,7 +191,7 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 		return nil, err
 	}
 	work, cancel := context.WithCancel(context.Background())
-	return &Controller{
+	ctrl := &Controller{
 		name:       settings.Name,
 		settings:   settings,
 		gvr:        gvr,
@@ -208,11 +208,14 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 		tel:        tel,
 		retry:      newRetryLimiter(settings),
 		synced:     health.NewBinary(fmt.Errorf("kube: controller %s: its caches haven't synced", settings.Name)),
+		crew:       newCrew(settings.Workers),
 		stop:       make(chan struct{}),
 		work:       work,
 		cancelWork: cancel,
 		done:       make(chan struct{}),
-	}, nil
+	}
+	ctrl.leader = newLeader(ctrl)
+	return ctrl, nil
 }
 
 // Synced is healthy once the controller's caches have synced, on every

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"slices"
@@ -251,9 +252,16 @@ func testClient(t testing.TB, s *humus.Setup) *Client {
 	return c
 }
 
-// testShard is the work of a controller's one shard, on q.
-func testShard(q queue) *shard {
-	return &shard{r: newShardRange(0, 1), q: q, later: newLater(q), stop: make(chan struct{})}
+// testWork is the work of a term of leading, on q.
+func testWork(q queue) *work {
+	return &work{q: q, later: newLater(q), stop: make(chan struct{})}
+}
+
+// proven is ctx with a proof of the Lease that holds for two hours: for
+// writes made outside a term of leading.
+func proven(ctx context.Context) context.Context {
+	until := time.Now().Add(2 * time.Hour)
+	return withProof(ctx, func() time.Time { return until })
 }
 
 // testSettings are DefaultSettings named for a test.

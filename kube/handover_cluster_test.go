@@ -80,104 +80,137 @@ func runReplicaProcess() int {
 	context.AfterFunc(ctx, func() { signalled.Store(new(time.Now())) })
 	before := runtime.NumGoroutine()
 
-	caPEM, err := os.ReadFile(os.Getenv(procCAEnv))
+	cfg, err := replicaConfigFromEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caPEM) {
-		fmt.Fprintln(os.Stderr, "replica process: no certificate in the CA file")
-		return 2
-	}
-	s := testSettings()
-	s.Namespace, s.LeaderElection.Namespace = os.Getenv(procNamespaceEnv), os.Getenv(procNamespaceEnv)
-	s.LeaderElection.Identity = os.Getenv(procIdentityEnv)
-	s.Workers = procWorkers
-	le := &s.LeaderElection
-	timings := strings.Split(os.Getenv(procLeaseEnv), ",")
-	if len(timings) != 3 {
-		fmt.Fprintln(os.Stderr, "replica process: want three Lease timings")
-		return 2
-	}
-	for i, d := range []*time.Duration{&le.LeaseDuration, &le.RenewDeadline, &le.RetryPeriod} {
-		if *d, err = time.ParseDuration(timings[i]); err != nil {
-			fmt.Fprintln(os.Stderr, "replica process: the Lease's timings:", err)
-			return 2
-		}
-	}
-	var delay time.Duration
-	if d := os.Getenv(procDelayEnv); d != "" {
-		if delay, err = time.ParseDuration(d); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
-	}
-	token := os.Getenv(procTokenEnv)
-	if n := os.Getenv(procShardsEnv); n != "" {
-		if s.Shards, err = strconv.Atoi(n); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
-	}
-
-	code := humus.Run(ctx, humus.OSHost(), func(ctx context.Context, setup *humus.Setup) ([]humus.Service, error) {
-		client, err := NewClient(setup, Connection{
-			Server: os.Getenv(procServerEnv),
-			TLS:    &tls.Config{RootCAs: roots},
-			Token:  func(context.Context) (string, error) { return token, nil },
-		})
-		if err != nil {
-			return nil, err
-		}
-		dep := &deployer{kube: kubernetes.NewForConfigOrDie(client.Config())}
-		var rec Reconciler[cacheSpec, cacheStatus] = dep
-		if delay > 0 {
-			// Slow, and minding its context: a reconcile the controller
-			// cancelled makes no write.
-			rec = ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
-				select {
-				case <-time.After(delay):
-				case <-ctx.Done():
-					return Result[cacheStatus]{}, ctx.Err()
-				}
-				return dep.Reconcile(ctx, m)
-			})
-		}
-		if s.Shards > 1 {
-			rec = reportReconciles(rec)
-		}
-		ctrl, err := NewController(setup, client, s, clusterCaches, rec,
-			Owns(deployments),
-			Finalize("cache.example.com/finalizer", func(context.Context, Object[cacheSpec, cacheStatus]) error { return nil }))
-		if err != nil {
-			return nil, err
-		}
-		if s.Shards > 1 {
-			go reportShards(ctx, ctrl)
-		}
-		go func() {
-			for {
-				if ctrl.Synced().Healthy(ctx) == nil {
-					fmt.Println(procSynced)
-					return
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
-		}()
-		return []humus.Service{ctrl}, nil
-	})
+	code := humus.Run(ctx, humus.OSHost(), cfg.services)
 
 	if at := signalled.Load(); at != nil {
 		fmt.Printf("%s %s after the signal\n", procReturned, time.Since(*at))
 	}
+	return goroutinesLeft(before, code)
+}
 
-	// Every goroutine Run's Services started has ended, within a few
-	// seconds for those on their way out.
+// replicaConfig is what a replica process is given, in its environment.
+type replicaConfig struct {
+	s     Settings
+	roots *x509.CertPool // the API server's CA
+	token string
+	delay time.Duration // a sleep before each reconcile
+}
+
+// replicaConfigFromEnv reads the replica process's environment.
+func replicaConfigFromEnv() (*replicaConfig, error) {
+	caPEM, err := os.ReadFile(os.Getenv(procCAEnv))
+	if err != nil {
+		return nil, err
+	}
+	cfg := &replicaConfig{roots: x509.NewCertPool(), token: os.Getenv(procTokenEnv), s: testSettings()}
+	if !cfg.roots.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("replica process: no certificate in the CA file")
+	}
+	s := &cfg.s
+	s.Namespace, s.LeaderElection.Namespace = os.Getenv(procNamespaceEnv), os.Getenv(procNamespaceEnv)
+	s.LeaderElection.Identity = os.Getenv(procIdentityEnv)
+	s.Workers = procWorkers
+	if err := leaseTimings(&s.LeaderElection, os.Getenv(procLeaseEnv)); err != nil {
+		return nil, err
+	}
+	if d := os.Getenv(procDelayEnv); d != "" {
+		if cfg.delay, err = time.ParseDuration(d); err != nil {
+			return nil, err
+		}
+	}
+	if n := os.Getenv(procShardsEnv); n != "" {
+		if s.Shards, err = strconv.Atoi(n); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
+}
+
+// leaseTimings reads le's LeaseDuration, RenewDeadline and RetryPeriod
+// from timings, as procLeaseEnv gives them.
+func leaseTimings(le *LeaderElection, timings string) error {
+	ds := strings.Split(timings, ",")
+	if len(ds) != 3 {
+		return errors.New("replica process: want three Lease timings")
+	}
+	for i, d := range []*time.Duration{&le.LeaseDuration, &le.RenewDeadline, &le.RetryPeriod} {
+		var err error
+		if *d, err = time.ParseDuration(ds[i]); err != nil {
+			return fmt.Errorf("replica process: the Lease's timings: %w", err)
+		}
+	}
+	return nil
+}
+
+// services is the replica process's App: the Memcached controller, with
+// the Deployments it Owns, and a finalizer.
+func (cfg *replicaConfig) services(ctx context.Context, setup *humus.Setup) ([]humus.Service, error) {
+	client, err := NewClient(setup, Connection{
+		Server: os.Getenv(procServerEnv),
+		TLS:    &tls.Config{RootCAs: cfg.roots},
+		Token:  func(context.Context) (string, error) { return cfg.token, nil },
+	})
+	if err != nil {
+		return nil, err
+	}
+	dep := &deployer{kube: kubernetes.NewForConfigOrDie(client.Config())}
+	var rec Reconciler[cacheSpec, cacheStatus] = dep
+	if cfg.delay > 0 {
+		rec = delayed(dep, cfg.delay)
+	}
+	if cfg.s.Shards > 1 {
+		rec = reportReconciles(rec)
+	}
+	ctrl, err := NewController(setup, client, cfg.s, clusterCaches, rec,
+		Owns(deployments),
+		Finalize("cache.example.com/finalizer", func(context.Context, Object[cacheSpec, cacheStatus]) error { return nil }))
+	if err != nil {
+		return nil, err
+	}
+	if cfg.s.Shards > 1 {
+		go reportShards(ctx, ctrl)
+	}
+	go reportSynced(ctx, ctrl)
+	return []humus.Service{ctrl}, nil
+}
+
+// delayed is rec, slow, and minding its context: a reconcile the
+// controller cancelled makes no write.
+func delayed(rec Reconciler[cacheSpec, cacheStatus], delay time.Duration) Reconciler[cacheSpec, cacheStatus] {
+	return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return Result[cacheStatus]{}, ctx.Err()
+		}
+		return rec.Reconcile(ctx, m)
+	})
+}
+
+// reportSynced prints procSynced once ctrl's caches have synced.
+func reportSynced(ctx context.Context, ctrl *Controller) {
+	for {
+		if ctrl.Synced().Healthy(ctx) == nil {
+			fmt.Println(procSynced)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// goroutinesLeft checks that every goroutine Run's Services started has
+// ended, within a few seconds for those on their way out, and says so: it
+// returns code, or 3 in place of 0 when any is left.
+func goroutinesLeft(before, code int) int {
 	after := runtime.NumGoroutine()
 	for deadline := time.Now().Add(5 * time.Second); after > before && time.Now().Before(deadline); after = runtime.NumGoroutine() {
 		time.Sleep(50 * time.Millisecond)
@@ -457,107 +490,144 @@ func TestClusterFaultHandoversBySIGTERMAndSIGKILLKeepOneWriterAtATime(t *testing
 	// Short Lease timings, 6s/4s/1s: the scenario is about handing over,
 	// not the defaults, and the 10 SIGKILLs each wait out LeaseDuration.
 	le := shortLease(testSettings()).LeaderElection
-	// A standby reads the Lease every RetryPeriod: it sees a release at its
-	// next read, and a dead holder's last renewal at most a read late, and
-	// tries to take the Lease the moment it has expired by its clock.
-	termBound := le.RetryPeriod + time.Second
-	killBound := le.LeaseDuration + le.RetryPeriod + time.Second
-	name := testSettings().Name
-
 	w := newWorkload(t)
 	w.create(objects)
-	l := newProcLauncher(w, le, 0)
-	var all []*replicaProc
-	next := 0
-	start := func() *replicaProc {
-		p := l.start(fmt.Sprintf("replica-%d", next))
-		next++
-		all = append(all, p)
-		return p
+	h := &handoverRun{
+		t: t, w: w, l: newProcLauncher(w, le, 0), name: testSettings().Name,
+		// A standby reads the Lease every RetryPeriod: it sees a release at
+		// its next read, and a dead holder's last renewal at most a read
+		// late, and tries to take the Lease the moment it has expired by
+		// its clock.
+		termBound: le.RetryPeriod + time.Second,
+		killBound: le.LeaseDuration + le.RetryPeriod + time.Second,
 	}
-	leader := start()
-	w.holds(name, leader.name, time.Minute)
-	standby := start()
-	standby.synced(t, time.Minute)
+	h.leader = h.start()
+	w.holds(h.name, h.leader.name, time.Minute)
+	h.standby = h.start()
+	h.standby.synced(t, time.Minute)
 	w.converged(2 * time.Minute)
-
-	holders := []*replicaProc{leader}
-	var termed []*replicaProc // the holders SIGTERMed
-	var termTakeovers, killTakeovers, termExits, termReturns []time.Duration
+	h.holders = []*replicaProc{h.leader}
 	for i := range handovers {
 		sig := syscall.SIGTERM
 		if i%2 == 1 {
 			sig = syscall.SIGKILL
 		}
 		w.resize(objects, int64(i%3+2))
-		sent := leader.signal(t, sig)
-		if sig == syscall.SIGTERM {
-			// It releases the Lease before it exits: the Lease has no
-			// holder then, or the standby has taken it already.
-			termed = append(termed, leader)
-			code := leader.exited(t, 30*time.Second)
-			termExits = append(termExits, time.Since(sent))
-			if d, ok := leader.returned(); ok {
-				termReturns = append(termReturns, d)
-			}
-			if code != 0 {
-				t.Errorf("handover %d: %s exited %d after SIGTERM, want 0", i+1, leader.name, code)
-			}
-			if h := w.leaseHolder(name); h != "" && h != standby.name {
-				t.Errorf("handover %d: after %s exited the Lease's holder = %q, want none or %s", i+1, leader.name, h, standby.name)
-			}
-		}
-		w.holds(name, standby.name, 2*killBound)
-		acq := w.c.AwaitAudit(t, 30*time.Second, func(e clustertest.AuditEvent) bool {
-			return e.Namespace == w.ns && e.Resource == "leases" && e.User == standby.user && e.Code < 300
-		})
-		took := acq.RequestReceived.Sub(sent)
-		if sig == syscall.SIGTERM {
-			termTakeovers = append(termTakeovers, took)
-			if took > termBound {
-				t.Errorf("handover %d: %s took the Lease %s after SIGTERM, want within %s", i+1, standby.name, took, termBound)
-			}
-		} else {
-			leader.exited(t, 10*time.Second)
-			killTakeovers = append(killTakeovers, took)
-			if took > killBound {
-				t.Errorf("handover %d: %s took the Lease %s after SIGKILL, want within %s", i+1, standby.name, took, killBound)
-			}
-		}
-		holders = append(holders, standby)
-		leader, standby = standby, start()
-		w.converged(2 * time.Minute)
-		standby.synced(t, time.Minute)
+		h.handOver(i+1, sig)
 	}
+	leader, standby := h.leader, h.standby
 
 	// The standby's shutdown leaves the leader's Lease alone.
 	standby.signal(t, syscall.SIGTERM)
 	if code := standby.exited(t, 30*time.Second); code != 0 {
 		t.Errorf("%s, the standby, exited %d after SIGTERM, want 0", standby.name, code)
 	}
-	if h := w.leaseHolder(name); h != leader.name {
-		t.Errorf("after %s, the standby, exited the Lease's holder = %q, want %s", standby.name, h, leader.name)
+	if holder := w.leaseHolder(h.name); holder != leader.name {
+		t.Errorf("after %s, the standby, exited the Lease's holder = %q, want %s", standby.name, holder, leader.name)
 	}
-
-	time.Sleep(2 * time.Second) // for any late write to reach the log
-	events := w.c.Audit(t)
-	broken := procTerms(t, events, w.ns, holders, []*replicaProc{standby})
-	for _, p := range termed {
-		broken += procReleasedLast(t, events, w.ns, p)
-	}
+	broken := h.audit(standby)
 	t.Logf("Lease %s/%s/%s; %d objects; %d handovers over %d processes; writes breaking one writer at a time: %d",
-		le.LeaseDuration, le.RenewDeadline, le.RetryPeriod, objects, handovers, len(all), broken)
-	t.Logf("takeover after SIGTERM: %s (bound %s)", durationStats(termTakeovers), termBound)
-	t.Logf("takeover after SIGKILL: %s (bound %s)", durationStats(killTakeovers), killBound)
-	t.Logf("exit after SIGTERM: %s; humus.Run returned, as the process saw it: %s", durationStats(termExits), durationStats(termReturns))
+		le.LeaseDuration, le.RenewDeadline, le.RetryPeriod, objects, handovers, len(h.all), broken)
+	t.Logf("takeover after SIGTERM: %s (bound %s)", durationStats(h.termTakeovers), h.termBound)
+	t.Logf("takeover after SIGKILL: %s (bound %s)", durationStats(h.killTakeovers), h.killBound)
+	t.Logf("exit after SIGTERM: %s; humus.Run returned, as the process saw it: %s", durationStats(h.termExits), durationStats(h.termReturns))
 
 	leader.signal(t, syscall.SIGTERM)
 	if code := leader.exited(t, 30*time.Second); code != 0 {
 		t.Errorf("%s exited %d after SIGTERM, want 0", leader.name, code)
 	}
-	if h := w.leaseHolder(name); h != "" {
-		t.Errorf("after %s, the last leader, exited the Lease's holder = %q, want none", leader.name, h)
+	if holder := w.leaseHolder(h.name); holder != "" {
+		t.Errorf("after %s, the last leader, exited the Lease's holder = %q, want none", leader.name, holder)
 	}
+}
+
+// handoverRun is TestClusterFaultHandoversBySIGTERMAndSIGKILLKeepOneWriterAtATime's
+// replica processes, and what its handovers measured.
+type handoverRun struct {
+	t                    *testing.T
+	w                    *workload
+	l                    *procLauncher
+	name                 string        // the Lease's
+	termBound, killBound time.Duration // a takeover's, after a SIGTERM and after a SIGKILL
+
+	all             []*replicaProc // every process started
+	holders         []*replicaProc // every process that held the Lease, in turn
+	termed          []*replicaProc // the holders SIGTERMed
+	leader, standby *replicaProc
+
+	termTakeovers, killTakeovers, termExits, termReturns []time.Duration
+}
+
+// start starts the next replica process.
+func (h *handoverRun) start() *replicaProc {
+	p := h.l.start(fmt.Sprintf("replica-%d", len(h.all)))
+	h.all = append(h.all, p)
+	return p
+}
+
+// handOver ends the leader with sig, checks that the standby takes the
+// Lease within its bound, and starts a new standby, once every object has
+// converged.
+func (h *handoverRun) handOver(n int, sig syscall.Signal) {
+	t, w := h.t, h.w
+	sent := h.leader.signal(t, sig)
+	if sig == syscall.SIGTERM {
+		h.terminated(n, sent)
+	}
+	w.holds(h.name, h.standby.name, 2*h.killBound)
+	acq := w.c.AwaitAudit(t, 30*time.Second, func(e clustertest.AuditEvent) bool {
+		return e.Namespace == w.ns && e.Resource == "leases" && e.User == h.standby.user && e.Code < 300
+	})
+	took := acq.RequestReceived.Sub(sent)
+	if sig == syscall.SIGTERM {
+		h.termTakeovers = append(h.termTakeovers, took)
+		if took > h.termBound {
+			t.Errorf("handover %d: %s took the Lease %s after SIGTERM, want within %s", n, h.standby.name, took, h.termBound)
+		}
+	} else {
+		h.leader.exited(t, 10*time.Second)
+		h.killTakeovers = append(h.killTakeovers, took)
+		if took > h.killBound {
+			t.Errorf("handover %d: %s took the Lease %s after SIGKILL, want within %s", n, h.standby.name, took, h.killBound)
+		}
+	}
+	h.holders = append(h.holders, h.standby)
+	h.leader, h.standby = h.standby, h.start()
+	w.converged(2 * time.Minute)
+	h.standby.synced(t, time.Minute)
+}
+
+// terminated checks the leader SIGTERMed at sent: it releases the Lease
+// before it exits 0, so the Lease has no holder then, or the standby has
+// taken it already.
+func (h *handoverRun) terminated(n int, sent time.Time) {
+	t, leader := h.t, h.leader
+	h.termed = append(h.termed, leader)
+	code := leader.exited(t, 30*time.Second)
+	h.termExits = append(h.termExits, time.Since(sent))
+	if d, ok := leader.returned(); ok {
+		h.termReturns = append(h.termReturns, d)
+	}
+	if code != 0 {
+		t.Errorf("handover %d: %s exited %d after SIGTERM, want 0", n, leader.name, code)
+	}
+	if holder := h.w.leaseHolder(h.name); holder != "" && holder != h.standby.name {
+		t.Errorf("handover %d: after %s exited the Lease's holder = %q, want none or %s", n, leader.name, holder, h.standby.name)
+	}
+}
+
+// audit checks one writer at a time in the audit log, across the holders'
+// terms and of standby, which never held the Lease, and that each holder
+// SIGTERMed released the Lease last; it returns how many writes broke the
+// rules.
+func (h *handoverRun) audit(standby *replicaProc) int {
+	time.Sleep(2 * time.Second) // for any late write to reach the log
+	events := h.w.c.Audit(h.t)
+	broken := procTerms(h.t, events, h.w.ns, h.holders, []*replicaProc{standby})
+	for _, p := range h.termed {
+		broken += procReleasedLast(h.t, events, h.w.ns, p)
+	}
+	return broken
 }
 
 // createCaches creates n Memcacheds of size 1, m-0 to m-(n-1), a few at
@@ -596,6 +666,56 @@ func eachCache(t *testing.T, n int, f func(i int) error) {
 	}
 }
 
+// underWay waits until p has applied 2*procWorkers statuses: some
+// reconciles done, and every worker busy. It reports false when the test
+// ended first.
+func underWay(t *testing.T, w *workload, p *replicaProc) bool {
+	t.Helper()
+	for {
+		var statuses int
+		for _, e := range procWrites(w.c.Audit(t), w.ns, p.user) {
+			if e.Subresource == "status" {
+				statuses++
+			}
+		}
+		if statuses >= 2*procWorkers {
+			return true
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited: %v", p.name, p.err)
+		case <-time.After(100 * time.Millisecond):
+		case <-t.Context().Done():
+			return false
+		}
+	}
+}
+
+// writesAfter reads a replica's writes: each object's writes received
+// after sent, the objects whose status it applied at all, and how many
+// writes of the Lease it made after sent.
+func writesAfter(writes []clustertest.AuditEvent, sent time.Time) (written map[string][]string, reconciled map[string]bool, leaseAfter int) {
+	written, reconciled = map[string][]string{}, map[string]bool{}
+	for _, e := range writes {
+		if e.Subresource == "status" {
+			reconciled[e.Name] = true
+		}
+		if !e.RequestReceived.After(sent) {
+			continue
+		}
+		if e.Resource == "leases" {
+			leaseAfter++
+			continue
+		}
+		what := e.Verb + " " + e.Resource
+		if e.Subresource != "" {
+			what += "/" + e.Subresource
+		}
+		written[e.Name] = append(written[e.Name], what)
+	}
+	return written, reconciled, leaseAfter
+}
+
 // TestClusterFaultSIGTERMWithABacklogFinishesOnlyTheReconcilesInFlight sends
 // SIGTERM to a replica process whose Reconciler takes 2s an object, with
 // 500 objects queued and Workers reconciles in flight: it exits 0 well
@@ -615,23 +735,8 @@ func TestClusterFaultSIGTERMWithABacklogFinishesOnlyTheReconcilesInFlight(t *tes
 
 	// Under way: some reconciles done, and every worker busy.
 	c := w.c
-	for {
-		var statuses int
-		for _, e := range procWrites(c.Audit(t), w.ns, p.user) {
-			if e.Subresource == "status" {
-				statuses++
-			}
-		}
-		if statuses >= 2*procWorkers {
-			break
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("%s exited: %v", p.name, p.err)
-		case <-time.After(100 * time.Millisecond):
-		case <-t.Context().Done():
-			return
-		}
+	if !underWay(t, w, p) {
+		return
 	}
 	time.Sleep(delay / 2) // mid-reconcile
 	sent := p.signal(t, syscall.SIGTERM)
@@ -657,26 +762,7 @@ func TestClusterFaultSIGTERMWithABacklogFinishesOnlyTheReconcilesInFlight(t *tes
 	time.Sleep(time.Second) // for any late write to reach the log
 	events := c.Audit(t)
 	procReleasedLast(t, events, w.ns, p)
-	written := map[string][]string{} // object: its writes received after the signal
-	reconciled := map[string]bool{}
-	var leaseAfter int
-	for _, e := range procWrites(events, w.ns, p.user) {
-		if e.Subresource == "status" {
-			reconciled[e.Name] = true
-		}
-		if !e.RequestReceived.After(sent) {
-			continue
-		}
-		if e.Resource == "leases" {
-			leaseAfter++
-			continue
-		}
-		what := e.Verb + " " + e.Resource
-		if e.Subresource != "" {
-			what += "/" + e.Subresource
-		}
-		written[e.Name] = append(written[e.Name], what)
-	}
+	written, reconciled, leaseAfter := writesAfter(procWrites(events, w.ns, p.user), sent)
 	t.Logf("exit %s after SIGTERM (humus.Run returned %s after it, as the process saw it; grace %s); objects written after the signal: %d, %v; Lease writes after it: %d; objects reconciled in all: %d of %d; goroutines %d before Run, %d after",
 		exit.Round(time.Millisecond), returned.Round(time.Millisecond), humus.DefaultGracePeriod, len(written), written, leaseAfter, len(reconciled), objects, before, after)
 	if len(written) == 0 {

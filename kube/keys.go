@@ -21,16 +21,16 @@ import (
 // the object unchanged (a watch expired, listed again) queues nothing: a
 // resync hands the cache's own object again, a relist a new one of the
 // same resourceVersion.
-func (c *Controller) objectKeys(sh *shard) cache.ResourceEventHandler {
+func (c *Controller) objectKeys(w *work) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			k, err := cache.MetaNamespaceKeyFunc(obj)
 			switch {
 			case err != nil:
 			case initial:
-				c.queueNow(sh, k, low, time.Time{})
+				c.queueNow(w, k, low, time.Time{})
 			default:
-				c.queueNow(sh, k, normal, writtenAt(obj))
+				c.queueNow(w, k, normal, writtenAt(obj))
 			}
 		},
 		UpdateFunc: func(old, obj any) {
@@ -46,11 +46,11 @@ func (c *Controller) objectKeys(sh *shard) cache.ResourceEventHandler {
 			if was, ok := old.(metav1.Object); !ok || c.changed(was, m) {
 				p, at = normal, writtenAt(obj)
 			}
-			c.queueUnlessOwn(sh, k, p, at, func() bool { return c.versions.redundant(k, m, c.finalizer) })
+			c.queueUnlessOwn(w, k, p, at, func() bool { return c.versions.redundant(k, m, c.finalizer) })
 		},
 		DeleteFunc: func(obj any) {
 			if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-				c.queueNow(sh, k, normal, time.Now())
+				c.queueNow(w, k, normal, time.Now())
 			}
 		},
 	}
@@ -111,7 +111,7 @@ func stampOf(obj any) time.Time {
 // reconcile's own write. The initial list, and an update that brings the
 // same resourceVersion, queue it at low priority; any other change at
 // normal.
-func (c *Controller) ownerKeys(sh *shard, gr schema.GroupResource) cache.ResourceEventHandler {
+func (c *Controller) ownerKeys(w *work, gr schema.GroupResource) cache.ResourceEventHandler {
 	queueOwner := func(old, obj any, p priority) {
 		m, ok := obj.(metav1.Object)
 		k, owned := c.ownerKey(obj)
@@ -123,7 +123,7 @@ func (c *Controller) ownerKeys(sh *shard, gr schema.GroupResource) cache.Resourc
 		if p == normal {
 			at = writtenAt(obj)
 		}
-		c.queueUnlessOwn(sh, k, p, at, func() bool { return c.ownWrites.redundant(gr, before, m) })
+		c.queueUnlessOwn(w, k, p, at, func() bool { return c.ownWrites.redundant(gr, before, m) })
 	}
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
@@ -139,7 +139,7 @@ func (c *Controller) ownerKeys(sh *shard, gr schema.GroupResource) cache.Resourc
 			// the two, and reconcile it twice for one change.
 			if k, ok := c.ownerKey(old); ok {
 				if now, ok := c.ownerKey(obj); !ok || now != k {
-					c.queueNow(sh, k, normal, writtenAt(obj))
+					c.queueNow(w, k, normal, writtenAt(obj))
 				}
 			}
 			// An owned informer has no resync: the same version again is a
@@ -151,7 +151,7 @@ func (c *Controller) ownerKeys(sh *shard, gr schema.GroupResource) cache.Resourc
 		},
 		DeleteFunc: func(obj any) {
 			if k, ok := c.ownerKey(obj); ok {
-				c.queueNow(sh, k, normal, time.Now())
+				c.queueNow(w, k, normal, time.Now())
 			}
 		},
 	}
@@ -168,11 +168,11 @@ func sameVersion(old, obj any) bool {
 
 // queueNow queues key at once, in place of any wait it had, at p or at the
 // wait's priority if higher.
-func (c *Controller) queueNow(sh *shard, key string, p priority, changed time.Time) {
-	if waited, ok := sh.later.cancel(key); ok {
+func (c *Controller) queueNow(w *work, key string, p priority, changed time.Time) {
+	if waited, ok := w.later.cancel(key); ok {
 		p = max(p, waited)
 	}
-	sh.q.Add(key, p, changed)
+	w.q.Add(key, p, changed)
 }
 
 func (c *Controller) ownerKey(obj any) (string, bool) {

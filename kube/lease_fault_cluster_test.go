@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/internal/shard"
 )
 
 // shortLease are Lease timings for a scenario that isn't about the
@@ -159,7 +160,7 @@ func TestClusterFaultLosingOneShardKeepsTheOthers(t *testing.T) {
 	w.create(objects)
 	w.c.ServiceAccount(t, w.ns, "replica-a", shardRBAC(w.ns))
 	r := w.replica("replica-a", s)
-	lost, kept := shardLeaseName(s.Name, 0, 2), shardLeaseName(s.Name, 1, 2)
+	lost, kept := shard.LeaseName(s.Name, 0, 2), shard.LeaseName(s.Name, 1, 2)
 	w.holds(lost, "replica-a", 30*time.Second)
 	w.holds(kept, "replica-a", 30*time.Second)
 	w.converged(time.Minute)

@@ -42,11 +42,11 @@ import (
 // While key is being reconciled, the event is held until the reconcile
 // ends: a write's event can come before its answer does, and so before the
 // write is known.
-func (c *Controller) queueUnlessOwn(sh *shard, key string, p priority, changed time.Time, redundant func() bool) {
+func (c *Controller) queueUnlessOwn(w *work, key string, p priority, changed time.Time, redundant func() bool) {
 	if c.inFlight.hold(key, heldEvent{redundant: redundant, p: p, changed: changed}) || redundant() {
 		return
 	}
-	c.queueNow(sh, key, p, changed)
+	c.queueNow(w, key, p, changed)
 }
 
 // inFlight keeps, for each key being reconciled, the events held until its

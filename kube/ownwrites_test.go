@@ -65,7 +65,7 @@ func TestTheEventOfAReconcilesWriteToAnOwnedObjectQueuesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := &countingQueue{queue: newQueue("test", nil)}
 			defer q.ShutDown()
-			sh := testShard(q)
+			sh := testWork(q)
 			c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
 			for _, rv := range tc.writes {
 				c.ownWrites.recordWrite(deploymentsGR, "default", "d", ownedAnswer{rv: rv, created: true, entry: ours})
@@ -241,7 +241,7 @@ func TestAWriteThatChangesNothingRecordsNoVersion(t *testing.T) {
 			c := applyAnswered(t, tc.code, tc.answer)
 			q := &countingQueue{queue: newQueue("test", nil)}
 			defer q.ShutDown()
-			h := c.ownerKeys(testShard(q), deploymentsGR)
+			h := c.ownerKeys(testWork(q), deploymentsGR)
 			cached := func(d *appsv1.Deployment) any {
 				md := &metav1.PartialObjectMetadata{TypeMeta: d.TypeMeta, ObjectMeta: d.ObjectMeta}
 				obj, err := ownedMetadata(md)

@@ -1,13 +1,10 @@
 package kube
 
 import (
-	"context"
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"golang.org/x/time/rate"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
@@ -44,83 +41,6 @@ func newQueue(name string, mp *queueMetrics) queue {
 		cfg.MetricsProvider, cfg.OldestWait = mp, mp.oldestWait
 	}
 	return priorityqueue.New(cfg)
-}
-
-// shard is the work of one shard of the controller's objects, or of all of
-// them with one shard: its queue, the waits of its keys, and the
-// resource's cache its workers read. A shard handed to another replica, or
-// lost, stops taking keys without shutting the controller down.
-type shard struct {
-	r     shardRange
-	q     queue
-	later *later
-	store cache.Indexer
-	attrs []attribute.KeyValue // the shard's, on its spans and instruments; none with one shard
-	// workers, with shards, holds a token for each reconcile in flight on
-	// this replica, whichever shard it is of: Settings.Workers of them.
-	workers chan struct{}
-
-	stop     chan struct{} // closed when the shard's workers are to take no more keys
-	stopOnce sync.Once
-}
-
-// newShard returns the r shard's work, with a queue of its own.
-func (c *Controller) newShard(r shardRange) *shard {
-	var attrs []attribute.KeyValue
-	if r.count > 1 {
-		attrs = []attribute.KeyValue{attribute.String(attrShard, r.String())}
-	}
-	q := newQueue(c.name, newQueueMetrics(c.tel.instruments, c.name, attrs))
-	return &shard{r: r, q: q, later: newLater(q), attrs: attrs, stop: make(chan struct{})}
-}
-
-// lead begins a term of leading: the workers are about to start. Keys that
-// have waited at normal priority for longer than the Lease's duration, a
-// former leader's to handle, move down to low priority, as the new
-// leader's backlog; those queued since then, which the former leader may
-// never have taken, stay.
-func (sh *shard) lead(le LeaderElection) { sh.q.Lead(time.Now(), le.LeaseDuration) }
-
-// stopTaking makes the shard's workers take no more keys, and shuts its
-// queue down with ShutDown, never ShutDownWithDrain: draining would hand
-// the workers the backlog. ShutDown also stops the queue's own goroutines
-// at once.
-func (sh *shard) stopTaking() {
-	sh.stopOnce.Do(func() { close(sh.stop) })
-	sh.q.ShutDown()
-}
-
-// acquire takes one of the replica's workers for a reconcile of the
-// shard's, waiting while all are busy, unless the shard stops taking keys
-// or ctx ends first.
-func (sh *shard) acquire(ctx context.Context) bool {
-	if sh.workers == nil {
-		return true
-	}
-	select {
-	case sh.workers <- struct{}{}:
-		return true
-	case <-sh.stop:
-		return false
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// release gives back what acquire took.
-func (sh *shard) release() {
-	if sh.workers != nil {
-		<-sh.workers
-	}
-}
-
-func (sh *shard) stopped() bool {
-	select {
-	case <-sh.stop:
-		return true
-	default:
-		return false
-	}
 }
 
 // newRetryLimiter returns how long a failed key backs off: from

@@ -366,7 +366,7 @@ func TestAnEventsPriority(t *testing.T) {
 			q := &countingQueue{queue: newQueue("test", nil)}
 			defer q.ShutDown()
 			c := &Controller{finalizer: "cache.example.com/finalizer"}
-			tc.event(c.objectKeys(testShard(q)))
+			tc.event(c.objectKeys(testWork(q)))
 			if want := queuedAt(tc.want); !slices.Equal(q.priorities, want) {
 				t.Errorf("queued at %v, want at %v", q.priorities, want)
 			}
@@ -411,7 +411,7 @@ func TestAnOwnedObjectsEventsPriority(t *testing.T) {
 			q := &countingQueue{queue: newQueue("test", nil)}
 			defer q.ShutDown()
 			c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
-			tc.event(c.ownerKeys(testShard(q), deploymentsGR))
+			tc.event(c.ownerKeys(testWork(q), deploymentsGR))
 			want, keys := queuedAt(tc.want), []string{"default/m"}
 			if want == nil {
 				keys = nil

@@ -6,53 +6,174 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
 
-// worker takes keys from q and reconciles them until q shuts down: the
-// canonical controller loop. A key taken once shutdown has begun is marked
-// done unreconciled, and left for the next leader.
-func (c *Controller) worker(ctx context.Context, sh *shard) {
+// work is what a term of leading's workers work on: its queue of keys,
+// the waits of its keys, and the resource's cache they read. The one
+// Lease's is the replica's from its start, queued while it stands by; a
+// shard's is its term's own. A shard's term that ends stops taking keys
+// without shutting the controller down.
+type work struct {
+	q     queue
+	later *later
+	store cache.Indexer
+	attrs []attribute.KeyValue // on its spans and instruments: a shard's, or none
+
+	stop     chan struct{} // closed when its workers are to take no more keys
+	stopOnce sync.Once
+}
+
+// newWork returns a term's work, with a queue of its own, whose spans and
+// instruments carry attrs.
+func (c *Controller) newWork(attrs []attribute.KeyValue) *work {
+	q := newQueue(c.name, newQueueMetrics(c.tel.instruments, c.name, attrs))
+	return &work{q: q, later: newLater(q), attrs: attrs, stop: make(chan struct{})}
+}
+
+// lead begins a term of leading: the workers are about to start. Keys that
+// have waited at normal priority for longer than the Lease's duration, a
+// former leader's to handle, move down to low priority, as the new
+// leader's backlog; those queued since then, which the former leader may
+// never have taken, stay.
+func (w *work) lead(le LeaderElection) { w.q.Lead(time.Now(), le.LeaseDuration) }
+
+// stopTaking makes the workers take no more keys, and shuts the queue down
+// with ShutDown, never ShutDownWithDrain: draining would hand the workers
+// the backlog. ShutDown also stops the queue's own goroutines at once.
+func (w *work) stopTaking() {
+	w.stopOnce.Do(func() { close(w.stop) })
+	w.q.ShutDown()
+}
+
+func (w *work) stopped() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// crew is the replica's workers, across its terms of leading: it holds a
+// token for each reconcile in flight, Settings.Workers of them, whichever
+// term's; and it is what Shutdown waits for, once it has cancelled their
+// reconciles. No worker starts once Shutdown waits.
+type crew struct {
+	tokens chan struct{}
+
+	mu      sync.Mutex
+	closed  bool
+	running sync.WaitGroup
+}
+
+func newCrew(workers int) *crew { return &crew{tokens: make(chan struct{}, workers)} }
+
+// startWorkers begins w's work for a term of leading (w.lead), and starts
+// Settings.Workers workers on it, reconciling with ctx; unless Shutdown
+// waits for every worker already: then w takes no key. The channel it
+// returns is closed once its workers have returned.
+func (c *Controller) startWorkers(ctx context.Context, w *work) <-chan struct{} {
+	var workers sync.WaitGroup
+	c.crew.mu.Lock()
+	if c.crew.closed {
+		w.stopTaking()
+	} else {
+		w.lead(c.settings.LeaderElection)
+		for range c.settings.Workers {
+			workers.Add(1)
+			c.crew.running.Go(func() {
+				defer workers.Done()
+				c.worker(ctx, w)
+			})
+		}
+	}
+	c.crew.mu.Unlock()
+	finished := make(chan struct{})
+	go func() {
+		workers.Wait()
+		close(finished)
+	}()
+	return finished
+}
+
+// wait is Shutdown's wait for every worker, once it has cancelled their
+// reconciles: no worker starts after it.
+func (cr *crew) wait() {
+	cr.mu.Lock()
+	cr.closed = true
+	cr.mu.Unlock()
+	cr.running.Wait()
+}
+
+// acquire takes a token for a reconcile of w's, waiting while every one is
+// taken, unless w stops taking keys or ctx ends first.
+func (cr *crew) acquire(ctx context.Context, w *work) bool {
+	select {
+	case cr.tokens <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case cr.tokens <- struct{}{}:
+		return true
+	case <-w.stop:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// release gives back what acquire took.
+func (cr *crew) release() { <-cr.tokens }
+
+// worker takes keys from w's queue and reconciles them until it shuts
+// down: the canonical controller loop. A key taken once shutdown has begun
+// is marked done unreconciled, and left for the next leader.
+func (c *Controller) worker(ctx context.Context, w *work) {
 	for {
-		item, shutdown := sh.q.Get()
+		item, shutdown := w.q.Get()
 		if shutdown {
 			return
 		}
-		if c.stopped() || sh.stopped() || ctx.Err() != nil || !sh.acquire(ctx) {
-			sh.q.Done(item.Key)
+		if c.stopped() || w.stopped() || ctx.Err() != nil || !c.crew.acquire(ctx, w) {
+			w.q.Done(item.Key)
 			continue
 		}
-		c.process(ctx, sh, item)
-		sh.release()
+		c.process(ctx, w, item)
+		c.crew.release()
 	}
 }
 
 // process reconciles one key: steps 1 to 7 of How one key is reconciled,
 // in the package doc, which the step comments below name.
-func (c *Controller) process(ctx context.Context, sh *shard, item priorityqueue.Item) {
+func (c *Controller) process(ctx context.Context, w *work, item priorityqueue.Item) {
 	key := item.Key
-	defer sh.q.Done(key)
+	defer w.q.Done(key)
 	c.inFlight.begin(key)
 	defer func() {
 		// An event held while the key was reconciled, and not of its own
 		// writes, queues it again at once.
 		if again, p, changed := c.inFlight.end(key); again {
-			c.queueNow(sh, key, p, changed)
+			c.queueNow(w, key, p, changed)
 		}
 	}()
 
 	// 1. Look it up in the cache. An object that is gone needs nothing: its
 	// owned resources are garbage collected, through their owner
 	// references.
-	cached, exists, err := sh.store.GetByKey(key)
+	cached, exists, err := w.store.GetByKey(key)
 	if err != nil || !exists {
-		c.settle(sh, key)
+		c.settle(w, key)
 		c.versions.forget(key)
-		c.tel.handled(ctx, item.Changed, sh.attrs)
+		c.tel.handled(ctx, item.Changed, w.attrs)
 		return
 	}
 	u := cached.(*cachedObject)
@@ -63,54 +184,54 @@ func (c *Controller) process(ctx context.Context, sh *shard, item priorityqueue.
 	// as after the API server's resourceVersions went backwards, the write
 	// is forgotten after rywBound, and the key reconciled then.
 	if left, ahead := c.versions.aheadFor(key, u.GetResourceVersion()); ahead {
-		sh.q.Restamp(key, item.Changed)
-		sh.later.add(key, left, item.Priority)
+		w.q.Restamp(key, item.Changed)
+		w.later.add(key, left, item.Priority)
 		return
 	}
 
-	ctx, record := c.tel.start(ctx, c.kind, u, sh.attrs)
+	ctx, record := c.tel.start(ctx, c.kind, u, w.attrs)
 	ctx = recordingWrites(ctx, c.ownWrites)
 	after, pv, err := c.reconcileOrPanic(ctx, u)
-	c.conclude(ctx, sh, item, record, after, pv, err)
+	c.conclude(ctx, w, item, record, after, pv, err)
 }
 
 // conclude is step 7: it records how the reconcile of item ended, and
 // settles its key, or waits to reconcile it again, at the priority it was
 // taken at. The change the key was queued for is handled by a reconcile
 // that succeeds; any other keeps its time for the next.
-func (c *Controller) conclude(ctx context.Context, sh *shard, item priorityqueue.Item, record *reconcileRecord, after time.Duration, pv *panicValue, err error) {
+func (c *Controller) conclude(ctx context.Context, w *work, item priorityqueue.Item, record *reconcileRecord, after time.Duration, pv *panicValue, err error) {
 	key := item.Key
 	switch {
 	case pv != nil:
 		// 7. A panic is recovered, recorded and forgotten: a retry would run
 		// the same code on the same object, and panic the same way.
 		record.panicked(pv)
-		c.settle(sh, key)
+		c.settle(w, key)
 	case errors.Is(err, errStale):
 		// The cache's object was deleted, or replaced by a new one of the
 		// same name: the watch event that says so queues the key again.
 		record.stale(err)
-		sh.q.Restamp(key, item.Changed)
-		c.settle(sh, key)
+		w.q.Restamp(key, item.Changed)
+		c.settle(w, key)
 	case err != nil:
 		// 7. An error retries the object after a backoff of its own.
 		record.failed(err)
-		sh.q.Restamp(key, item.Changed)
-		sh.later.add(key, c.retry.When(key), item.Priority)
+		w.q.Restamp(key, item.Changed)
+		w.later.add(key, c.retry.When(key), item.Priority)
 	default:
 		record.succeeded()
-		c.tel.handled(ctx, item.Changed, sh.attrs)
-		c.settle(sh, key)
+		c.tel.handled(ctx, item.Changed, w.attrs)
+		c.settle(w, key)
 		if after > 0 {
-			sh.later.add(key, after, item.Priority)
+			w.later.add(key, after, item.Priority)
 		}
 	}
 }
 
 // settle forgets key's backoff and any wait it had.
-func (c *Controller) settle(sh *shard, key string) {
+func (c *Controller) settle(w *work, key string) {
 	c.retry.Forget(key)
-	sh.later.cancel(key)
+	w.later.cancel(key)
 }
 
 // reconcileOrPanic runs steps 2 to 6, recovering a panic in the end user's

@@ -93,86 +93,79 @@ func (c *Controller) serve(ctx, stopping context.Context, fail context.CancelCau
 		return err
 	}
 
-	// 2. Start the informers. They run until Serve returns, after the
-	// Lease is released, so a new leader's caches stay warm meanwhile.
-	// With shards, a replica lists and watches only the shards it holds,
-	// from when it takes each.
-	informing, stopInformers := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), c.tel.logr))
-	var running sync.WaitGroup
-	defer running.Wait()
+	// 2 to 5, on the one Lease or on a Lease of each shard. The informers
+	// run until Serve returns, after the Lease is released, so a new
+	// leader's caches stay warm meanwhile.
+	running, stopInformers := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), c.tel.logr))
+	inf := &informing{ctx: running}
+	defer inf.running.Wait()
 	defer stopInformers()
-	watch := newServedWatch(c, informing, fail, &running)
-	watch.probe()
-	if c.settings.Shards > 1 {
-		return c.serveShards(ctx, stopping, informing, watch, &running)
-	}
-	sh := c.newShard(newShardRange(0, 1))
-	defer sh.q.ShutDown()
-	defer sh.later.stop()
-	informers, err := c.informers(sh, watch, nil)
-	if err != nil {
-		return err
-	}
+	inf.watch = newServedWatch(c, running, fail, &inf.running)
+	inf.watch.probe()
+	return c.leader.serve(ctx, stopping, inf)
+}
+
+// informing runs the replica's informers, from step 2 until Serve returns.
+type informing struct {
+	ctx     context.Context // the informers run until it ends, at the latest
+	running sync.WaitGroup  // the informers, and the watch's probes
+	watch   *servedWatch    // sees their list and watch errors
+}
+
+// start starts informers, each until run or the informing ends, and waits
+// for their caches to sync until syncing ends: it reports whether they
+// synced.
+func (inf *informing) start(run, syncing context.Context, informers []cache.SharedIndexInformer) bool {
 	synced := make([]cache.InformerSynced, 0, len(informers))
-	for _, inf := range informers {
-		running.Go(func() { inf.RunWithContext(informing) })
-		synced = append(synced, inf.HasSynced)
+	for _, i := range informers {
+		inf.running.Go(func() { i.RunWithContext(run) })
+		synced = append(synced, i.HasSynced)
 	}
-
-	// 3. Wait for the caches to sync.
-	if !cache.WaitForNamedCacheSyncWithContext(stopping, synced...) {
-		return nil // shutdown began, or a resource stopped being served
-	}
-	c.synced.MarkHealthy()
-
-	// 4 and 5. Campaign for the Lease, and reconcile while holding it.
-	sh.store = informers[0].GetIndexer()
-	return c.lead(ctx, stopping, sh)
+	return cache.WaitForNamedCacheSyncWithContext(syncing, synced...)
 }
 
 // informers returns the resource's informer first, through the dynamic
 // client, and one for each owned resource, through the metadata client,
-// all limited to Settings.Namespace, and to sh's objects with shards, with
-// their event handlers queueing keys on sh, and their list and watch
-// errors seen by watch. foreign is called when the API server sends
-// objects of other shards.
-func (c *Controller) informers(sh *shard, watch *servedWatch, foreign func()) ([]cache.SharedIndexInformer, error) {
-	var infs []cache.SharedIndexInformer
-	if sh.r.count > 1 {
-		infs = c.shardInformers(sh.r, foreign)
-	} else {
-		ns := c.settings.Namespace
-		res := c.clients.dynamic.Resource(c.gvr).Namespace(ns)
-		lw := cache.ListWatch{ListWithContextFunc: listing(res.List), WatchFuncWithContext: res.Watch}
-		infs = append(infs, newInformer(lw, c.clients.dynamic, c.gvr, &unstructured.Unstructured{}, c.settings.Resync))
-		for _, gvr := range c.owned {
-			md := c.clients.metadata.Resource(gvr).Namespace(ns)
-			lw := cache.ListWatch{ListWithContextFunc: listing(md.List), WatchFuncWithContext: md.Watch}
-			// An owned resource's resync would only repeat the owner's.
-			infs = append(infs, newInformer(lw, c.clients.metadata, gvr, &metav1.PartialObjectMetadata{}, 0))
-		}
-	}
-	handlers := []cache.ResourceEventHandler{c.objectKeys(sh)}
+// all limited to Settings.Namespace.
+func (c *Controller) informers() []cache.SharedIndexInformer {
+	ns := c.settings.Namespace
+	res := c.clients.dynamic.Resource(c.gvr).Namespace(ns)
+	lw := cache.ListWatch{ListWithContextFunc: listing(res.List), WatchFuncWithContext: res.Watch}
+	infs := []cache.SharedIndexInformer{newInformer(lw, c.clients.dynamic, c.gvr, &unstructured.Unstructured{}, c.settings.Resync)}
 	for _, gvr := range c.owned {
-		handlers = append(handlers, c.ownerKeys(sh, gvr.GroupResource()))
+		md := c.clients.metadata.Resource(gvr).Namespace(ns)
+		lw := cache.ListWatch{ListWithContextFunc: listing(md.List), WatchFuncWithContext: md.Watch}
+		// An owned resource's resync would only repeat the owner's.
+		infs = append(infs, newInformer(lw, c.clients.metadata, gvr, &metav1.PartialObjectMetadata{}, 0))
 	}
-	for i, inf := range infs {
+	return infs
+}
+
+// handle gives informers, the resource's first and then each owned
+// resource's, their event handlers, queueing keys on w, their watch error
+// handlers, seen by watch, and the transforms of what their caches keep.
+func (c *Controller) handle(informers []cache.SharedIndexInformer, w *work, watch *servedWatch) error {
+	handlers := []cache.ResourceEventHandler{c.objectKeys(w)}
+	for _, gvr := range c.owned {
+		handlers = append(handlers, c.ownerKeys(w, gvr.GroupResource()))
+	}
+	for i, inf := range informers {
 		logger := c.tel.logr
 		if _, err := inf.AddEventHandlerWithOptions(handlers[i], cache.HandlerOptions{Logger: &logger}); err != nil {
-			return nil, fmt.Errorf("kube: adding an event handler: %w", err)
+			return fmt.Errorf("kube: adding an event handler: %w", err)
 		}
 		if err := inf.SetWatchErrorHandlerWithContext(watch.handler(i)); err != nil {
-			return nil, fmt.Errorf("kube: setting a watch error handler: %w", err)
+			return fmt.Errorf("kube: setting a watch error handler: %w", err)
 		}
 		transform := ownedMetadata
 		if i == 0 {
 			transform = compact
 		}
 		if err := inf.SetTransform(transform); err != nil {
-			return nil, fmt.Errorf("kube: setting a transform: %w", err)
+			return fmt.Errorf("kube: setting a transform: %w", err)
 		}
 	}
-	return infs, nil
+	return nil
 }
 
 // newInformer is an informer of what lw lists and watches, through client,

@@ -495,7 +495,7 @@ func TestTheEventsOfAReconcilesOwnWritesQueueNothing(t *testing.T) {
 	for _, tc := range ownWriteEvents(input) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := newCountingQueue(t)
-			sh := testShard(q)
+			sh := testWork(q)
 			c := &Controller{finalizer: testFinalizer, versions: writtenVersions{manager: "memcached-controller"}}
 			h := c.objectKeys(sh)
 			tc.steps(c, func(u *unstructured.Unstructured) { h.OnUpdate(input, u) })
@@ -625,7 +625,7 @@ func TestTheEventOfAnOwnWriteWithAnotherWritersEntryChangedQueuesTheKey(t *testi
 			q := newCountingQueue(t)
 			c := &Controller{finalizer: "cache.example.com/finalizer", versions: writtenVersions{manager: "memcached-controller"}}
 			c.versions.wrote("default/m", "5", input)
-			c.objectKeys(testShard(q)).OnUpdate(input, tc.event)
+			c.objectKeys(testWork(q)).OnUpdate(input, tc.event)
 			if got := len(q.added); got != tc.queued {
 				t.Errorf("keys queued = %d, want %d", got, tc.queued)
 			}
@@ -657,7 +657,7 @@ func TestAnEventThatComesBeforeItsWritesAnswerIsJudgedOnceTheReconcileEnds(t *te
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := newCountingQueue(t)
-			sh := testShard(q)
+			sh := testWork(q)
 			c := &Controller{}
 			h := c.objectKeys(sh)
 			c.inFlight.begin("default/m")
@@ -695,7 +695,7 @@ func TestAnOwnedObjectsUpdateQueuesItsOwnerOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := newCountingQueue(t)
-			sh := testShard(q)
+			sh := testWork(q)
 			c := &Controller{kind: "Memcached", group: "cache.example.com"}
 			c.ownerKeys(sh, schema.GroupResource{Group: "apps", Resource: "deployments"}).OnUpdate(owned(tc.old), owned(tc.now))
 			if !slices.Equal(q.added, tc.want) {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/internal/shard"
 )
 
 // The sharded replica processes report on their stdout each reconcile, and
@@ -53,8 +54,8 @@ func reportShards(ctx context.Context, ctrl *Controller) {
 			return
 		case <-time.After(200 * time.Millisecond):
 		}
-		m := ctrl.shards.Load()
-		if m == nil {
+		m, ok := ctrl.leader.(*shardManager)
+		if !ok {
 			continue
 		}
 		var held []string
@@ -128,7 +129,7 @@ func shardHolders(ctx context.Context, w *workload, n int) ([]string, error) {
 		return nil, err
 	}
 	for _, l := range leases.Items {
-		if i, k, ok := parseShardLease(testSettings().Name, l.Name); ok && k == n && l.Spec.HolderIdentity != nil {
+		if i, k, ok := shard.ParseLease(testSettings().Name, l.Name); ok && k == n && l.Spec.HolderIdentity != nil {
 			holders[i] = *l.Spec.HolderIdentity
 		}
 	}
@@ -167,7 +168,7 @@ func shardsOfObjects(t *testing.T, w *workload, n int) map[string]int {
 	}
 	out := map[string]int{}
 	for _, u := range list.Items {
-		out[u.GetName()] = shardOf(hashOf(string(u.GetUID())), n)
+		out[u.GetName()] = shard.Of(shard.Hash(string(u.GetUID())), n)
 	}
 	return out
 }

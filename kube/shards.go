@@ -4,24 +4,45 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
+
+	"github.com/z5labs/humus/kube/internal/elector"
+	"github.com/z5labs/humus/kube/internal/shard"
 )
 
+// ShardKey is the field of an object whose hash puts it in a shard.
+type ShardKey string
+
+const (
+	// ShardByUID divides the objects by their metadata.uid: evenly,
+	// whatever their namespaces. An owned object belongs to the shard of
+	// its controller owner's UID.
+	ShardByUID ShardKey = "uid"
+	// ShardByNamespace divides them by their metadata.namespace: every
+	// object of a namespace in one shard, owned objects with their owners,
+	// filtered by the API server too.
+	ShardByNamespace ShardKey = "namespace"
+)
+
+// maxShards bounds Settings.Shards: each shard is a Lease, and a list and a
+// watch of each resource on the replica that holds it.
+const maxShards = 256
+
 // With Settings.Shards above 1, the objects are divided into that many
-// ranges of their hash (shard.go), each with a Lease of its own, and the
+// ranges of their hash (internal/shard), each with a Lease of its own, and the
 // replicas share the Leases:
 //
 //   - Every RetryPeriod a replica lists the Leases. A shard's Lease that is
@@ -38,7 +59,7 @@ import (
 //     lets its reconciles in flight finish, releases the Lease, and the
 //     asker takes it. A released Lease wanted by another is left to it for
 //     LeaseDuration.
-//   - Each shard held is a term of leading, with the rules of lease.go: its
+//   - Each shard held is a term of leading (term.go), as the one Lease's: its
 //     writes are made under its own proof, and a shard whose Lease can't be
 //     proven stops its workers by the lost deadline. A replica that loses a
 //     shard, or every shard, keeps running and takes shards again.
@@ -54,158 +75,67 @@ import (
 
 // annotationWantedBy, on a shard's Lease, names the replica that asked its
 // holder for it.
+
+// annotationWantedBy, on a shard's Lease, names the replica that asked its
+// holder for it.
 const annotationWantedBy = "kube.humus.z5labs.dev/wanted-by"
 
-// shardState is what one look at the Leases says of one shard, for plan.
-type shardState struct {
-	holder   string // "" when the Lease is free by this replica's observation
-	wantedBy string
-	free     time.Time // when this replica first saw the Lease free as it is
-	blocked  bool      // a held Lease of another shard count covers some of its objects
-	running  bool      // this replica has a term of the shard, running or ending
-}
-
-// plan says how many more shards this replica (self) takes now, which
-// free ones, in the order to try them (more than it takes: another
-// replica can take one first), and which shard's holder it asks for one
-// (-1: none), from one look at the Leases. wantedFor is how long a free
-// Lease wanted by another replica is left to it.
-func plan(self string, shards []shardState, now time.Time, wantedFor time.Duration) (more int, take []int, ask int) {
-	members := map[string]int{} // each member's shards
-	mine := 0
-	for _, s := range shards {
-		if s.running {
-			mine++
-			continue
-		}
-		if s.holder != "" {
-			members[s.holder]++
-		}
-		if s.wantedBy != "" {
-			if _, ok := members[s.wantedBy]; !ok {
-				members[s.wantedBy] = 0
-			}
-		}
+// newLeader is how c leads: with Settings.Shards above 1, on a Lease of
+// each shard it holds; otherwise on the one Lease, kept from it while a
+// Lease of the shards covers some of its objects.
+func newLeader(c *Controller) leader {
+	if c.settings.Shards > 1 {
+		return &shardManager{c: c, terms: map[int]*shardTerm{}}
 	}
-	members[self] = mine
-	n, r := len(shards), len(members)
-	most, least := (n+r-1)/r, n/r
-
-	var wanted, others []int
-	for i, s := range shards {
-		switch {
-		case s.running || s.holder != "" || s.blocked:
-		case s.wantedBy == self:
-			wanted = append(wanted, i)
-		case s.wantedBy == "" || now.Sub(s.free) >= wantedFor:
-			others = append(others, i)
-		}
-	}
-	rand.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
-	take = append(wanted, others...)
-	more = min(max(most-mine, 0), len(take))
-	if mine == 0 {
-		// A replica holding none takes one first, and the rest of its
-		// share once it sees the Leases again: replicas that start
-		// together see each other by then, and share the shards without
-		// handing any over.
-		more = min(more, 1)
-	}
-	if more > 0 {
-		return more, take, -1
-	}
-	if mine >= least {
-		return 0, nil, -1
-	}
-	for _, s := range shards {
-		if s.wantedBy == self {
-			return 0, nil, -1 // asked already
-		}
-	}
-	// Ask the member holding the most, if it holds more than its share.
-	donor, held := "", least
-	for m, k := range members {
-		if m == self || k <= least {
-			continue
-		}
-		if k > held || (k == held && m < donor) {
-			donor, held = m, k
-		}
-	}
-	if donor == "" {
-		return 0, nil, -1
-	}
-	for i, s := range shards {
-		if s.holder == donor && s.wantedBy == "" {
-			return 0, nil, i
-		}
-	}
-	return 0, nil, -1
+	return &oneLease{c: c, blocked: shardLeasesHeld(c), gaveBack: "Gave the lease back: a replica of another shard count holds a shard's"}
 }
 
 // shardManager runs a sharded controller's terms: one for each shard this
 // replica holds.
 type shardManager struct {
-	c         *Controller
-	ctx       context.Context // Serve's
-	stopping  context.Context
-	informing context.Context
-	watch     *servedWatch
-	running   *sync.WaitGroup // the informers'
-	electors  []*elector      // one for each shard, kept across its terms
-	foreign   *foreignLeases
-	ended     chan int // each term's shard, once it has ended
-	// workerTokens are the replica's Settings.Workers, shared by the shards
-	// it holds: each shard runs that many workers, and a reconcile takes a
-	// token.
-	workerTokens chan struct{}
-	honoured     sync.Once
-	refusal      refusal // of the Lease list's answers
+	c        *Controller
+	ctx      context.Context // Serve's
+	stopping context.Context
+	inf      *informing
+	electors []*elector.Elector // one for each shard, kept across its terms
+	foreign  *shard.Foreign
+	ended    chan int // each term's shard, once it has ended
+	honoured sync.Once
+	refusal  elector.Refusal // of the Lease list's answers
 
-	mu      sync.Mutex
-	terms   map[int]*shardTerm
-	closed  bool           // Shutdown waits for the workers: no more start
-	workers sync.WaitGroup // every term's
-}
-
-// seenLease is when this replica first saw a Lease's version.
-type seenLease struct {
-	version string
-	at      time.Time
+	mu    sync.Mutex
+	terms map[int]*shardTerm
 }
 
 // shardTerm is one term of holding one shard.
 type shardTerm struct {
-	sh        *shard
+	r         shard.Range
+	w         *work
 	informers []cache.SharedIndexInformer
-	el        *elector
+	el        *elector.Elector
 	synced    atomic.Bool
 	asked     chan struct{} // closed when another replica asks for the shard, or the term is to end
 	askOnce   sync.Once
 	over      chan struct{} // closed when the term has ended
-	workers   sync.WaitGroup
-	finished  chan struct{} // closed once the workers have returned
 }
 
-// serveShards runs steps 4 and 5 of a sharded controller: it takes shards
-// and reconciles each while holding it, until shutdown begins.
-func (c *Controller) serveShards(ctx, stopping, informing context.Context, watch *servedWatch, running *sync.WaitGroup) error {
+// serve runs steps 2 to 5 of a sharded controller: it takes shards, lists
+// and watches each from when it takes it, and reconciles each while
+// holding it, until shutdown begins.
+func (m *shardManager) serve(ctx, stopping context.Context, inf *informing) error {
+	c := m.c
 	n := c.settings.Shards
-	m := &shardManager{
-		c: c, ctx: ctx, stopping: stopping, informing: informing, watch: watch, running: running,
-		foreign: newForeignLeases(c), ended: make(chan int, n), terms: map[int]*shardTerm{},
-		workerTokens: make(chan struct{}, c.settings.Workers),
-	}
-	campaigning := klog.NewContext(context.WithoutCancel(ctx), c.tel.logr)
+	m.ctx, m.stopping, m.inf = ctx, stopping, inf
+	m.foreign = shard.NewForeign(c.name, c.settings.LeaderElection.LeaseDuration)
+	m.ended = make(chan int, n)
+	m.refusal = elector.Refusal{Grace: unservedGrace}
 	for i := range n {
-		el := c.newElector(campaigning)
-		el.name = shardLeaseName(c.name, i, n)
-		el.log = klog.FromContext(campaigning).WithValues("lock", c.settings.LeaderElection.Namespace+"/"+el.name)
-		m.electors = append(m.electors, el)
+		cfg := c.electorConfig(shard.LeaseName(c.name, i, n))
+		cfg.Taking = func(l *coordinationv1.Lease) {
+			delete(l.Annotations, annotationWantedBy) // whoever asked, it is this replica's now
+		}
+		m.electors = append(m.electors, elector.New(cfg))
 	}
-	idle := m.waitWorkers
-	c.idle.Store(&idle)
-	c.shards.Store(m)
 	m.markSynced()
 
 	t := time.NewTimer(0)
@@ -247,17 +177,17 @@ func (m *shardManager) look() (time.Time, error) {
 	if !expiry.IsZero() && expiry.Before(next) {
 		next = expiry
 	}
-	more, take, ask := plan(le.Identity, states, time.Now(), le.LeaseDuration)
+	more, take, ask := shard.Plan(le.Identity, states, time.Now(), le.LeaseDuration)
 	var taken []int
 	for _, i := range take {
 		if len(taken) == more {
 			break
 		}
 		el := m.electors[i]
-		if el.take(m.campaigning()) {
+		if el.Take(m.campaigning()) {
 			taken = append(taken, i)
 		}
-		if err := el.deniedErr(); err != nil {
+		if err := el.DeniedErr(); err != nil {
 			return next, err
 		}
 	}
@@ -295,7 +225,7 @@ func (m *shardManager) list() ([]coordinationv1.Lease, bool, error) {
 	defer cancel()
 	list, err := m.c.clients.leases.Leases(le.Namespace).List(ctx, metav1.ListOptions{})
 	switch {
-	case m.refusal.final(err, incurable(err, false)):
+	case m.refusal.Final(err, elector.Incurable(err, false)):
 		return nil, false, fmt.Errorf("kube: listing the Leases in %s: %w", le.Namespace, err)
 	case err != nil:
 		klog.FromContext(ctx).V(4).Info("Failed to list the leases", "err", err)
@@ -307,7 +237,7 @@ func (m *shardManager) list() ([]coordinationv1.Lease, bool, error) {
 // states reads the Leases as plan takes them: each shard's, as its
 // elector sees it; and when the first of those held by another replica
 // expires, unless renewed first.
-func (m *shardManager) states(leases []coordinationv1.Lease) (states []shardState, expiry time.Time) {
+func (m *shardManager) states(leases []coordinationv1.Lease) (states []shard.State, expiry time.Time) {
 	byName := map[string]*coordinationv1.Lease{}
 	for i := range leases {
 		byName[leases[i].Name] = &leases[i]
@@ -315,24 +245,24 @@ func (m *shardManager) states(leases []coordinationv1.Lease) (states []shardStat
 	blocked := m.blockedShards(leases)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	states = make([]shardState, len(m.electors))
+	states = make([]shard.State, len(m.electors))
 	for i, el := range m.electors {
 		s := &states[i]
-		s.blocked = blocked[i]
+		s.Blocked = blocked[i]
 		if _, ok := m.terms[i]; ok {
-			s.running = true
+			s.Running = true
 			continue
 		}
-		el.saw(byName[el.name])
-		if free, at := el.free(); !free {
-			s.holder = el.holder() // the Lease may be missing, and count as held still
+		el.Saw(byName[el.Name()])
+		if free, at := el.Free(); !free {
+			s.Holder = el.Holder() // the Lease may be missing, and count as held still
 			if expiry.IsZero() || at.Before(expiry) {
 				expiry = at
 			}
 		}
-		s.free = el.seenAt
-		if el.seen != nil {
-			s.wantedBy = el.seen.Annotations[annotationWantedBy]
+		s.Free = el.SeenAt()
+		if seen := el.Seen(); seen != nil {
+			s.WantedBy = seen.Annotations[annotationWantedBy]
 		}
 	}
 	return states, expiry
@@ -342,102 +272,33 @@ func (m *shardManager) states(leases []coordinationv1.Lease) (states []shardStat
 // covers some of: the unsharded controller's one Lease, named Name,
 // covers all.
 func (m *shardManager) blockedShards(leases []coordinationv1.Lease) map[int]bool {
-	return m.foreign.blocked(leases, len(m.electors))
-}
-
-// foreignLeases are the Leases of a controller's other shard counts, as one
-// replica sees them: each version from when it first saw it, by its own
-// clock, as an elector sees its own Lease.
-type foreignLeases struct {
-	name     string        // the controller's
-	duration time.Duration // a Lease's, when it doesn't say
-	seen     map[string]seenLease
-}
-
-func newForeignLeases(c *Controller) *foreignLeases {
-	return &foreignLeases{name: c.name, duration: c.settings.LeaderElection.LeaseDuration, seen: map[string]seenLease{}}
-}
-
-// blocked says which of n shards a held Lease among leases, of a shard
-// count other than n, covers some of: the unsharded controller's one
-// Lease, named Name, covers all.
-func (f *foreignLeases) blocked(leases []coordinationv1.Lease, n int) map[int]bool {
-	blocked := map[int]bool{}
-	now := time.Now()
-	seen := map[string]bool{}
-	for _, l := range leases {
-		j, k, ok := parseShardLease(f.name, l.Name)
-		if l.Name == f.name {
-			j, k, ok = 0, 1, true
-		}
-		if !ok || k == n {
-			continue
-		}
-		seen[l.Name] = true
-		if s, ok := f.seen[l.Name]; !ok || s.version != l.ResourceVersion {
-			f.seen[l.Name] = seenLease{version: l.ResourceVersion, at: now}
-		}
-		if !heldAt(&l, f.seen[l.Name].at, now, f.duration) {
-			continue
-		}
-		theirs := newShardRange(j, k)
-		for i := range n {
-			if overlaps(newShardRange(i, n), theirs) {
-				blocked[i] = true
-			}
-		}
-	}
-	for name := range f.seen {
-		if !seen[name] {
-			delete(f.seen, name)
-		}
-	}
-	return blocked
-}
-
-// heldAt reports whether a Lease first seen as it is at seen is held at
-// now: it names a holder, and hasn't gone unrenewed for its duration.
-func heldAt(l *coordinationv1.Lease, seen, now time.Time, fallback time.Duration) bool {
-	if ptr.Deref(l.Spec.HolderIdentity, "") == "" {
-		return false
-	}
-	d := fallback
-	if s := ptr.Deref(l.Spec.LeaseDurationSeconds, 0); s > 0 {
-		d = time.Duration(s) * time.Second
-	}
-	return now.Before(seen.Add(d))
+	return m.foreign.Blocked(leases, len(m.electors))
 }
 
 // askFor asks the holder of the i-th shard for it: an update of its Lease,
 // conditioned on the version this replica saw, naming this replica.
 func (m *shardManager) askFor(i int) {
 	el := m.electors[i]
-	if el.seen == nil {
+	asked, err := el.Annotate(m.campaigning(), annotationWantedBy, m.c.settings.LeaderElection.Identity)
+	switch {
+	case !asked:
+		return
+	case err != nil:
+		el.Log().V(4).Info("Failed to ask for the shard", "err", err)
 		return
 	}
-	lease := el.seen.DeepCopy()
-	if lease.Annotations == nil {
-		lease.Annotations = map[string]string{}
-	}
-	lease.Annotations[annotationWantedBy] = el.identity
-	ctx, cancel := context.WithTimeout(m.campaigning(), el.timing.RenewDeadline)
-	defer cancel()
-	if _, err := el.leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
-		el.log.V(4).Info("Failed to ask for the shard", "err", err)
-		return
-	}
-	el.log.Info("Asked the holder for the shard", "holder", ptr.Deref(lease.Spec.HolderIdentity, ""))
+	el.Log().Info("Asked the holder for the shard", "holder", el.Holder())
 }
 
 // start begins a term of the i-th shard, whose Lease this replica has just
 // taken: it renews the Lease, starts the shard's informers and, once they
 // have synced, its workers.
 func (m *shardManager) start(i int) {
-	c := m.c
-	sh := c.newShard(newShardRange(i, len(m.electors)))
-	sh.workers = m.workerTokens
-	t := &shardTerm{sh: sh, el: m.electors[i], asked: make(chan struct{}), over: make(chan struct{}), finished: make(chan struct{})}
-	t.el.asked = t.ask
+	r := shard.NewRange(i, len(m.electors))
+	t := &shardTerm{
+		r: r, w: m.c.newWork([]attribute.KeyValue{attribute.String(attrShard, r.String())}), el: m.electors[i],
+		asked: make(chan struct{}), over: make(chan struct{}),
+	}
 	m.mu.Lock()
 	m.terms[i] = t
 	m.mu.Unlock()
@@ -448,168 +309,110 @@ func (m *shardManager) start(i int) {
 // run is one term of a shard, until it is lost, handed to the replica
 // that asked for it, or shutdown begins.
 func (m *shardManager) run(t *shardTerm) {
-	c, el, sh := m.c, t.el, t.sh
-	le := c.settings.LeaderElection
-	defer func() {
-		sh.later.stop()
-		m.forgetKeys(sh)
-		close(t.over)
-		m.ended <- sh.r.index
-	}()
+	c, el := m.c, t.el
+	defer m.end(t)
 
 	// Renew the Lease from now on; a renewal that finds the shard wanted by
-	// another replica closes asked.
+	// another replica asks the term to end.
 	holding, stopHolding := context.WithCancel(m.campaigning())
 	defer stopHolding()
 	held := make(chan struct{})
 	go func() {
 		defer close(held)
-		el.hold(holding)
+		el.Hold(holding, func(l *coordinationv1.Lease) {
+			if by := l.Annotations[annotationWantedBy]; by != "" && by != c.settings.LeaderElection.Identity {
+				t.ask()
+			}
+		})
 	}()
-	lost := c.watchProof(el, held, t.over)
-
-	// The shard's caches, from cold.
-	informing, stopInformers := context.WithCancel(m.informing)
+	running, stopInformers := context.WithCancel(m.inf.ctx)
 	defer stopInformers()
-	informers, err := c.informers(sh, m.watch, m.notHonoured(sh.r))
-	if err != nil {
-		c.tel.log.ErrorContext(m.ctx, "starting a shard's informers", "shard", sh.r.String(), "error", err.Error())
-		sh.stopTaking()
-		stopHolding()
-		<-held
-		c.release(el)
+	lt := c.newTerm(m.ctx, el, t.w, held, stopHolding, "shard", t.r.String())
+	defer lt.close()
+
+	if !m.cache(t, lt, running) {
 		return
 	}
-	sh.store = informers[0].GetIndexer()
+	if t.synced.Load() {
+		lt.lead()
+	}
+	if !lt.serve(m.stopping.Done(), t.asked) {
+		if m.stopping.Err() == nil {
+			el.Log().Info("Released the shard", "wantedBy", el.Seen().Annotations[annotationWantedBy])
+		}
+		return
+	}
+	if !lt.lose() {
+		c.tel.log.ErrorContext(m.ctx, "a reconcile ignored its cancelled context: the shard isn't taken again until it returns", "lease", el.Describe())
+		<-lt.finished
+	}
+	<-held
+}
+
+// cache starts the shard's informers, from cold, each until running ends,
+// and waits for their caches to sync, until the term is lost or handed
+// back, or shutdown begins. It reports false, having released the Lease,
+// when the informers can't be started.
+func (m *shardManager) cache(t *shardTerm, lt *term, running context.Context) bool {
+	c := m.c
+	informers := c.shardInformers(t.r, m.notHonoured(t.r))
+	if err := c.handle(informers, t.w, m.inf.watch); err != nil {
+		c.tel.log.ErrorContext(m.ctx, "starting a shard's informers", "shard", t.r.String(), "error", err.Error())
+		t.w.stopTaking()
+		lt.release()
+		return false
+	}
+	t.w.store = informers[0].GetIndexer()
 	m.mu.Lock()
 	t.informers = informers
 	m.mu.Unlock()
-	synced := make([]cache.InformerSynced, 0, len(informers))
-	for _, inf := range informers {
-		m.running.Go(func() { inf.RunWithContext(informing) })
-		synced = append(synced, inf.HasSynced)
-	}
 	syncing, stopSyncing := context.WithCancel(m.stopping)
+	defer stopSyncing()
 	go func() {
 		select {
-		case <-lost:
+		case <-lt.lost:
 		case <-t.asked:
 		case <-syncing.Done():
 		}
 		stopSyncing()
 	}()
-	if cache.WaitForNamedCacheSyncWithContext(syncing, synced...) {
+	if m.inf.start(running, syncing, informers) {
 		t.synced.Store(true)
 		m.markSynced()
 	}
-	stopSyncing()
+	return true
+}
 
-	// Lead the shard: the reconciles of this term end with it.
-	term, endTerm := context.WithCancel(c.work)
-	defer endTerm()
-	work := withProof(klog.NewContext(term, c.tel.logr), &proof{elector: el, renewDeadline: le.RenewDeadline})
-	if t.synced.Load() && !m.startWorkers(t, work) {
-		sh.stopTaking()
-	}
-	go func() {
-		t.workers.Wait()
-		close(t.finished)
-	}()
-
-	select {
-	case <-m.stopping.Done():
-	case <-t.asked:
-	case <-lost:
-	}
-	sh.stopTaking()
-	select {
-	case <-lost:
-	default:
-		select {
-		case <-t.finished:
-			m.handOver(t, stopHolding, held)
-			return
-		case <-lost:
-		}
-	}
-
-	// The Lease can't be proven: stop at once, and end the term by the
-	// lost deadline whether or not every Reconciler has.
-	endTerm()
-	stopHolding()
-	c.clients.abort()
-	c.tel.log.WarnContext(m.ctx, "lost the lease", "lease", el.describe(), "renewed", el.renewedAt(), "shard", sh.r.String())
-	deadline := time.NewTimer(time.Until(el.renewedAt().Add(lostDeadline(le))))
-	defer deadline.Stop()
-	select {
-	case <-t.finished:
-	case <-deadline.C:
-		c.tel.log.ErrorContext(m.ctx, "a reconcile ignored its cancelled context: the shard isn't taken again until it returns", "lease", el.describe())
-		<-t.finished
-	}
-	<-held
+// end ends a term, once its workers have returned: it drops what the
+// controller keeps of each key of the term (forgetKeys), and tells the
+// manager.
+func (m *shardManager) end(t *shardTerm) {
+	t.w.later.stop()
+	m.forgetKeys(t.w)
+	close(t.over)
+	m.ended <- t.r.Index
 }
 
 // forgetKeys drops what the controller keeps of each key of a term that
 // has ended, once its workers have returned: its writes and its backoff,
 // which another replica's term of the shard makes stale; and whatever is
 // left in its queue, so the queue's depth goes back to none.
-func (m *shardManager) forgetKeys(sh *shard) {
-	if sh.store != nil {
-		for _, k := range sh.store.ListKeys() {
+func (m *shardManager) forgetKeys(w *work) {
+	if w.store != nil {
+		for _, k := range w.store.ListKeys() {
 			m.c.versions.forget(k)
 			m.c.retry.Forget(k)
 		}
 	}
-	for sh.q.Len() > 0 {
-		item, _ := sh.q.Get()
-		sh.q.Done(item.Key)
+	for w.q.Len() > 0 {
+		item, _ := w.q.Get()
+		w.q.Done(item.Key)
 	}
 }
 
 // ask ends the term as a handover does: asked for by another replica, or
 // by the manager.
 func (t *shardTerm) ask() { t.askOnce.Do(func() { close(t.asked) }) }
-
-// handOver ends a term whose reconciles in flight have finished, on
-// shutdown or because another replica asked for the shard: it stops
-// renewing the Lease and releases it.
-func (m *shardManager) handOver(t *shardTerm, stopHolding context.CancelFunc, held <-chan struct{}) {
-	stopHolding()
-	<-held
-	m.c.release(t.el)
-	if m.stopping.Err() == nil {
-		t.el.log.Info("Released the shard", "wantedBy", t.el.seen.Annotations[annotationWantedBy])
-	}
-}
-
-// startWorkers starts the term's workers, unless Shutdown is waiting for
-// every worker already.
-func (m *shardManager) startWorkers(t *shardTerm, ctx context.Context) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return false
-	}
-	t.sh.lead(m.c.settings.LeaderElection)
-	for range m.c.settings.Workers {
-		t.workers.Add(1)
-		m.workers.Go(func() {
-			defer t.workers.Done()
-			m.c.worker(ctx, t.sh)
-		})
-	}
-	return true
-}
-
-// waitWorkers is Shutdown's wait for every term's workers, once it has
-// cancelled their reconciles: no worker starts after it.
-func (m *shardManager) waitWorkers() {
-	m.mu.Lock()
-	m.closed = true
-	m.mu.Unlock()
-	m.workers.Wait()
-}
 
 // forget drops the i-th shard's term, which has ended.
 func (m *shardManager) forget(i int) {
@@ -649,7 +452,7 @@ func (m *shardManager) markSynced() {
 	defer m.mu.Unlock()
 	for i, t := range m.terms {
 		if !t.synced.Load() {
-			m.c.synced.MarkUnhealthy(fmt.Errorf("kube: controller %s: the caches of shard %s haven't synced", m.c.name, newShardRange(i, len(m.electors))))
+			m.c.synced.MarkUnhealthy(fmt.Errorf("kube: controller %s: the caches of shard %s haven't synced", m.c.name, shard.NewRange(i, len(m.electors))))
 			return
 		}
 	}
@@ -659,7 +462,7 @@ func (m *shardManager) markSynced() {
 // notHonoured returns what the shard's filter calls when the API server
 // sends an object of another shard: it doesn't filter by shard, such as
 // without the ShardedListAndWatch feature gate. It says so once.
-func (m *shardManager) notHonoured(r shardRange) func() {
+func (m *shardManager) notHonoured(r shard.Range) func() {
 	return func() {
 		m.honoured.Do(func() {
 			m.c.tel.log.WarnContext(m.ctx, "the API server doesn't filter lists and watches by shard: this replica receives every shard's objects and keeps only its own",
@@ -674,7 +477,7 @@ func (m *shardManager) notHonoured(r shardRange) func() {
 // API server can't filter by owner, all of them. Each keeps only r's
 // objects, whatever the API server sends: an owned object is r's when its
 // controller owner is.
-func (c *Controller) shardInformers(r shardRange, foreign func()) []cache.SharedIndexInformer {
+func (c *Controller) shardInformers(r shard.Range, foreign func()) []cache.SharedIndexInformer {
 	ns, by := c.settings.Namespace, c.settings.ShardBy
 	field := func(o metav1.Object) (string, bool) { return string(o.GetUID()), true }
 	ownerField := c.ownerUID
@@ -683,25 +486,25 @@ func (c *Controller) shardInformers(r shardRange, foreign func()) []cache.Shared
 		ownerField = field
 	}
 	res := c.clients.dynamic.Resource(c.gvr).Namespace(ns)
-	lw := &listWatch{
-		list:     listing(res.List),
-		watch:    res.Watch,
-		filter:   shardFilter{r: r, key: field, foreign: foreign},
-		selector: r.selector(by),
+	lw := &shard.ListWatch{
+		List:     listing(res.List),
+		Watch:    res.Watch,
+		Filter:   shard.Filter{Range: r, Key: field, Foreign: foreign},
+		Selector: r.Selector(string(by)),
 	}
 	infs := []cache.SharedIndexInformer{shardInformer(lw, c.clients.dynamic, c.gvr, &unstructured.Unstructured{}, c.settings.Resync)}
 	for _, gvr := range c.owned {
 		md := c.clients.metadata.Resource(gvr).Namespace(ns)
-		lw := &listWatch{
-			list:   listing(md.List),
-			watch:  md.Watch,
-			filter: shardFilter{r: r, key: ownerField, foreign: func() {}},
+		lw := &shard.ListWatch{
+			List:   listing(md.List),
+			Watch:  md.Watch,
+			Filter: shard.Filter{Range: r, Key: ownerField, Foreign: func() {}},
 		}
 		if by == ShardByNamespace {
-			lw.selector, lw.filter.foreign = r.selector(by), foreign
+			lw.Selector, lw.Filter.Foreign = r.Selector(string(by)), foreign
 		}
 		inf := shardInformer(lw, c.clients.metadata, gvr, &metav1.PartialObjectMetadata{}, 0)
-		lw.known = func(obj any) (any, bool) {
+		lw.Known = func(obj any) (any, bool) {
 			o, ok, err := inf.GetStore().Get(obj)
 			return o, ok && err == nil
 		}
@@ -712,7 +515,7 @@ func (c *Controller) shardInformers(r shardRange, foreign func()) []cache.Shared
 
 // shardInformer is an informer of what lw lists and watches, through
 // client.
-func shardInformer(lw *listWatch, client any, gvr schema.GroupVersionResource, example runtime.Object, resync time.Duration) cache.SharedIndexInformer {
+func shardInformer(lw *shard.ListWatch, client any, gvr schema.GroupVersionResource, example runtime.Object, resync time.Duration) cache.SharedIndexInformer {
 	return newInformer(cache.ListWatch{ListWithContextFunc: lw.ListWithContext, WatchFuncWithContext: lw.WatchWithContext}, client, gvr, example, resync)
 }
 
@@ -723,4 +526,27 @@ func (c *Controller) ownerUID(o metav1.Object) (string, bool) {
 		return string(ref.UID), true
 	}
 	return "", false
+}
+
+// shardLeasesHeld returns what reports whether a held Lease of c's shards
+// keeps a replica with one shard from the one Lease: when Settings.Shards
+// goes back to 1, the old replicas' shards' Leases, until they are
+// released or expire. It lists the Leases in the Lease's namespace. A list
+// this replica may not make guards nothing: only a sharded controller
+// needs list on Leases, so a controller that never ran sharded has no
+// shards' Leases. A list that fails otherwise keeps the replica from the
+// Lease until the next try.
+func shardLeasesHeld(c *Controller) func(ctx context.Context) bool {
+	foreign := shard.NewForeign(c.name, c.settings.LeaderElection.LeaseDuration)
+	return func(ctx context.Context) bool {
+		le := c.settings.LeaderElection
+		ctx, cancel := context.WithTimeout(ctx, le.RenewDeadline)
+		defer cancel()
+		list, err := c.clients.leases.Leases(le.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			klog.FromContext(ctx).V(4).Info("Failed to list the leases", "err", err)
+			return !apierrors.IsForbidden(err)
+		}
+		return foreign.Blocked(list.Items, 1)[0]
+	}
 }

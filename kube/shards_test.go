@@ -20,6 +20,8 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/elector/electortest"
+	"github.com/z5labs/humus/kube/internal/shard"
 )
 
 // shardObjects are n Memcacheds in default, m-0 to m-(n-1).
@@ -57,7 +59,7 @@ func shardHoldersOf(t *testing.T, f *fakeCluster) []string {
 	t.Helper()
 	holders := make([]string, 4)
 	for i := range holders {
-		holders[i] = holder(f.lease(t, "kube-system", shardLeaseName("memcached-controller", i, 4)))
+		holders[i] = holder(f.lease(t, "kube-system", shard.LeaseName("memcached-controller", i, 4)))
 	}
 	return holders
 }
@@ -70,7 +72,7 @@ func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testi
 	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(40)...)
-		checkLeaseVersions(f)
+		electortest.CheckVersions(f.kube)
 		tel := humustest.NewTelemetry()
 		var calls counter
 		ctrl := shardedController(t, f, "replica-1", tel, readyReplicas(&calls))
@@ -91,7 +93,7 @@ func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testi
 		}
 		for _, s := range tel.Spans() {
 			name := attrStrings(s.Attributes())[attrObjectName]
-			want := newShardRange(shardOf(hashOf("uid-"+name), 4), 4).String()
+			want := shard.NewRange(shard.Of(shard.Hash("uid-"+name), 4), 4).String()
 			if got := attrStrings(s.Attributes())[attrShard]; got != want {
 				t.Errorf("the span of %s has %s %q, want %q", name, attrShard, got, want)
 			}
@@ -136,7 +138,7 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(40)...)
-		checkLeaseVersions(f)
+		electortest.CheckVersions(f.kube)
 
 		// Each reconcile takes longer than a handover does, and is recorded
 		// by replica.
@@ -189,11 +191,27 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 					}
 				}
 			}
-			want := holders[shardOf(hashOf("uid-"+name), 4)]
+			want := holders[shard.Of(shard.Hash("uid-"+name), 4)]
 			if last := ss[len(ss)-1].replica; last != want {
 				t.Errorf("%s was last reconciled by %s, want %s, its shard's holder", name, last, want)
 			}
 		}
+	})
+}
+
+// runUntilCancelled's first reconcile of each object runs until its
+// context ends, which cancelled counts, and returns a status after it; the
+// next ones return one at once.
+func runUntilCancelled(cancelled *atomic.Int32) Reconciler[cacheSpec, cacheStatus] {
+	var calls counter
+	return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		if calls.inc(m.Name) == 1 {
+			<-ctx.Done()
+			cancelled.Add(1)
+		}
+		st := m.Status
+		st.ReadyReplicas = m.Spec.Size
+		return Result[cacheStatus]{Status: &st}, nil
 	})
 }
 
@@ -205,22 +223,10 @@ func TestAShardedReplicaThatCannotRenewStopsItsShardsAndTakesThemAgain(t *testin
 	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(8)...)
-		checkLeaseVersions(f)
+		electortest.CheckVersions(f.kube)
 		applies := applyTimes(f)
-		var calls counter
 		var cancelled atomic.Int32
-		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
-			if calls.inc(m.Name) == 1 {
-				// The first reconcile of each runs until its context ends,
-				// and returns a status after it.
-				<-ctx.Done()
-				cancelled.Add(1)
-			}
-			st := m.Status
-			st.ReadyReplicas = m.Spec.Size
-			return Result[cacheStatus]{Status: &st}, nil
-		})
-		ctrl := shardedController(t, f, "replica-1", humustest.NewTelemetry(), rec)
+		ctrl := shardedController(t, f, "replica-1", humustest.NewTelemetry(), runUntilCancelled(&cancelled))
 		leases := hangLeases(ctrl)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
@@ -279,7 +285,7 @@ func TestAShardedReplicaReconcilesAtMostWorkersObjectsAtOnce(t *testing.T) {
 	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(40)...)
-		checkLeaseVersions(f)
+		electortest.CheckVersions(f.kube)
 		var mu sync.Mutex
 		var now, most int
 		var calls counter
@@ -324,7 +330,7 @@ func TestAShardWhoseLeaseIsDeletedIsTakenAgainOnceItCountsAsExpired(t *testing.T
 	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(8)...)
-		checkLeaseVersions(f)
+		electortest.CheckVersions(f.kube)
 		tel := humustest.NewTelemetry()
 		var calls counter
 		ctrl := shardedController(t, f, "replica-1", tel, readyReplicas(&calls))
@@ -335,7 +341,7 @@ func TestAShardWhoseLeaseIsDeletedIsTakenAgainOnceItCountsAsExpired(t *testing.T
 			t.Fatalf("the shards' holders = %q, want replica-1 for each", got)
 		}
 		le := testSettings().LeaderElection
-		name := shardLeaseName("memcached-controller", 0, 4)
+		name := shard.LeaseName("memcached-controller", 0, 4)
 		if err := f.kube.CoordinationV1().Leases("kube-system").Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -383,7 +389,7 @@ func TestAShardedReplicaTakesNoShardWhileTheUnshardedLeaseIsHeld(t *testing.T) {
 	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(8)...)
-		checkLeaseVersions(f)
+		electortest.CheckVersions(f.kube)
 		leases := f.kube.CoordinationV1().Leases("kube-system")
 		if _, err := leases.Create(t.Context(), foreignLease("old", time.Now()), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -436,7 +442,7 @@ func TestAShardTakenAsTheUnshardedLeaseIsTakenIsGivenBack(t *testing.T) {
 	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(8)...)
-		checkLeaseVersions(f)
+		electortest.CheckVersions(f.kube)
 		var once sync.Once
 		var taken string
 		leasesGVR := coordinationv1.SchemeGroupVersion.WithResource("leases")
@@ -475,7 +481,7 @@ func TestAShardTakenAsTheUnshardedLeaseIsTakenIsGivenBack(t *testing.T) {
 // holder and renewed at renewed.
 func shardLease(i, n int, holder string, renewed time.Time) *coordinationv1.Lease {
 	l := foreignLease(holder, renewed)
-	l.Name = shardLeaseName(l.Name, i, n)
+	l.Name = shard.LeaseName(l.Name, i, n)
 	return l
 }
 

@@ -8,26 +8,30 @@ import (
 // Shutdown, and the end of a term of leading, run on these signals. Each
 // is closed or cancelled once; the third column says who waits on it.
 //
-//	signal                      closed or cancelled by                   waited on by
-//	c.stop                      beginShutdown: Serve's context, Shutdown  Serve (cancels stopping), each worker before a key
-//	stopping (serve.go)         c.stop, Serve's context, or a resource    step 1's retries, the cache sync, lead
-//	                            no longer served (with its cause)
-//	informing (serve.go)        Serve, once lead has returned             the informers
-//	campaigning (lease.go)      lead's return, or the Lease lost          the elector
-//	leading (lease.go)          the elector, once it holds the Lease      lead, to start the workers
-//	campaigned (lease.go)       the elector's return                      lead, watchProof (no more renewals)
-//	c.work (controller.go)      Shutdown, when its context ends first     the reconciles, the Lease's release
-//	term (lease.go)             the Lease lost, or lead's return          the reconciles of one term
-//	finished, c.idle (lease.go) the term's workers, all returned          lead, Shutdown
-//	c.done (controller.go)      Serve's return                            Shutdown
+//	signal                        closed or cancelled by                   waited on by
+//	c.stop                        beginShutdown: Serve's context, Shutdown  Serve (cancels stopping), each worker before a key
+//	stopping (serve.go)           c.stop, Serve's context, or a resource    step 1's retries, the cache sync, the leader
+//	                              no longer served (with its cause)
+//	informing.ctx (serve.go)      Serve, once the leader has returned       the informers
+//	campaigning (lease.go)        lead's return, or the Lease lost          the elector
+//	leading (lease.go)            the elector, once it holds the Lease      lead, to start the term
+//	campaigned (lease.go)         the elector's return                      the term (held: no more renewals)
+//	c.work (controller.go)        Shutdown, when its context ends first     the reconciles, the Lease's release
+//	term.reconciles (term.go)     the Lease lost, or the term's end         the reconciles of one term
+//	term.finished (term.go)       the term's workers, all returned          the term
+//	c.crew (reconcile.go)         every term's workers, all returned        Shutdown
+//	c.done (controller.go)        Serve's return                            Shutdown
+//
+// With shards, each shard's term has its own holding (shards.go), in place
+// of campaigning, and its own held, in place of campaigned.
 //
 // On Serve's context (or Shutdown): c.stop closes, the workers stop taking
 // keys and the queue shuts down, the reconciles in flight finish, the
 // elector stops, the Lease is released, the informers stop, and Serve
 // returns nil. When Shutdown's context ends first, c.work is cancelled too.
-// On a lost Lease: the workers stop taking keys, term is cancelled, the
-// elector stops, the connections are aborted, and Serve returns
-// ErrLostLeadership by the lost deadline.
+// On a lost Lease: the workers stop taking keys, the term's reconciles are
+// cancelled, the elector stops, the connections are aborted, and Serve
+// returns ErrLostLeadership by the lost deadline.
 
 // Shutdown finishes the controller's shutdown within ctx. Shutdown begins
 // when Serve's context is done, or when Shutdown is called: the controller
@@ -50,9 +54,7 @@ func (c *Controller) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	c.cancelWork()
-	if idle := c.idle.Load(); idle != nil {
-		(*idle)()
-	}
+	c.crew.wait()
 	return fmt.Errorf("kube: controller %s: shutting down: %w", c.name, ctx.Err())
 }
 
