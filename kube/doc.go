@@ -367,15 +367,21 @@
 //
 // # How one key is reconciled
 //
-// Serve runs these steps, which serve.go's and lease.go's step comments
-// name:
+// Serve runs these steps. serve.go checks that the resources are served
+// (step 1), and starts the informers and waits for their caches (steps 2
+// and 3), for either way of leading; lease.go runs steps 4 and 5 on the
+// one Lease, shards.go on a Lease of each shard, with kube/internal/shard's
+// ranges, plan and filtered list and watch. kube/internal/elector
+// campaigns for each Lease and renews it; term.go is one term of leading,
+// whose workers reconcile.go starts beside its worker loop:
 //
 //  1. Check that the resource and each resource it Owns are served: list
 //     each once.
 //  2. Start the informers: the resource's, and a metadata informer for
 //     each it Owns, limited to Settings.Namespace. The resource's cache
-//     keeps each object as its metadata and its JSON, without
-//     managedFields but for a 16-byte digest of each entry; an owned
+//     keeps each object as its metadata, decoded, and the JSON of the
+//     rest, without managedFields but for a 16-byte digest of each entry
+//     (cached.go); an owned
 //     resource's keeps each object's namespace,
 //     name, resourceVersion, controller owner reference, and a 16-byte
 //     digest of each managedFields entry.
@@ -427,6 +433,17 @@
 //     because the cache's object was deleted or replaced (a 404, a 409, or
 //     another UID) is dropped: the watch event that says so queues the key
 //     again.
+//
+// A key's walk, by file: a watch event reaches the event handlers
+// (handlers.go), which queue its key unless the event is a reconcile's own
+// write (ownwrites.go), on the term's work queue (queue.go, over
+// kube/internal/priorityqueue); a worker (reconcile.go) takes it, looks it
+// up in the cache, whose objects cached.go keeps, holding it back for its
+// own last write (ownwrites.go), decodes it (decode.go), handles the
+// finalizer and calls the Reconciler (reconcile.go), applies the status
+// and the finalizer (apply.go), each write sent only under the term's
+// proof of the Lease, and settles the key (reconcile.go, with queue.go's
+// waits and backoff).
 //
 // A reconcile's own writes are its outcome, so their watch events queue
 // nothing, and an object settles in one reconcile: its finalizer and its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -220,3 +221,295 @@ func refusedWatchList(o metav1.ListOptions, err error) error {
 type refusedError struct{ text string }
 
 func (e refusedError) Error() string { return e.text }
+
+// Shutdown, and the end of a term of leading, run on these signals. Each
+// is closed or cancelled once; the third column says who waits on it.
+//
+//	signal                        closed or cancelled by                   waited on by
+//	c.stop                        beginShutdown: Serve's context, Shutdown  Serve (cancels stopping), each worker before a key
+//	stopping (serve.go)           c.stop, Serve's context, or a resource    step 1's retries, the cache sync, the leader
+//	                              no longer served (with its cause)
+//	informing.ctx (serve.go)      Serve, once the leader has returned       the informers
+//	campaigning (lease.go)        lead's return, or the Lease lost          the elector
+//	leading (lease.go)            the elector, once it holds the Lease      lead, to start the term
+//	campaigned (lease.go)         the elector's return                      the term (held: no more renewals)
+//	c.work (controller.go)        Shutdown, when its context ends first     the reconciles, the Lease's release
+//	term.reconciles (term.go)     the Lease lost, or the term's end         the reconciles of one term
+//	term.finished (term.go)       the term's workers, all returned          the term
+//	c.crew (reconcile.go)         every term's workers, all returned        Shutdown
+//	c.done (controller.go)        Serve's return                            Shutdown
+//
+// With shards, each shard's term has its own holding (shards.go), in place
+// of campaigning, and its own held, in place of campaigned.
+//
+// On Serve's context (or Shutdown): c.stop closes, the workers stop taking
+// keys and the queue shuts down, the reconciles in flight finish, the
+// elector stops, the Lease is released, the informers stop, and Serve
+// returns nil. When Shutdown's context ends first, c.work is cancelled too.
+// On a lost Lease: the workers stop taking keys, the term's reconciles are
+// cancelled, the elector stops, the connections are aborted, and Serve
+// returns ErrLostLeadership by the lost deadline.
+
+// Shutdown finishes the controller's shutdown within ctx. Shutdown begins
+// when Serve's context is done, or when Shutdown is called: the controller
+// stops taking keys, lets the reconciles in flight finish, releases the
+// Lease and stops its informers, leaving its backlog for the next leader,
+// and Serve returns nil. When ctx ends first, Shutdown cancels the
+// reconciles in flight and the Lease's release, waits for the reconciles
+// to return, and returns an error wrapping ctx's: it never waits on the API
+// server, however slow the release or the informers are. A Reconciler that
+// ignores its cancelled context holds Shutdown, and humus.Main's grace
+// period bounds that.
+func (c *Controller) Shutdown(ctx context.Context) error {
+	c.beginShutdown()
+	if !c.started.Load() {
+		return nil
+	}
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+	}
+	c.cancelWork()
+	c.crew.wait()
+	return fmt.Errorf("kube: controller %s: shutting down: %w", c.name, ctx.Err())
+}
+
+func (c *Controller) beginShutdown() { c.stopOnce.Do(func() { close(c.stop) }) }
+
+func (c *Controller) stopped() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// How long a controller waits on the API server before it gives up.
+const (
+	// startRetry bounds how long step 1 retries a transient error, such
+	// as a refused connection, a 429 or a 5xx, before it ends Serve: long
+	// enough for a rolling upgrade of the API server, short enough that a
+	// controller that can't start says so.
+	startRetry = time.Minute
+
+	// unservedGrace is how long a resource must keep answering NotFound or
+	// Forbidden while the controller runs before Serve ends: an API server
+	// that has just restarted can answer so for a moment, before its CRDs
+	// and RBAC are loaded.
+	unservedGrace = 10 * time.Second
+
+	// rightsProbe is how often a running controller lists and watches its
+	// resource, and each it owns, once more: the API server checks a
+	// request's rights when it begins, so an open watch goes on after
+	// list and watch are taken away, until it times out (5 to 10 minutes).
+	// So Serve ends within rightsProbe and unservedGrace of them taken
+	// away.
+	rightsProbe = 10 * time.Second
+
+	retryFirst = 500 * time.Millisecond
+	retryMax   = 8 * time.Second
+)
+
+// resource is the i-th resource the controller lists and watches: its own
+// first, then each it owns.
+func (c *Controller) resource(i int) schema.GroupVersionResource {
+	if i == 0 {
+		return c.gvr
+	}
+	return c.owned[i-1]
+}
+
+// checkServed lists the controller's resource, and each it owns, once, with
+// a limit of 1, so a resource that isn't served, or may not be listed, ends
+// Serve loudly, rather than leaving an informer to retry its list forever
+// and only log. A transient error is retried with backoff for startRetry.
+func (c *Controller) checkServed(ctx context.Context) error {
+	for i := range 1 + len(c.owned) {
+		delay, deadline := retryFirst, time.Now().Add(startRetry)
+		for {
+			err := c.list(ctx, i)
+			if err == nil {
+				break
+			}
+			if !transient(err) || time.Now().Add(delay).After(deadline) {
+				return err
+			}
+			c.tel.log.WarnContext(ctx, "the API server is unavailable: retrying", "error", err.Error(), "after", delay)
+			if !sleep(ctx, delay) {
+				return err
+			}
+			delay = min(2*delay, retryMax)
+		}
+	}
+	return nil
+}
+
+// list lists the i-th resource once, with a limit of 1: the controller's
+// own through the dynamic client, an owned one through the metadata client,
+// as their informers do.
+func (c *Controller) list(ctx context.Context, i int) error {
+	gvr, opts := c.resource(i), metav1.ListOptions{Limit: 1}
+	var err error
+	if i == 0 {
+		_, err = c.clients.dynamic.Resource(gvr).Namespace(c.settings.Namespace).List(ctx, opts)
+	} else {
+		_, err = c.clients.metadata.Resource(gvr).Namespace(c.settings.Namespace).List(ctx, opts)
+	}
+	if err != nil {
+		return fmt.Errorf("kube: listing %s: %w", gvr, err)
+	}
+	return nil
+}
+
+// watch opens a watch of the i-th resource, as its informer does, and
+// stops it at once: whether the API server lets this replica watch it.
+func (c *Controller) watch(ctx context.Context, i int) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	gvr, opts := c.resource(i), metav1.ListOptions{TimeoutSeconds: new(int64(1))}
+	var w watch.Interface
+	var err error
+	if i == 0 {
+		w, err = c.clients.dynamic.Resource(gvr).Namespace(c.settings.Namespace).Watch(ctx, opts)
+	} else {
+		w, err = c.clients.metadata.Resource(gvr).Namespace(c.settings.Namespace).Watch(ctx, opts)
+	}
+	if err != nil {
+		return fmt.Errorf("kube: watching %s: %w", gvr, err)
+	}
+	w.Stop()
+	return nil
+}
+
+// transient reports whether err may pass by itself: a 429, a 5xx, or no
+// answer at all, such as a refused connection.
+func transient(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := status.Status().Code
+		return code == http.StatusTooManyRequests || code >= http.StatusInternalServerError
+	}
+	return true
+}
+
+// unserved reports whether err says a resource isn't served, or may not be
+// listed or watched.
+func unserved(err error) bool { return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) }
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// servedWatch sees the informers' list and watch errors while the
+// controller runs. A resource that answers NotFound or Forbidden, such as
+// one whose CRD was deleted or whose RBAC was taken away, is listed again
+// until it answers; one that keeps answering so for unservedGrace ends
+// Serve with the API server's answer, as a missing CRD does at start, so
+// Synced never stays healthy on a controller that does nothing.
+type servedWatch struct {
+	c       *Controller
+	ctx     context.Context
+	fail    context.CancelCauseFunc
+	running *sync.WaitGroup
+
+	mu       sync.Mutex
+	checking map[int]bool
+}
+
+func newServedWatch(c *Controller, ctx context.Context, fail context.CancelCauseFunc, running *sync.WaitGroup) *servedWatch {
+	return &servedWatch{c: c, ctx: ctx, fail: fail, running: running, checking: map[int]bool{}}
+}
+
+// handler is the i-th resource's informer's watch error handler: client-go's
+// own, which logs, and then a check when the error says the resource isn't
+// served.
+func (w *servedWatch) handler(i int) cache.WatchErrorHandlerWithContext {
+	return func(ctx context.Context, r *cache.Reflector, err error) {
+		if unserved(err) {
+			w.recheck(i)
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}
+}
+
+// probe lists and watches each resource every rightsProbe until ctx ends,
+// and rechecks one that answers NotFound or Forbidden. It runs on
+// running.
+func (w *servedWatch) probe() {
+	w.running.Go(func() {
+		t := time.NewTicker(rightsProbe)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.ctx.Done():
+				return
+			case <-t.C:
+			}
+			for i := range 1 + len(w.c.owned) {
+				err := w.c.list(w.ctx, i)
+				if err == nil {
+					err = w.c.watch(w.ctx, i)
+				}
+				if unserved(err) {
+					w.recheck(i)
+				}
+			}
+		}
+	})
+}
+
+// recheck lists the i-th resource until it answers, at most once at a
+// time. It runs on running, which the informer calling it is counted in.
+func (w *servedWatch) recheck(i int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.checking[i] {
+		return
+	}
+	w.checking[i] = true
+	w.running.Go(func() {
+		defer func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.checking[i] = false
+		}()
+		if err := w.c.stillUnserved(w.ctx, i); err != nil {
+			w.fail(err)
+		}
+	})
+}
+
+// stillUnserved lists and watches the i-th resource every second, and
+// returns the API server's answer once it has answered NotFound or
+// Forbidden for unservedGrace; nil once it answers otherwise, or when ctx
+// is done.
+func (c *Controller) stillUnserved(ctx context.Context, i int) error {
+	deadline := time.Now().Add(unservedGrace)
+	for {
+		err := c.list(ctx, i)
+		if err == nil {
+			err = c.watch(ctx, i)
+		}
+		if err == nil || !unserved(err) || ctx.Err() != nil {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return err
+		}
+		if !sleep(ctx, time.Second) {
+			return nil
+		}
+	}
+}
