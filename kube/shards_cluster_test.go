@@ -298,20 +298,7 @@ func testShards(t *testing.T, w *workload) {
 	began := time.Now()
 	awaitSettled(t, w, objects, 1, 5*time.Minute)
 	t.Logf("3 replicas settled %d objects in %s", objects, time.Since(began).Round(time.Millisecond))
-	holders, err := shardHolders(t.Context(), w, shards)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spans := reconciles(reps)
-	for name, i := range shardsOfObjects(t, w, shards) {
-		replicas := map[string]bool{}
-		for _, s := range spans[name] {
-			replicas[s.replica] = true
-		}
-		if len(replicas) != 1 || !replicas[holders[i]] {
-			t.Errorf("%s, of shard %d held by %s, was reconciled by %v", name, i, holders[i], slices.Sorted(maps.Keys(replicas)))
-		}
-	}
+	checkEachObjectReconciledByItsShardsHolder(t, w, shards, reps)
 	checkCaches(t, w, shards, reps)
 
 	// SIGKILL one: its shards move to the other two.
@@ -342,9 +329,33 @@ func testShards(t *testing.T, w *workload) {
 		t.Error("the fourth replica reconciled nothing")
 	}
 
-	// SIGTERM: each replica releases its shards and exits 0, with no
-	// goroutine left (exit 3 otherwise).
-	running := []*replicaProc{reps[0], reps[1], reps[3]}
+	checkEachReleasesItsShardsOnSIGTERM(t, w, shards, []*replicaProc{reps[0], reps[1], reps[3]})
+}
+
+// checkEachObjectReconciledByItsShardsHolder checks that each object was
+// reconciled by one replica, the holder of its shard's Lease.
+func checkEachObjectReconciledByItsShardsHolder(t *testing.T, w *workload, shards int, reps []*replicaProc) {
+	t.Helper()
+	holders, err := shardHolders(t.Context(), w, shards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := reconciles(reps)
+	for name, i := range shardsOfObjects(t, w, shards) {
+		replicas := map[string]bool{}
+		for _, s := range spans[name] {
+			replicas[s.replica] = true
+		}
+		if len(replicas) != 1 || !replicas[holders[i]] {
+			t.Errorf("%s, of shard %d held by %s, was reconciled by %v", name, i, holders[i], slices.Sorted(maps.Keys(replicas)))
+		}
+	}
+}
+
+// checkEachReleasesItsShardsOnSIGTERM: on SIGTERM each replica releases
+// its shards and exits 0, with no goroutine left (exit 3 otherwise).
+func checkEachReleasesItsShardsOnSIGTERM(t *testing.T, w *workload, shards int, running []*replicaProc) {
+	t.Helper()
 	for _, p := range running {
 		p.signal(t, syscall.SIGTERM)
 	}
