@@ -113,7 +113,7 @@ func decode(u *cachedObject, v any) error {
 		return err
 	}
 	if m := objectMeta(v); m != nil {
-		u.ObjectMeta.DeepCopyInto(m)
+		u.DeepCopyInto(m)
 		return nil
 	}
 	// A type whose metadata isn't an embedded metav1.ObjectMeta: through
