@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Faults on the control plane's processes. The control plane is shared by
@@ -148,7 +149,11 @@ func (c *Cluster) CompactEtcd(t testing.TB) int64 {
 		t.Fatalf("clustertest: etcd's revision %q: %v", rangeResp.Header.Revision, err)
 	}
 	body := `{"revision":"` + strconv.FormatInt(rev, 10) + `","physical":true}`
-	err = c.etcdPost(ctx, base+"/v3/kv/compaction", body, nil)
+	// A physical compaction answers once done, which takes longer than a
+	// call with a large store: a minute's for each million revisions.
+	compacting, cancelCompacting := context.WithTimeout(t.Context(), callTimeout+time.Duration(rev/1000)*60*time.Millisecond)
+	defer cancelCompacting()
+	err = c.etcdPost(compacting, base+"/v3/kv/compaction", body, nil)
 	if err != nil && !strings.Contains(err.Error(), "required revision has been compacted") {
 		t.Fatalf("clustertest: compacting etcd to revision %d: %v", rev, err)
 	}
@@ -163,7 +168,11 @@ func (c *Cluster) etcdPost(ctx context.Context, url, body string, out any) error
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(req)
+	// The context bounds the call: the client's own 5 s would cut a
+	// compaction short.
+	hc := *c.http
+	hc.Timeout = 0
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
