@@ -368,12 +368,12 @@
 // # How one key is reconciled
 //
 // Serve runs these steps. serve.go checks that the resources are served
-// (step 1), and starts the informers and waits for their caches (steps 2
-// and 3), for either way of leading; lease.go runs steps 4 and 5 on the
-// one Lease, shards.go on a Lease of each shard, with kube/internal/shard's
-// ranges, plan and filtered list and watch. kube/internal/elector
-// campaigns for each Lease and renews it; term.go is one term of leading,
-// whose workers reconcile.go starts beside its worker loop:
+// (step 1); lease.go runs steps 2 to 5 on the one Lease, shards.go on a
+// Lease of each shard, with kube/internal/shard's ranges, plan and filtered
+// list and watch, each starting its informers and waiting for their caches
+// through serve.go's informing. kube/internal/elector campaigns for each
+// Lease and renews it; term.go is one term of leading, whose workers
+// reconcile.go starts beside its worker loop:
 //
 //  1. Check that the resource and each resource it Owns are served: list
 //     each once.
