@@ -95,7 +95,7 @@ fuzz:
 BENCH_SCALE ?= 1
 BENCH_COUNT ?= 3
 BENCH_RUN ?=
-BENCH = cd kube && $(GO) test -run '^$$' -benchtime 1x -timeout 240m ./example/memcached/bench/ -scale $(BENCH_SCALE)
+BENCH = $(GO) -C kube test -run '^$$' -benchtime 1x -timeout 240m ./example/memcached/bench/ -scale $(BENCH_SCALE)
 bench: controlplane
 	cd kube && $(GO) test -run '^$$' -bench . -benchmem -count 5 .
 	mkdir -p $(BIN)
