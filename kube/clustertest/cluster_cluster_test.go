@@ -249,3 +249,23 @@ func createConfigMap(t testing.TB, client kubernetes.Interface, ns, name string,
 	}
 	return cm
 }
+
+func TestClusterCPUCountsEachComponentsWork(t *testing.T) {
+	c := Get(t)
+	before := c.CPU(t)
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+		if _, ok := before[name]; !ok {
+			t.Errorf("CPU has no %s: %v", name, before)
+		}
+	}
+	kc := adminClient(t, c)
+	for range 200 {
+		if _, err := kc.CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := c.CPU(t)
+	if after["kube-apiserver"] <= before["kube-apiserver"] {
+		t.Errorf("200 lists cost kube-apiserver no CPU: %s, then %s", before["kube-apiserver"], after["kube-apiserver"])
+	}
+}

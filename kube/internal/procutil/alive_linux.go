@@ -3,11 +3,13 @@ package procutil
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // dieWithParent makes a child started with attr receive SIGKILL when the
@@ -28,4 +30,27 @@ func Alive(pid int) bool {
 	// pid (comm) state ...: comm may hold spaces and parentheses.
 	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
 	return len(fields) == 0 || fields[0] != "Z"
+}
+
+// CPU is the CPU time process pid has used, in user and system mode, from
+// /proc: in ticks of 10 ms, the kernel's USER_HZ.
+func CPU(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// After "pid (comm)": state is field 3, utime 14 and stime 15.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("procutil: /proc/%d/stat has %d fields after its command", pid, len(fields))
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("procutil: /proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }

@@ -5,6 +5,7 @@ package procutil
 import (
 	"errors"
 	"syscall"
+	"time"
 )
 
 // dieWithParent does nothing: only Linux has a parent-death signal, so
@@ -16,3 +17,7 @@ func dieWithParent(*syscall.SysProcAttr) {}
 func Alive(pid int) bool {
 	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
+
+// CPU returns an error wrapping errors.ErrUnsupported: only Linux's /proc
+// says what another process has used.
+func CPU(int) (time.Duration, error) { return 0, errors.ErrUnsupported }

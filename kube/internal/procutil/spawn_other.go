@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"time"
 )
 
 // Supported reports whether this system has the process groups, signals
@@ -38,3 +39,6 @@ func TryLock(*os.File) (bool, error) { return false, errUnsupported }
 
 // Alive reports true: with no way to tell, nothing is taken for dead.
 func Alive(int) bool { return true }
+
+// CPU returns an error wrapping errors.ErrUnsupported.
+func CPU(int) (time.Duration, error) { return 0, errUnsupported }

@@ -41,6 +41,7 @@ import (
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/clustertest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
+	"github.com/z5labs/humus/kube/internal/procutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(clustertest.Run(m)) }
@@ -391,7 +392,7 @@ func coldStart(b *testing.B, n int, o coldOpts) {
 	// machine's drift from one phase of a run to the next, which was as
 	// large as the gap measured at 1,000, is not counted for or against
 	// the App.
-	var before float64
+	var before ceilingRun
 	if o.ceilings == 2 {
 		progress(b, "the ceiling, before the App: %d objects' writes by hand", n)
 		before = bn.ceiling(b, n, o.workers)
@@ -401,7 +402,7 @@ func coldStart(b *testing.B, n int, o coldOpts) {
 	if o.ceilings > 0 {
 		m := cmp.Or(o.ceilingN, n)
 		progress(b, "the ceiling, after the App: %d objects' writes by hand", m)
-		reportCeiling(b, n, settle, before, bn.ceiling(b, m, o.workers))
+		bn.reportCeiling(b, n, settle, before, bn.ceiling(b, m, o.workers))
 	}
 	if o.relist {
 		bn.relist(b, ns, ctrl, n)
@@ -442,10 +443,12 @@ func (bn *bench) coldApp(b *testing.B, ns string, n int, o coldOpts) (*controlle
 	defer s.close()
 	progress(b, "starting the App, %d workers", o.workers)
 	ctrl := bn.prepare(b, ns, "memcached-controller-0", o.workers, o.env)
+	used := bn.used(b)
 	start := time.Now()
 	ctrl.p.start(b)
 	syncedAt := ctrl.synced(b)
 	settle := s.await(b, n, start)
+	bn.reportMachine(b, "", used.since(bn.used(b)), n)
 	progress(b, "synced in %s, settled in %s", syncedAt.Sub(start).Round(time.Millisecond), settle.Round(time.Millisecond))
 	// The reconciles, requests and CPU a cold start costs are counted once
 	// the App is idle: reconciles of settled objects come after they
@@ -486,16 +489,56 @@ func (bn *bench) reportRequests(b *testing.B, ctrl *controller, n int, start tim
 }
 
 // reportCeiling reports the ceiling, timed after the App and, unless
-// before is 0, before it too, and the App's settle rate over it.
-func reportCeiling(b *testing.B, n int, settle time.Duration, before, after float64) {
+// before's rate is 0, before it too, and the App's settle rate over it.
+func (bn *bench) reportCeiling(b *testing.B, n int, settle time.Duration, before, after ceilingRun) {
 	ceiling := after
-	if before > 0 {
-		ceiling = (before + after) / 2
-		b.ReportMetric(before, "ceiling-before-objects/s")
-		b.ReportMetric(after, "ceiling-after-objects/s")
+	if before.rate > 0 {
+		ceiling = ceilingRun{
+			rate: (before.rate + after.rate) / 2,
+			used: machineUse{controlPlane: before.used.controlPlane + after.used.controlPlane, bench: before.used.bench + after.used.bench},
+			n:    before.n + after.n,
+		}
+		b.ReportMetric(before.rate, "ceiling-before-objects/s")
+		b.ReportMetric(after.rate, "ceiling-after-objects/s")
 	}
-	b.ReportMetric(ceiling, "ceiling-objects/s")
-	b.ReportMetric(float64(n)/settle.Seconds()/ceiling, "of-ceiling")
+	b.ReportMetric(ceiling.rate, "ceiling-objects/s")
+	b.ReportMetric(float64(n)/settle.Seconds()/ceiling.rate, "of-ceiling")
+	bn.reportMachine(b, "ceiling-", ceiling.used, ceiling.n)
+}
+
+// machineUse is CPU time used by the control plane's components (etcd,
+// kube-apiserver and kube-controller-manager together) and by this
+// benchmark's own process: the ceiling's loop, and the watches that see
+// objects settle. An App's process reports its own.
+type machineUse struct{ controlPlane, bench time.Duration }
+
+// used is the CPU time the control plane and this process have used so
+// far; a phase's is the difference of two readings with no restart of a
+// component between them.
+func (bn *bench) used(b *testing.B) machineUse {
+	b.Helper()
+	var u machineUse
+	for _, d := range bn.c.CPU(b) {
+		u.controlPlane += d
+	}
+	self, err := procutil.CPU(os.Getpid())
+	if err != nil {
+		b.Fatalf("this process's CPU time: %v", err)
+	}
+	u.bench = self
+	return u
+}
+
+// since is the CPU time used from u to now.
+func (u machineUse) since(now machineUse) machineUse {
+	return machineUse{controlPlane: now.controlPlane - u.controlPlane, bench: now.bench - u.bench}
+}
+
+// reportMachine reports u over n objects: the control plane's CPU time an
+// object, and this process's.
+func (bn *bench) reportMachine(b *testing.B, prefix string, u machineUse, n int) {
+	b.ReportMetric(float64(u.controlPlane.Microseconds())/1000/float64(n), prefix+"control-plane-cpu-ms/object")
+	b.ReportMetric(float64(u.bench.Microseconds())/1000/float64(n), prefix+"bench-cpu-ms/object")
 }
 
 // relist has the App's informers list again, as a watch that expired
@@ -570,7 +613,7 @@ func idle(b *testing.B, ctrl *controller, n uint64) {
 // process too. The requests are made as the App's are, under its identity
 // (asApp): the API server's cost of a request includes authenticating and
 // authorizing it, which the admin's skip.
-func (bn *bench) ceiling(b *testing.B, n, workers int) float64 {
+func (bn *bench) ceiling(b *testing.B, n, workers int) ceilingRun {
 	b.Helper()
 	ns := bn.c.Namespace(b)
 	bn.create(b, ns, 0, n)
@@ -594,6 +637,7 @@ func (bn *bench) ceiling(b *testing.B, n, workers int) float64 {
 	opts := metav1.PatchOptions{FieldManager: app.Name, Force: &force}
 	s := bn.track(b, ns, n)
 	defer s.close()
+	used := bn.used(b)
 	start := time.Now()
 	err = each(len(list.Items), workers, func(i int) error {
 		return bn.settleByHand(memcacheds, rec, &list.Items[i], opts)
@@ -602,19 +646,18 @@ func (bn *bench) ceiling(b *testing.B, n, workers int) float64 {
 		b.Fatalf("the ceiling's writes: %v", err)
 	}
 	elapsed := s.await(b, n, start)
+	run := ceilingRun{rate: float64(n) / elapsed.Seconds(), used: used.since(bn.used(b)), n: n}
 	s.close()
-	// Untimed: the finalizers taken off, as the App would on deletion.
-	if err := each(len(list.Items), 16, func(i int) error {
-		u := &list.Items[i]
-		body, _ := json.Marshal(map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(),
-			"metadata": map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()}})
-		_, err := memcacheds.Patch(context.Background(), u.GetName(), types.ApplyPatchType, body, opts)
-		return err
-	}); err != nil {
-		b.Errorf("removing the ceiling's finalizers: %v", err)
-	}
 	bn.drop(b, ns, nil)
-	return float64(n) / elapsed.Seconds()
+	return run
+}
+
+// ceilingRun is a timing of the ceiling: its rate in objects a second, and
+// the CPU time used while it ran on n objects.
+type ceilingRun struct {
+	rate float64
+	used machineUse
+	n    int
 }
 
 func (bn *bench) settleByHand(memcacheds dynamic.ResourceInterface, rec app.Reconciler, u *unstructured.Unstructured, opts metav1.PatchOptions) error {
@@ -644,41 +687,18 @@ func (bn *bench) settleByHand(memcacheds dynamic.ResourceInterface, rec app.Reco
 	return err
 }
 
-// drop deletes ns's Memcacheds, and waits until they are gone (ctrls, the
-// Apps still running, finalize them), stops ctrls, then deletes ns and
-// waits until it is gone, so no run's deletions load the control plane
-// during the next. The Apps stop before their namespace goes: that takes
-// their ServiceAccount and RBAC, and a controller whose resource turns
-// Forbidden ends with an error. ctrl is nil when no App runs.
+// drop stops ctrls, the Apps still running (nil when none), takes the
+// finalizers off ns's Memcacheds, then deletes ns and waits until it is
+// gone, so no run's deletions load the control plane during the next. The
+// Apps stop first: the namespace's deletion takes their ServiceAccount and
+// RBAC, and a controller whose resource turns Forbidden ends with an
+// error. kube-controller-manager's namespace controller then deletes the
+// Memcacheds, their Deployments and the Events with a deletecollection
+// each: in half the time of deleting each Memcached for the Apps to
+// finalize (100 s for 10,000 under four replicas).
 func (bn *bench) drop(b *testing.B, ns string, ctrls ...*controller) {
 	b.Helper()
 	progress(b, "deleting namespace %s", ns)
-	memcacheds := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns)
-	// One by one, 16 at once: one DeleteCollection of 10,000 outlasts the
-	// API server's request timeout, which answers 504 and stops deleting.
-	list, err := memcacheds.List(b.Context(), metav1.ListOptions{})
-	if err != nil {
-		b.Fatalf("listing the Memcacheds to delete: %v", err)
-	}
-	if err := each(len(list.Items), 16, func(i int) error {
-		err := memcacheds.Delete(context.Background(), list.Items[i].GetName(), metav1.DeleteOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
-	}); err != nil {
-		b.Fatalf("deleting the Memcacheds: %v", err)
-	}
-	clustertest.Eventually(b, patience(len(list.Items)), func(ctx context.Context) error {
-		list, err := memcacheds.List(ctx, metav1.ListOptions{Limit: 1})
-		if err != nil {
-			return err
-		}
-		if len(list.Items) > 0 {
-			return fmt.Errorf("%s still has Memcacheds", ns)
-		}
-		return nil
-	})
 	// Every App told to stop first, so none takes over the shards of
 	// another as it goes.
 	ctrls = slices.DeleteFunc(ctrls, func(c *controller) bool { return c == nil })
@@ -687,6 +707,25 @@ func (bn *bench) drop(b *testing.B, ns string, ctrls ...*controller) {
 	}
 	for _, c := range ctrls {
 		c.p.wait(b)
+	}
+	memcacheds := bn.dyn.Resource(app.Memcached.GVR()).Namespace(ns)
+	list, err := bn.md.Resource(app.Memcached.GVR()).Namespace(ns).List(b.Context(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatalf("listing the Memcacheds to delete: %v", err)
+	}
+	unfinalized := []byte(`{"metadata":{"finalizers":null}}`)
+	if err := each(len(list.Items), 16, func(i int) error {
+		m := &list.Items[i]
+		if len(m.Finalizers) == 0 {
+			return nil
+		}
+		_, err := memcacheds.Patch(context.Background(), m.Name, types.MergePatchType, unfinalized, metav1.PatchOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		b.Fatalf("taking the Memcacheds' finalizers off: %v", err)
 	}
 	if err := bn.kc.CoreV1().Namespaces().Delete(b.Context(), ns, metav1.DeleteOptions{}); err != nil {
 		b.Fatalf("deleting namespace %s: %v", ns, err)
@@ -716,6 +755,7 @@ func BenchmarkClusterColdStart(b *testing.B) {
 	for _, n := range ns {
 		b.Run(fmt.Sprintf("N=%d", scaled(n)), func(b *testing.B) {
 			o := coldOpts{workers: 4, ceilings: 2, relist: true, restart: true, env: outageProof}
+			o.last = *leave
 			if n >= 100000 {
 				o.ceilings, o.ceilingN = 1, scaled(20000)
 				o.last = b.N == 1 // make bench-large's one run
@@ -730,6 +770,12 @@ func BenchmarkClusterColdStart(b *testing.B) {
 // large runs BenchmarkClusterColdStart at N = 100,000 instead of 1,000 and
 // 10,000.
 var large = flag.Bool("large", false, "runs the cold start at N = 100,000 instead of 1,000 and 10,000")
+
+// leave has each cold start leave its objects to the control plane's end,
+// which comes with the process's: for a process that runs one cold start
+// and nothing after it (make bench's at 10,000), which it saves a minute's
+// deletions.
+var leave = flag.Bool("leave", false, "each cold start leaves its objects to the control plane's end: for a process that runs one and nothing after it")
 
 // outageProof are Lease timings that keep the App the leader through the
 // relist's restart of kube-apiserver, which takes longer than the default
@@ -755,7 +801,7 @@ func BenchmarkClusterWorkers(b *testing.B) {
 func BenchmarkClusterChurn(b *testing.B) {
 	for range b.N {
 		bn := newBench(b)
-		rate := bn.ceiling(b, scaled(500), 4) / 2
+		rate := bn.ceiling(b, scaled(500), 4).rate / 2
 		ns := bn.c.Namespace(b)
 		period := time.Duration(float64(60*time.Second) * *scale)
 		total := max(1, int(rate*period.Seconds()))
