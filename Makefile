@@ -87,7 +87,9 @@ fuzz:
 # cold start at 1,000 runs three times, its settle time spreading by 8%
 # from run to run; the other scenarios once each, their settle times and
 # latencies spreading by 2% or less in three runs (BENCHMARKS.md's tables
-# of 2026-12-04), though of-ceiling spreads by 6% at 10,000. Each
+# of 2026-12-04), though of-ceiling spreads by 6% at 10,000. The cold
+# start at 10,000, its process's one benchmark, leaves its objects to the
+# control plane's end (-leave) instead of deleting them. Each
 # says what it does as it goes; BENCH_SCALE=0.05 tries them in minutes.
 # BENCH_RUN='ColdStart/N=1000$$' runs one scenario, BENCH_COUNT times
 # (without the $$, N=10000 matches too); BENCH_RUN='Shards' runs the

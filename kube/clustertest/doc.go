@@ -125,6 +125,9 @@
 //     deletecollection), by anyone, at Metadata level once its response
 //     is complete, in an audit log that outlives its restarts; Audit reads
 //     it, and AwaitAudit waits for an event.
+//   - CPU says how much CPU time each component has used (on Linux, from
+//     /proc), for a benchmark that weighs what its client costs the
+//     control plane.
 //   - Fault tests, which mustn't run in parallel, can kill
 //     (KillAPIServer, KillEtcd), pause (PauseAPIServer, PauseEtcd), stop
 //     (StopAPIServer, StopEtcd) and compact (CompactEtcd) the control
