@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -72,15 +73,7 @@ func newBench(b *testing.B) *bench {
 	b.Helper()
 	c := clustertest.Get(b)
 	cfg := c.AdminConfig()
-	cfg.QPS, cfg.Burst = -1, 0
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	kc, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	dyn, kc := clients(b, cfg)
 	md, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -103,6 +96,14 @@ func (bn *bench) asApp(b *testing.B, ns string) (dynamic.Interface, kubernetes.I
 	cfg := bn.c.AdminConfig()
 	cfg.BearerToken = bn.c.ServiceAccount(b, ns, app.Name, clustertest.RBACGrants(b, "../deploy/rbac.yaml", ns)...)
 	cfg.BearerTokenFile = ""
+	return clients(b, cfg)
+}
+
+// clients is a dynamic client and a clientset for cfg, with no client-side
+// rate limit.
+func clients(b *testing.B, cfg *rest.Config) (dynamic.Interface, kubernetes.Interface) {
+	b.Helper()
+	cfg.QPS, cfg.Burst = -1, 0
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		b.Fatal(err)
