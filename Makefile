@@ -115,5 +115,5 @@ bench: controlplane
 bench-large: controlplane
 	mkdir -p $(BIN)
 	cd kube && $(GO) test -run '^$$' -bench '^BenchmarkClusterColdStart$$' -benchtime 1x -count 1 -timeout 240m \
-		./example/memcached/bench/ -large -scale $(BENCH_SCALE) > $(BIN)/bench-large.out || { cat $(BIN)/bench-large.out; exit 1; }
+		./example/memcached/bench/ -large -leave -scale $(BENCH_SCALE) > $(BIN)/bench-large.out || { cat $(BIN)/bench-large.out; exit 1; }
 	cd kube && $(GO) run ./internal/benchtab BENCHMARKS.md < $(BIN)/bench-large.out

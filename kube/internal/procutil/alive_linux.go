@@ -23,24 +23,31 @@ func Alive(pid int) bool {
 	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 		return false
 	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	fields, err := stat(pid)
 	if err != nil {
 		return !errors.Is(err, fs.ErrNotExist)
 	}
-	// pid (comm) state ...: comm may hold spaces and parentheses.
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
 	return len(fields) == 0 || fields[0] != "Z"
+}
+
+// stat is the fields of /proc/pid/stat after "pid (comm)", state first:
+// comm may hold spaces and parentheses.
+func stat(pid int) ([]string, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:])), nil
 }
 
 // CPU is the CPU time process pid has used, in user and system mode, from
 // /proc: in ticks of 10 ms, the kernel's USER_HZ.
 func CPU(pid int) (time.Duration, error) {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	fields, err := stat(pid)
 	if err != nil {
 		return 0, err
 	}
-	// After "pid (comm)": state is field 3, utime 14 and stime 15.
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	// Of the whole line's fields, state is 3, utime 14 and stime 15.
 	if len(fields) < 13 {
 		return 0, fmt.Errorf("procutil: /proc/%d/stat has %d fields after its command", pid, len(fields))
 	}
