@@ -9,7 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // applyStatus applies status to u's status subresource with server-side
@@ -81,7 +80,7 @@ func (c *Controller) apply(ctx context.Context, u *cachedObject, body []byte, su
 		return "", context.Cause(ctx)
 	}
 	force := true
-	res, err := c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.ApplyPatchType, body,
+	rv, err = c.clients.objects(c.gvr, u.GetNamespace()).Apply(ctx, u.GetName(), body,
 		metav1.PatchOptions{FieldManager: c.name, Force: &force}, subresource...)
 	if err != nil {
 		if staleAnswer(err, u.GetName()) {
@@ -92,8 +91,8 @@ func (c *Controller) apply(ctx context.Context, u *cachedObject, body []byte, su
 		}
 		return "", err
 	}
-	c.versions.wrote(key(u), res.GetResourceVersion(), u)
-	return res.GetResourceVersion(), nil
+	c.versions.wrote(key(u), rv, u)
+	return rv, nil
 }
 
 // proof is what every write of the controller's own checks before it is

@@ -1,14 +1,11 @@
 package kube
 
 import (
-	"encoding/json"
-	"fmt"
 	"slices"
 	"time"
 	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,11 +14,15 @@ import (
 
 // cachedObject is how the cache keeps each of the resource's objects: its
 // metadata (its name, UID, resourceVersion, generation, finalizers and the
-// rest of metav1.ObjectMeta), and the JSON of the rest of it, from which
-// each reconcile decodes its own copy, its metadata copied in. Both are
-// never written once cached. The two are a third of the heap of the
-// nested maps the dynamic client decodes a watch event into, and a
-// reconcile decodes from them without encoding the maps first.
+// rest of metav1.ObjectMeta, but managedFields), and the JSON of the rest
+// of it, from which each reconcile decodes its own copy, its metadata
+// copied in. Both are never written once cached. The two are a third of
+// the heap of the nested maps the dynamic client decodes an object into,
+// and the informer decodes the API server's JSON straight into them
+// (decodeCached). The managedFields are kept as a digest of each entry:
+// nothing else in the controller reads them, and each apply adds an entry
+// holding the whole set of fields it applied, often most of an object's
+// size.
 type cachedObject struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
@@ -38,38 +39,6 @@ func (o *cachedObject) DeepCopyObject() runtime.Object {
 	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw, managed: o.managed, written: o.written}
 	o.DeepCopyInto(&c.ObjectMeta)
 	return c
-}
-
-// compact is the resource's informer's transform: it turns the dynamic
-// client's object into a cachedObject, without managedFields (nothing in
-// the controller reads them, and each apply adds an entry holding the
-// whole set of fields it applied, often most of an object's size). Any
-// other value, such as an object it already turned, is kept as it is, so
-// it is idempotent, as client-go requires.
-func compact(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	managed, written := managedDigests(u), newestWrite(u)
-	u.SetManagedFields(nil)
-	o := &cachedObject{managed: managed, written: written}
-	meta, err := json.Marshal(u.Object["metadata"])
-	if err == nil {
-		err = json.Unmarshal(meta, &o.ObjectMeta)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kube: caching %s: its metadata: %w", u.GetName(), err)
-	}
-	o.APIVersion, o.Kind, o.Namespace = shared(u.GetAPIVersion()), shared(u.GetKind()), shared(o.Namespace)
-	// The JSON is the rest: the metadata is kept once, decoded. And
-	// json.Marshal hands back a copy of just the encoding's size, where
-	// MarshalJSON's buffer keeps the room it grew into.
-	delete(u.Object, "metadata")
-	if o.raw, err = json.Marshal(u.Object); err != nil {
-		return nil, fmt.Errorf("kube: caching %s: %w", o.Name, err)
-	}
-	return o, nil
 }
 
 // shared is s, one copy of it for the whole process: the strings every
@@ -98,12 +67,7 @@ func ownedMetadata(obj any) (any, error) {
 			APIVersion: shared(ref.APIVersion), Kind: shared(ref.Kind), Name: name, UID: ref.UID, Controller: ptr.To(true),
 		}}
 	}
-	kept.managed = managedDigests(m)
-	for _, f := range m.ManagedFields {
-		if f.Time != nil && f.Time.After(kept.written) {
-			kept.written = f.Time.Time
-		}
-	}
+	kept.managed, kept.written = managedDigests(m), newestWrite(m.ManagedFields)
 	return kept, nil
 }
 
@@ -161,19 +125,3 @@ func (o *ownedObject) GetFinalizers() []string                         { return 
 func (o *ownedObject) SetFinalizers([]string)                          {}
 func (o *ownedObject) GetManagedFields() []metav1.ManagedFieldsEntry   { return nil }
 func (o *ownedObject) SetManagedFields([]metav1.ManagedFieldsEntry)    {}
-
-// newestWrite is the newest time among u's managedFields, read without
-// decoding the rest of them; zero when it has none.
-func newestWrite(u *unstructured.Unstructured) time.Time {
-	meta, _ := u.Object["metadata"].(map[string]any)
-	fields, _ := meta["managedFields"].([]any)
-	var newest time.Time
-	for _, f := range fields {
-		entry, _ := f.(map[string]any)
-		s, _ := entry["time"].(string)
-		if t, err := time.Parse(time.RFC3339, s); err == nil && t.After(newest) {
-			newest = t
-		}
-	}
-	return newest
-}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/z5labs/humus"
@@ -71,7 +72,11 @@ type Controller struct {
 // clients are the API clients a Controller uses: built from the Client's
 // Config, or client-go's fakes in the package's tests.
 type clients struct {
-	dynamic  dynamic.Interface
+	dynamic dynamic.Interface
+	// rest is the REST client the resource's objects are listed, watched
+	// and applied through (clients.objects); nil with the fakes, whose
+	// dynamic client does it.
+	rest     rest.Interface
 	metadata metadata.Interface
 	leases   coordinationv1.LeasesGetter
 	// closeIdle closes the transport's idle connections, whose goroutines
@@ -99,7 +104,11 @@ func newClients(c *Client) (clients, error) {
 	if err != nil {
 		return clients{}, fmt.Errorf("kube: the Lease client: %w", err)
 	}
-	cl := clients{dynamic: d, metadata: m, leases: l}
+	r, err := newObjectsREST(cfg)
+	if err != nil {
+		return clients{}, fmt.Errorf("kube: the objects' client: %w", err)
+	}
+	cl := clients{dynamic: d, rest: r, metadata: m, leases: l}
 	if t, ok := cfg.Transport.(interface{ CloseIdleConnections() }); ok {
 		cl.closeIdle = t.CloseIdleConnections
 	}

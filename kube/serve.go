@@ -10,7 +10,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -130,9 +129,9 @@ func (inf *informing) start(run, syncing context.Context, informers []cache.Shar
 // all limited to Settings.Namespace.
 func (c *Controller) informers() []cache.SharedIndexInformer {
 	ns := c.settings.Namespace
-	res := c.clients.dynamic.Resource(c.gvr).Namespace(ns)
-	lw := cache.ListWatch{ListWithContextFunc: listing(res.List), WatchFuncWithContext: res.Watch}
-	infs := []cache.SharedIndexInformer{newInformer(lw, c.clients.dynamic, c.gvr, &unstructured.Unstructured{}, c.settings.Resync)}
+	res := c.clients.objects(c.gvr, ns)
+	lw := cache.ListWatch{ListWithContextFunc: res.List, WatchFuncWithContext: res.Watch}
+	infs := []cache.SharedIndexInformer{newInformer(lw, c.clients.dynamic, c.gvr, &cachedObject{}, c.settings.Resync)}
 	for _, gvr := range c.owned {
 		md := c.clients.metadata.Resource(gvr).Namespace(ns)
 		lw := cache.ListWatch{ListWithContextFunc: listing(md.List), WatchFuncWithContext: md.Watch}
@@ -144,7 +143,9 @@ func (c *Controller) informers() []cache.SharedIndexInformer {
 
 // handle gives informers, the resource's first and then each owned
 // resource's, their event handlers, queueing keys on w, their watch error
-// handlers, seen by watch, and the transforms of what their caches keep.
+// handlers, seen by watch, and the owned resources' the transform of what
+// their caches keep: the resource's objects come decoded into the cache's
+// form (clients.objects).
 func (c *Controller) handle(informers []cache.SharedIndexInformer, w *work, watch *servedWatch) error {
 	handlers := []cache.ResourceEventHandler{c.objectKeys(w)}
 	for _, gvr := range c.owned {
@@ -158,11 +159,10 @@ func (c *Controller) handle(informers []cache.SharedIndexInformer, w *work, watc
 		if err := inf.SetWatchErrorHandlerWithContext(watch.handler(i)); err != nil {
 			return fmt.Errorf("kube: setting a watch error handler: %w", err)
 		}
-		transform := ownedMetadata
 		if i == 0 {
-			transform = compact
+			continue // its objects are decoded into the cache's form
 		}
-		if err := inf.SetTransform(transform); err != nil {
+		if err := inf.SetTransform(ownedMetadata); err != nil {
 			return fmt.Errorf("kube: setting a transform: %w", err)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -485,14 +484,14 @@ func (c *Controller) shardInformers(r shard.Range, foreign func()) []cache.Share
 		field = func(o metav1.Object) (string, bool) { return o.GetNamespace(), true }
 		ownerField = field
 	}
-	res := c.clients.dynamic.Resource(c.gvr).Namespace(ns)
+	res := c.clients.objects(c.gvr, ns)
 	lw := &shard.ListWatch{
-		List:     listing(res.List),
+		List:     res.List,
 		Watch:    res.Watch,
 		Filter:   shard.Filter{Range: r, Key: field, Foreign: foreign},
 		Selector: r.Selector(string(by)),
 	}
-	infs := []cache.SharedIndexInformer{shardInformer(lw, c.clients.dynamic, c.gvr, &unstructured.Unstructured{}, c.settings.Resync)}
+	infs := []cache.SharedIndexInformer{shardInformer(lw, c.clients.dynamic, c.gvr, &cachedObject{}, c.settings.Resync)}
 	for _, gvr := range c.owned {
 		md := c.clients.metadata.Resource(gvr).Namespace(ns)
 		lw := &shard.ListWatch{

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -143,16 +143,18 @@ func (fw *filteredWatch) loop(f func(watch.Event) (watch.Event, bool)) {
 	}
 }
 
-// filterList keeps the items of list that keep says to: a list of the
-// dynamic client's or of the metadata client's.
+// filterList keeps the items of list that keep says to.
 func filterList(list runtime.Object, keep func(runtime.Object) bool) (runtime.Object, error) {
-	switch l := list.(type) {
-	case *metav1.PartialObjectMetadataList:
+	if l, ok := list.(*metav1.PartialObjectMetadataList); ok {
 		l.Items = slices.DeleteFunc(l.Items, func(o metav1.PartialObjectMetadata) bool { return !keep(&o) })
-	case *unstructured.UnstructuredList:
-		l.Items = slices.DeleteFunc(l.Items, func(o unstructured.Unstructured) bool { return !keep(&o) })
-	default:
-		return nil, fmt.Errorf("kube: filtering a shard's list: a %T", list)
+		return l, nil
+	}
+	items, err := meta.ExtractList(list)
+	if err == nil {
+		err = meta.SetList(list, slices.DeleteFunc(items, func(o runtime.Object) bool { return !keep(o) }))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kube: filtering a shard's list: %w", err)
 	}
 	return list, nil
 }

@@ -1,0 +1,507 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	jsonserializer "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+)
+
+// objectsAPI is the controller's resource, in a namespace or all of them,
+// as the controller reads and writes it: the informer's list and watch,
+// whose objects are cachedObjects, and the controller's applies, whose
+// answer is the object's resourceVersion after the write.
+type objectsAPI interface {
+	List(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Apply(ctx context.Context, name string, body []byte, opts metav1.PatchOptions, subresource ...string) (resourceVersion string, err error)
+}
+
+// objects is the API of gvr's objects in namespace (all of them when
+// empty): through the Client's REST client, or the dynamic client when
+// the clients are client-go's fakes.
+func (cl clients) objects(gvr schema.GroupVersionResource, namespace string) objectsAPI {
+	if cl.rest == nil {
+		return dynamicObjects{cl.dynamic.Resource(gvr).Namespace(namespace)}
+	}
+	return restObjects{rest: cl.rest, gvr: gvr, namespace: namespace}
+}
+
+// restObjects is objectsAPI on the API server's JSON, decoded by
+// cachedSerializer: a watch event's or a list's objects straight into
+// cachedObjects, where the dynamic client decodes each into nested maps,
+// three times over for a watch event, and the informer's transform would
+// encode and decode it once more; an apply's answer for its
+// resourceVersion only. At 10,000 objects that was a fifth of the
+// controller's CPU.
+type restObjects struct {
+	rest      rest.Interface
+	gvr       schema.GroupVersionResource
+	namespace string
+}
+
+// newObjectsREST is the REST client restObjects request through: the
+// config's, with JSON for its content and cachedSerializer to decode it.
+func newObjectsREST(cfg *rest.Config) (*rest.RESTClient, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = "application/json"
+	cfg.AcceptContentTypes = "application/json"
+	cfg.NegotiatedSerializer = cachedSerializer{}
+	return rest.UnversionedRESTClientFor(cfg)
+}
+
+// path is the URL path of the objects, or of the one named name and its
+// subresource.
+func (o restObjects) path(name string, subresource ...string) []string {
+	p := []string{"api", o.gvr.Version}
+	if o.gvr.Group != "" {
+		p = []string{"apis", o.gvr.Group, o.gvr.Version}
+	}
+	if o.namespace != "" {
+		p = append(p, "namespaces", o.namespace)
+	}
+	p = append(p, o.gvr.Resource)
+	if name != "" {
+		p = append(p, name)
+	}
+	return append(p, subresource...)
+}
+
+func (o restObjects) List(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	list := &cachedList{}
+	err := o.rest.Get().AbsPath(o.path("")...).
+		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, metav1.SchemeGroupVersion).
+		Do(ctx).Into(list)
+	if err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
+func (o restObjects) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return o.rest.Get().AbsPath(o.path("")...).
+		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, metav1.SchemeGroupVersion).
+		Watch(ctx)
+}
+
+func (o restObjects) Apply(ctx context.Context, name string, body []byte, opts metav1.PatchOptions, subresource ...string) (string, error) {
+	var w writtenObject
+	err := o.rest.Patch(types.ApplyPatchType).AbsPath(o.path(name, subresource...)...).Body(body).
+		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, metav1.SchemeGroupVersion).
+		Do(ctx).Into(&w)
+	return w.Metadata.ResourceVersion, err
+}
+
+// dynamicObjects is objectsAPI on a dynamic client (client-go's fake, in
+// the package's tests): its objects turned into cachedObjects by compact.
+type dynamicObjects struct{ res dynamic.ResourceInterface }
+
+func (o dynamicObjects) List(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	l, err := o.res.List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	list := &cachedList{TypeMeta: metav1.TypeMeta{APIVersion: l.GetAPIVersion(), Kind: l.GetKind()}}
+	list.ResourceVersion, list.Continue = l.GetResourceVersion(), l.GetContinue()
+	for i := range l.Items {
+		c, err := compact(&l.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		list.Items = append(list.Items, c.(*cachedObject))
+	}
+	return list, nil
+}
+
+func (o dynamicObjects) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := o.res.Watch(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+		if c, err := compact(e.Object); err == nil {
+			e.Object = c.(runtime.Object)
+		}
+		return e, true
+	}), nil
+}
+
+func (o dynamicObjects) Apply(ctx context.Context, name string, body []byte, opts metav1.PatchOptions, subresource ...string) (string, error) {
+	res, err := o.res.Patch(ctx, name, types.ApplyPatchType, body, opts, subresource...)
+	if err != nil {
+		return "", err
+	}
+	return res.GetResourceVersion(), nil
+}
+
+// cachedList is a list of the resource's objects, decoded into the cache's
+// form.
+type cachedList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata"`
+	Items           []*cachedObject `json:"items"`
+}
+
+// DeepCopyObject copies l and its objects.
+func (l *cachedList) DeepCopyObject() runtime.Object {
+	c := &cachedList{TypeMeta: l.TypeMeta, Items: make([]*cachedObject, len(l.Items))}
+	l.DeepCopyInto(&c.ListMeta)
+	for i, o := range l.Items {
+		c.Items[i] = o.DeepCopyObject().(*cachedObject)
+	}
+	return c
+}
+
+// writtenObject is what the controller reads of an apply's answer: the
+// object's resourceVersion after the write.
+type writtenObject struct {
+	Metadata struct {
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+}
+
+func (*writtenObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject copies w.
+func (w *writtenObject) DeepCopyObject() runtime.Object { c := *w; return &c }
+
+// cachedSerializer decodes the API server's JSON answers for restObjects:
+// into a cachedList or a writtenObject when asked to; a watch event into
+// its type and its object's JSON, then the object into a cachedObject; a
+// Status, the answer of a failed request and the object of a watch's
+// ERROR event, into a metav1.Status. It encodes nothing: restObjects sends
+// the JSON it is given.
+type cachedSerializer struct{}
+
+func (cachedSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
+	return []runtime.SerializerInfo{{
+		MediaType:        "application/json",
+		MediaTypeType:    "application",
+		MediaTypeSubType: "json",
+		EncodesAsText:    true,
+		Serializer:       cachedCodec{},
+		StreamSerializer: &runtime.StreamSerializerInfo{
+			EncodesAsText: true,
+			Serializer:    watchEventCodec{},
+			Framer:        jsonserializer.Framer,
+		},
+	}}
+}
+
+func (cachedSerializer) EncoderForVersion(e runtime.Encoder, _ runtime.GroupVersioner) runtime.Encoder {
+	return e
+}
+
+func (cachedSerializer) DecoderToVersion(d runtime.Decoder, _ runtime.GroupVersioner) runtime.Decoder {
+	return d
+}
+
+var errNoEncoding = errors.New("kube: the objects' client encodes no object")
+
+// cachedCodec decodes an answer or a watch event's object.
+type cachedCodec struct{}
+
+func (cachedCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	switch into := into.(type) {
+	case *cachedList:
+		var l struct {
+			metav1.TypeMeta `json:",inline"`
+			metav1.ListMeta `json:"metadata"`
+			Items           []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(data, &l); err != nil {
+			return nil, nil, fmt.Errorf("kube: decoding a list: %w", err)
+		}
+		into.TypeMeta, into.ListMeta = l.TypeMeta, l.ListMeta
+		into.Items = make([]*cachedObject, 0, len(l.Items))
+		for _, item := range l.Items {
+			o, err := decodeCached(item)
+			if err != nil {
+				return nil, nil, err
+			}
+			into.Items = append(into.Items, o)
+		}
+		return into, nil, nil
+	case *writtenObject:
+		if err := json.Unmarshal(data, into); err != nil {
+			return nil, nil, fmt.Errorf("kube: decoding an apply's answer: %w", err)
+		}
+		return into, nil, nil
+	case nil:
+	default:
+		return nil, nil, fmt.Errorf("kube: the objects' client decodes no %T", into)
+	}
+	var kind struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := topLevel(data, func(key, _, value []byte) error {
+		switch string(key) {
+		case "apiVersion":
+			return json.Unmarshal(value, &kind.APIVersion)
+		case "kind":
+			return json.Unmarshal(value, &kind.Kind)
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, fmt.Errorf("kube: decoding an object: %w", err)
+	}
+	if kind.Kind == "Status" && (kind.APIVersion == "v1" || kind.APIVersion == "") {
+		status := &metav1.Status{}
+		if err := json.Unmarshal(data, status); err != nil {
+			return nil, nil, fmt.Errorf("kube: decoding a Status: %w", err)
+		}
+		return status, nil, nil
+	}
+	o, err := decodeCached(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return o, nil, nil
+}
+
+func (cachedCodec) Encode(runtime.Object, io.Writer) error { return errNoEncoding }
+
+func (cachedCodec) Identifier() runtime.Identifier { return "kube-cached-json" }
+
+// watchEventCodec decodes a watch event's frame into a metav1.WatchEvent:
+// its type, and its object's JSON, for cachedCodec.
+type watchEventCodec struct{}
+
+func (watchEventCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	event, ok := into.(*metav1.WatchEvent)
+	if !ok {
+		return nil, nil, fmt.Errorf("kube: a watch event decodes into a metav1.WatchEvent, not a %T", into)
+	}
+	err := topLevel(data, func(key, _, value []byte) error {
+		switch string(key) {
+		case "type":
+			return json.Unmarshal(value, &event.Type)
+		case "object":
+			event.Object.Raw = value
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("kube: decoding a watch event: %w", err)
+	}
+	return event, nil, nil
+}
+
+func (watchEventCodec) Encode(runtime.Object, io.Writer) error { return errNoEncoding }
+
+func (watchEventCodec) Identifier() runtime.Identifier { return "kube-watch-event-json" }
+
+// decodeCached decodes an object's JSON into a cachedObject: its metadata
+// decoded, without managedFields but their digests, and the rest of its
+// members as they are, without decoding them.
+func decodeCached(data []byte) (*cachedObject, error) {
+	o := &cachedObject{}
+	var meta []byte
+	rest := make([][]byte, 0, 4)
+	size := 2
+	err := topLevel(data, func(key, member, value []byte) error {
+		if string(key) == "metadata" {
+			meta = value
+			return nil
+		}
+		rest = append(rest, member)
+		size += len(member) + 1
+		switch string(key) {
+		case "apiVersion":
+			return json.Unmarshal(value, &o.APIVersion)
+		case "kind":
+			return json.Unmarshal(value, &o.Kind)
+		}
+		return nil
+	})
+	if err == nil && meta != nil {
+		err = json.Unmarshal(meta, &o.ObjectMeta)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kube: caching an object: %w", err)
+	}
+	o.managed, o.written = managedDigests(&o.ObjectMeta), newestWrite(o.ManagedFields)
+	o.ManagedFields = nil
+	o.APIVersion, o.Kind, o.Namespace = shared(o.APIVersion), shared(o.Kind), shared(o.Namespace)
+	raw := make([]byte, 0, size)
+	raw = append(raw, '{')
+	for i, m := range rest {
+		if i > 0 {
+			raw = append(raw, ',')
+		}
+		raw = append(raw, m...)
+	}
+	o.raw = append(raw, '}')
+	return o, nil
+}
+
+// compact turns the dynamic client's object into a cachedObject, as
+// decodeCached does the API server's JSON. Any other value, such as an
+// object it already turned, is kept as it is.
+func compact(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	data, err := u.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("kube: caching %s: %w", u.GetName(), err)
+	}
+	o, err := decodeCached(data)
+	if err != nil {
+		return nil, fmt.Errorf("kube: caching %s: %w", u.GetName(), err)
+	}
+	return o, nil
+}
+
+// newestWrite is the newest time among fields, a managedFields: when the
+// API server last stamped a write of their object, to the second; zero
+// when it has none.
+func newestWrite(fields []metav1.ManagedFieldsEntry) time.Time {
+	var newest time.Time
+	for _, f := range fields {
+		if f.Time != nil && f.Time.After(newest) {
+			newest = f.Time.Time
+		}
+	}
+	return newest
+}
+
+// topLevel calls f with the key, the member whole (from its key's opening
+// quote to its value's end) and the value of each member of the JSON
+// object data, in order, each a slice of data: nothing is decoded but a
+// key with an escape in it. It stops at f's first error, and returns an
+// error for data that isn't an object; it doesn't check that the values
+// themselves are valid JSON, which the decoding of each does.
+func topLevel(data []byte, f func(key, member, value []byte) error) error {
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '{' {
+		return errors.New("not a JSON object")
+	}
+	if i = skipSpace(data, i+1); i < len(data) && data[i] == '}' {
+		return nil
+	}
+	for {
+		start := i
+		if i == len(data) || data[i] != '"' {
+			return errors.New("a JSON object's key doesn't start with a quote")
+		}
+		end, err := skipString(data, i)
+		if err != nil {
+			return err
+		}
+		key := data[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var unquoted string
+			if err := json.Unmarshal(data[i:end], &unquoted); err != nil {
+				return err
+			}
+			key = []byte(unquoted)
+		}
+		if i = skipSpace(data, end); i == len(data) || data[i] != ':' {
+			return errors.New("a JSON object's key isn't followed by a colon")
+		}
+		i = skipSpace(data, i+1)
+		if end, err = skipValue(data, i); err != nil {
+			return err
+		}
+		if err := f(key, data[start:end], data[i:end]); err != nil {
+			return err
+		}
+		switch i = skipSpace(data, end); {
+		case i == len(data):
+			return errors.New("a JSON object doesn't end")
+		case data[i] == '}':
+			return nil
+		case data[i] != ',':
+			return errors.New("a JSON object's member isn't followed by a comma")
+		}
+		i = skipSpace(data, i+1)
+	}
+}
+
+// skipSpace is the index of the first byte of data from i on that isn't
+// JSON's whitespace, or len(data).
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// skipString is the index just past the JSON string that starts at i.
+func skipString(data []byte, i int) (int, error) {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, nil
+		}
+	}
+	return 0, errors.New("a JSON string doesn't end")
+}
+
+// skipValue is the index just past the JSON value that starts at i: a
+// string, an object or an array, whose brackets are counted outside its
+// strings, or a literal, which runs to the next delimiter.
+func skipValue(data []byte, i int) (int, error) {
+	if i == len(data) {
+		return 0, errors.New("a JSON value is missing")
+	}
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(data); j++ {
+			switch data[j] {
+			case '"':
+				end, err := skipString(data, j)
+				if err != nil {
+					return 0, err
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, errors.New("a JSON object or array doesn't end")
+	}
+	j := i
+	for j < len(data) && !delimiter(data[j]) {
+		j++
+	}
+	if j == i {
+		return 0, fmt.Errorf("a JSON value starts with %q", data[i])
+	}
+	return j, nil
+}
+
+// delimiter reports whether b ends a JSON literal.
+func delimiter(b byte) bool {
+	switch b {
+	case ',', '}', ']', ' ', '\n', '\r', '\t':
+		return true
+	}
+	return false
+}
