@@ -3,12 +3,15 @@ package kube
 import (
 	"context"
 	"fmt"
-	"runtime"
+	goruntime "runtime"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	jsonserializer "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
@@ -72,7 +75,7 @@ func BenchmarkCacheHeap(b *testing.B) {
 				kept[i] = tc.keep(u)
 			}
 			perObject := float64(heapInUse()-before) / n
-			runtime.KeepAlive(kept)
+			goruntime.KeepAlive(kept)
 
 			u := objects()[0]
 			b.ReportAllocs()
@@ -86,9 +89,9 @@ func BenchmarkCacheHeap(b *testing.B) {
 
 // heapInUse is the heap in use after a collection.
 func heapInUse() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
+	goruntime.GC()
+	var m goruntime.MemStats
+	goruntime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
 
@@ -150,5 +153,56 @@ func BenchmarkProcess(b *testing.B) {
 	}
 	if n := len(f.appliesTo("status")); n != 0 {
 		b.Fatalf("status applies = %d, want none: the status didn't change", n)
+	}
+}
+
+// BenchmarkWatchEvent decodes one watch event of a Memcached with the
+// managedFields of a settled one (its creator's, the finalizer's and the
+// status's applies): as the dynamic client's watch does, into nested maps
+// (the informer's cache would then turn them into its form), and as the
+// controller's does, straight into the cache's form.
+func BenchmarkWatchEvent(b *testing.B) {
+	u := benchCache()
+	u.SetUID("6b1f1c9e-8d7a-4c2e-9f3b-000000000042")
+	u.SetFinalizers([]string{"cache.example.com/finalizer"})
+	u.SetCreationTimestamp(metav1.Now())
+	now := metav1.Now()
+	u.SetManagedFields([]metav1.ManagedFieldsEntry{
+		{Manager: "bench", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "cache.example.com/v1alpha1", Time: &now, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{".":{},"f:image":{},"f:size":{}}}`)}},
+		{Manager: "memcached-controller", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "cache.example.com/v1alpha1", Time: &now, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:finalizers":{"v:\"cache.example.com/finalizer\"":{}}}}`)}},
+		{Manager: "memcached-controller", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "cache.example.com/v1alpha1", Time: &now, FieldsType: "FieldsV1", Subresource: "status",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{"k:{\"type\":\"Available\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}},"k:{\"type\":\"Progressing\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}}},"f:readyReplicas":{}}}`)}},
+	})
+	obj, err := u.MarshalJSON()
+	if err != nil {
+		b.Fatal(err)
+	}
+	frame := []byte(`{"type":"MODIFIED","object":` + string(obj) + `}`)
+
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	envelopes := jsonserializer.NewSerializerWithOptions(jsonserializer.DefaultMetaFactory, scheme, scheme, jsonserializer.SerializerOptions{})
+	for _, tc := range []struct {
+		name              string
+		envelope, objects runtime.Decoder
+	}{
+		{"dynamic", envelopes, unstructured.UnstructuredJSONScheme},
+		{"cached", watchEventCodec{}, cachedCodec{}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(frame)))
+			for b.Loop() {
+				var e metav1.WatchEvent
+				if _, _, err := tc.envelope.Decode(frame, nil, &e); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := runtime.Decode(tc.objects, e.Object.Raw); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

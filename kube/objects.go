@@ -245,31 +245,16 @@ func (cachedCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.
 	default:
 		return nil, nil, fmt.Errorf("kube: the objects' client decodes no %T", into)
 	}
-	var kind struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
+	o, err := decodeCached(data)
+	if err != nil {
+		return nil, nil, err
 	}
-	if err := topLevel(data, func(key, _, value []byte) error {
-		switch string(key) {
-		case "apiVersion":
-			return json.Unmarshal(value, &kind.APIVersion)
-		case "kind":
-			return json.Unmarshal(value, &kind.Kind)
-		}
-		return nil
-	}); err != nil {
-		return nil, nil, fmt.Errorf("kube: decoding an object: %w", err)
-	}
-	if kind.Kind == "Status" && (kind.APIVersion == "v1" || kind.APIVersion == "") {
+	if o.Kind == "Status" && (o.APIVersion == "v1" || o.APIVersion == "") {
 		status := &metav1.Status{}
 		if err := json.Unmarshal(data, status); err != nil {
 			return nil, nil, fmt.Errorf("kube: decoding a Status: %w", err)
 		}
 		return status, nil, nil
-	}
-	o, err := decodeCached(data)
-	if err != nil {
-		return nil, nil, err
 	}
 	return o, nil, nil
 }
@@ -444,17 +429,24 @@ func skipSpace(data []byte, i int) int {
 	return i
 }
 
-// skipString is the index just past the JSON string that starts at i.
+// skipString is the index just past the JSON string that starts at i: at
+// its first quote not escaped, which is not after an odd run of
+// backslashes.
 func skipString(data []byte, i int) (int, error) {
-	for j := i + 1; j < len(data); j++ {
-		switch data[j] {
-		case '\\':
-			j++
-		case '"':
+	for j := i + 1; ; j++ {
+		k := bytes.IndexByte(data[j:], '"')
+		if k < 0 {
+			return 0, errors.New("a JSON string doesn't end")
+		}
+		j += k
+		escaped := false
+		for b := j - 1; b > i && data[b] == '\\'; b-- {
+			escaped = !escaped
+		}
+		if !escaped {
 			return j + 1, nil
 		}
 	}
-	return 0, errors.New("a JSON string doesn't end")
 }
 
 // skipValue is the index just past the JSON value that starts at i: a
