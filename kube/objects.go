@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	jsonserializer "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -197,7 +195,7 @@ func (cachedSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
 		StreamSerializer: &runtime.StreamSerializerInfo{
 			EncodesAsText: true,
 			Serializer:    watchEventCodec{},
-			Framer:        jsonserializer.Framer,
+			Framer:        jsonLines{},
 		},
 	}}
 }
@@ -365,135 +363,4 @@ func newestWrite(fields []metav1.ManagedFieldsEntry) time.Time {
 		}
 	}
 	return newest
-}
-
-// topLevel calls f with the key, the member whole (from its key's opening
-// quote to its value's end) and the value of each member of the JSON
-// object data, in order, each a slice of data: nothing is decoded but a
-// key with an escape in it. It stops at f's first error, and returns an
-// error for data that isn't an object; it doesn't check that the values
-// themselves are valid JSON, which the decoding of each does.
-func topLevel(data []byte, f func(key, member, value []byte) error) error {
-	i := skipSpace(data, 0)
-	if i == len(data) || data[i] != '{' {
-		return errors.New("not a JSON object")
-	}
-	if i = skipSpace(data, i+1); i < len(data) && data[i] == '}' {
-		return nil
-	}
-	for {
-		start := i
-		if i == len(data) || data[i] != '"' {
-			return errors.New("a JSON object's key doesn't start with a quote")
-		}
-		end, err := skipString(data, i)
-		if err != nil {
-			return err
-		}
-		key := data[i+1 : end-1]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			var unquoted string
-			if err := json.Unmarshal(data[i:end], &unquoted); err != nil {
-				return err
-			}
-			key = []byte(unquoted)
-		}
-		if i = skipSpace(data, end); i == len(data) || data[i] != ':' {
-			return errors.New("a JSON object's key isn't followed by a colon")
-		}
-		i = skipSpace(data, i+1)
-		if end, err = skipValue(data, i); err != nil {
-			return err
-		}
-		if err := f(key, data[start:end], data[i:end]); err != nil {
-			return err
-		}
-		switch i = skipSpace(data, end); {
-		case i == len(data):
-			return errors.New("a JSON object doesn't end")
-		case data[i] == '}':
-			return nil
-		case data[i] != ',':
-			return errors.New("a JSON object's member isn't followed by a comma")
-		}
-		i = skipSpace(data, i+1)
-	}
-}
-
-// skipSpace is the index of the first byte of data from i on that isn't
-// JSON's whitespace, or len(data).
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t') {
-		i++
-	}
-	return i
-}
-
-// skipString is the index just past the JSON string that starts at i: at
-// its first quote not escaped, which is not after an odd run of
-// backslashes.
-func skipString(data []byte, i int) (int, error) {
-	for j := i + 1; ; j++ {
-		k := bytes.IndexByte(data[j:], '"')
-		if k < 0 {
-			return 0, errors.New("a JSON string doesn't end")
-		}
-		j += k
-		escaped := false
-		for b := j - 1; b > i && data[b] == '\\'; b-- {
-			escaped = !escaped
-		}
-		if !escaped {
-			return j + 1, nil
-		}
-	}
-}
-
-// skipValue is the index just past the JSON value that starts at i: a
-// string, an object or an array, whose brackets are counted outside its
-// strings, or a literal, which runs to the next delimiter.
-func skipValue(data []byte, i int) (int, error) {
-	if i == len(data) {
-		return 0, errors.New("a JSON value is missing")
-	}
-	switch data[i] {
-	case '"':
-		return skipString(data, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(data); j++ {
-			switch data[j] {
-			case '"':
-				end, err := skipString(data, j)
-				if err != nil {
-					return 0, err
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1, nil
-				}
-			}
-		}
-		return 0, errors.New("a JSON object or array doesn't end")
-	}
-	j := i
-	for j < len(data) && !delimiter(data[j]) {
-		j++
-	}
-	if j == i {
-		return 0, fmt.Errorf("a JSON value starts with %q", data[i])
-	}
-	return j, nil
-}
-
-// delimiter reports whether b ends a JSON literal.
-func delimiter(b byte) bool {
-	switch b {
-	case ',', '}', ']', ' ', '\n', '\r', '\t':
-		return true
-	}
-	return false
 }

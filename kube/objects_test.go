@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -188,44 +187,4 @@ func TestCachedCodecRefusesWhatIsNotAnObject(t *testing.T) {
 	if _, _, err := (watchEventCodec{}).Decode([]byte(`{"type":"ADDED","object":{}}`), nil, &metav1.Status{}); err == nil {
 		t.Error("a watch event decoded into a Status, want an error")
 	}
-}
-
-// FuzzTopLevel: topLevel never panics, and of a valid JSON object it
-// yields each member, whose keys and values are the object's.
-func FuzzTopLevel(f *testing.F) {
-	f.Add([]byte(testMemcachedJSON))
-	f.Add([]byte(` { "a" : 1 , "b\u0022" : [ "}" , {"c":"]"} ] , "d":null,"e":true,"f":-1.5e3 } `))
-	f.Add([]byte(`{"a":"\\","b":"\"}"}`))
-	f.Add([]byte(`{}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var members [][]byte
-		got := map[string]json.RawMessage{}
-		err := topLevel(data, func(key, member, value []byte) error {
-			members = append(members, member)
-			got[string(key)] = value
-			return nil
-		})
-		_, _, _ = (cachedCodec{}).Decode(data, nil, nil)
-		var want map[string]json.RawMessage
-		if json.Unmarshal(data, &want) != nil || want == nil {
-			return
-		}
-		if err != nil {
-			t.Fatalf("topLevel(%s): %v", data, err)
-		}
-		for k, v := range want {
-			var a, b bytes.Buffer
-			if json.Compact(&a, v) != nil || json.Compact(&b, got[k]) != nil || a.String() != b.String() {
-				t.Errorf("member %q = %s, want %s", k, got[k], v)
-			}
-		}
-		if len(got) != len(want) {
-			t.Errorf("%d members, want %d", len(got), len(want))
-		}
-		var whole, again any
-		rebuilt := append(append([]byte("{"), bytes.Join(members, []byte(","))...), '}')
-		if json.Unmarshal(data, &whole) != nil || json.Unmarshal(rebuilt, &again) != nil || !reflect.DeepEqual(whole, again) {
-			t.Errorf("the members rejoined %s, want %s", rebuilt, data)
-		}
-	})
 }

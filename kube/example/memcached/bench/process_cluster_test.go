@@ -56,6 +56,8 @@ type appConfig struct {
 	Env     map[string]string `json:"env"`
 	Files   map[string][]byte `json:"files"`
 	Profile string            `json:"profile"`
+	// MemProfileRate is the heap profile's sampling rate, when profiled.
+	MemProfileRate int `json:"memProfileRate"`
 }
 
 // profile, given, is where each App's process writes its CPU profile,
@@ -63,6 +65,12 @@ type appConfig struct {
 // and its heap profile then: <profile>-<n>.cpu.pprof and .heap.pprof,
 // n counting the Apps of the benchmark run.
 var profile = flag.String("profile", "", "writes each App's CPU and heap profiles to files named from this prefix")
+
+// memProfileRate is the profiled App's heap sampling rate: a byte in 512
+// by default, fine enough to break the heap an object down, but its
+// stack walks take a third of a profiled run's CPU; 524288 is the
+// runtime's own, for a profile of the CPU as an App spends it unprofiled.
+var memProfileRate = flag.Int("memprofilerate", 512, "the profiled App's heap sampling rate (runtime.MemProfileRate)")
 
 // usageReport is what the child's /usage answers: the App's figures
 // since /start, its heap read after a collection.
@@ -100,7 +108,7 @@ func TestApp(t *testing.T) {
 		t.Fatal(err)
 	}
 	if a.cfg.Profile != "" {
-		runtime.MemProfileRate = 512 // the heap's profile finer than by default
+		runtime.MemProfileRate = a.cfg.MemProfileRate
 	}
 	a.host, a.received = a.cfg.host()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -340,6 +348,7 @@ func spawn(b *testing.B, h *humustest.Host) *appProcess {
 	cfg := appConfig{Env: h.Env, Files: map[string][]byte{}}
 	if *profile != "" {
 		cfg.Profile = fmt.Sprintf("%s-%d", *profile, profiles.Add(1))
+		cfg.MemProfileRate = *memProfileRate
 	}
 	for name, f := range h.Files {
 		cfg.Files[name] = f.Data
