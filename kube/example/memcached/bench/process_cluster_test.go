@@ -70,7 +70,7 @@ var profile = flag.String("profile", "", "writes each App's CPU and heap profile
 // by default, fine enough to break the heap an object down, but its
 // stack walks take a third of a profiled run's CPU; 524288 is the
 // runtime's own, for a profile of the CPU as an App spends it unprofiled.
-var memProfileRate = flag.Int("memprofilerate", 512, "the profiled App's heap sampling rate (runtime.MemProfileRate)")
+var memProfileRate = flag.Int("app-memprofilerate", 512, "the profiled App's heap sampling rate (runtime.MemProfileRate)")
 
 // usageReport is what the child's /usage answers: the App's figures
 // since /start, its heap read after a collection.
