@@ -101,7 +101,7 @@ func (o restObjects) Apply(ctx context.Context, name string, body []byte, opts m
 	err := o.rest.Patch(types.ApplyPatchType).AbsPath(o.path(name, subresource...)...).Body(body).
 		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, metav1.SchemeGroupVersion).
 		Do(ctx).Into(&w)
-	return w.Metadata.ResourceVersion, err
+	return w.resourceVersion, err
 }
 
 // dynamicObjects is objectsAPI on a dynamic client (client-go's fake, in
@@ -166,10 +166,22 @@ func (l *cachedList) DeepCopyObject() runtime.Object {
 
 // writtenObject is what the controller reads of an apply's answer: the
 // object's resourceVersion after the write.
-type writtenObject struct {
-	Metadata struct {
-		ResourceVersion string `json:"resourceVersion"`
-	} `json:"metadata"`
+type writtenObject struct{ resourceVersion string }
+
+// decode reads the resourceVersion of data, an object, without decoding
+// anything else of it.
+func (w *writtenObject) decode(data []byte) error {
+	return topLevel(data, func(key, _, value []byte) error {
+		if string(key) != "metadata" {
+			return nil
+		}
+		return topLevel(value, func(key, _, value []byte) error {
+			if string(key) != "resourceVersion" {
+				return nil
+			}
+			return json.Unmarshal(value, &w.resourceVersion)
+		})
+	})
 }
 
 func (*writtenObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
@@ -235,7 +247,7 @@ func (cachedCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.
 		}
 		return into, nil, nil
 	case *writtenObject:
-		if err := json.Unmarshal(data, into); err != nil {
+		if err := into.decode(data); err != nil {
 			return nil, nil, fmt.Errorf("kube: decoding an apply's answer: %w", err)
 		}
 		return into, nil, nil

@@ -184,6 +184,11 @@ func TestCachedCodecRefusesWhatIsNotAnObject(t *testing.T) {
 			t.Errorf("decoding %s = %#v, want an error", data, o)
 		}
 	}
+	for _, data := range []string{`[]`, `{"metadata":[]}`, `{"metadata":{"resourceVersion":7}}`} {
+		if _, _, err := (cachedCodec{}).Decode([]byte(data), nil, &writtenObject{}); err == nil {
+			t.Errorf("decoding an apply's answer %s: no error, want one", data)
+		}
+	}
 	if _, _, err := (watchEventCodec{}).Decode([]byte(`{"type":"ADDED","object":{}}`), nil, &metav1.Status{}); err == nil {
 		t.Error("a watch event decoded into a Status, want an error")
 	}
