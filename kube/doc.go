@@ -381,8 +381,9 @@
 //     each it Owns, limited to Settings.Namespace. The resource's cache
 //     keeps each object as its metadata, decoded, and the JSON of the
 //     rest, without managedFields but for a 16-byte digest of each entry
-//     (cached.go); an owned
-//     resource's keeps each object's namespace,
+//     (cached.go), decoded into that form straight from the API server's
+//     JSON, a watch's stream framed a line at a time (objects.go,
+//     jsonscan.go); an owned resource's keeps each object's namespace,
 //     name, resourceVersion, controller owner reference, and a 16-byte
 //     digest of each managedFields entry.
 //  3. Wait for the caches to sync; Synced is healthy from then.
@@ -441,7 +442,8 @@
 // up in the cache, whose objects cached.go keeps, holding it back for its
 // own last write (ownwrites.go), decodes it (decode.go), handles the
 // finalizer and calls the Reconciler (reconcile.go), applies the status
-// and the finalizer (apply.go), each write sent only under the term's
+// and the finalizer (apply.go, through objects.go, which reads the
+// answer's resourceVersion alone), each write sent only under the term's
 // proof of the Lease, and settles the key (reconcile.go, with queue.go's
 // waits and backoff).
 //
