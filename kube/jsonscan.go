@@ -15,11 +15,12 @@ import (
 // each part that is read does, and a reconcile's decode of the rest.
 
 // jsonLines frames a watch's stream of JSON objects, as the API server
-// writes it: one a line. A line that isn't one whole object (one written
-// over several lines, or two on one) is framed by the objects' ends all
-// the same, so any stream of objects is read right; the API server's is
-// read with a search for the next newline, where client-go's framer
-// decodes each byte.
+// writes it: one a line. Where an object ends is found by one pass over
+// its bytes that jumps from quote to quote inside its strings, kept across
+// reads, so an object written over many lines, or longer than the
+// reader's buffer, costs that one pass too; two on one line are framed
+// apart. client-go's framer runs encoding/json's scanner over each byte
+// (BenchmarkWatchEvent).
 type jsonLines struct{}
 
 func (jsonLines) NewFrameReader(r io.ReadCloser) io.ReadCloser {
@@ -38,8 +39,9 @@ type lineFrames struct {
 	// pending is what is read but not framed yet: the start of the next
 	// object, or nothing.
 	pending []byte
-	frame   []byte // the rest of the object the last Read didn't take
-	err     error  // the stream's, once read: returned once pending is framed
+	end     objectEnd // how far into pending's object the search got
+	frame   []byte    // the rest of the object the last Read didn't take
+	err     error     // the stream's, once read: returned once pending is framed
 }
 
 func (f *lineFrames) Read(p []byte) (int, error) {
@@ -57,20 +59,27 @@ func (f *lineFrames) Read(p []byte) (int, error) {
 
 func (f *lineFrames) Close() error { return f.closer.Close() }
 
-// next frames the stream's next object: a line at a time until what is
-// read holds one whole object. io.EOF is the stream's end between two
-// objects, io.ErrUnexpectedEOF in one.
+// next frames the stream's next object, reading until what is read holds
+// one whole object. io.EOF is the stream's end between two objects,
+// io.ErrUnexpectedEOF in one.
 func (f *lineFrames) next() error {
 	f.buf = append(f.buf[:0], f.pending...) // memmove: pending is in buf
 	f.pending = f.buf
+	f.end = objectEnd{}
 	for {
-		start := skipSpace(f.pending, 0)
-		if start < len(f.pending) {
-			if f.pending[start] != '{' {
-				return fmt.Errorf("kube: a watch's stream holds %q where an object starts", f.pending[start])
+		if !f.end.started {
+			// Nothing of the object yet but the space before it.
+			f.pending = f.pending[skipSpace(f.pending, 0):]
+			if len(f.pending) > 0 {
+				if f.pending[0] != '{' {
+					return fmt.Errorf("kube: a watch's stream holds %q where an object starts", f.pending[0])
+				}
+				f.end.started = true
 			}
-			if end, err := skipValue(f.pending, start); err == nil {
-				f.frame, f.pending = f.pending[start:end], f.pending[end:]
+		}
+		if f.end.started {
+			if end, ok := f.end.find(f.pending); ok {
+				f.frame, f.pending = f.pending[:end], f.pending[end:]
 				return nil
 			}
 			if len(f.pending) > maxFrame {
@@ -78,7 +87,7 @@ func (f *lineFrames) next() error {
 			}
 		}
 		if f.err != nil {
-			if errors.Is(f.err, io.EOF) && start < len(f.pending) {
+			if errors.Is(f.err, io.EOF) && f.end.started {
 				return io.ErrUnexpectedEOF
 			}
 			return f.err
@@ -95,6 +104,53 @@ func (f *lineFrames) next() error {
 // maxFrame is the longest object a watch's stream is read for, as
 // client-go's streaming decoder's: far beyond the API server's own limit.
 const maxFrame = 16 << 20
+
+// objectEnd finds where a JSON object ends in data, which starts with it
+// and grows between calls: it goes on from where the last call stopped.
+// The brackets are counted outside strings; a string ends at its first
+// quote that isn't escaped, after an even run of backslashes.
+type objectEnd struct {
+	started bool
+	pos     int  // data's next byte to look at
+	depth   int  // the brackets open at pos
+	str     int  // where the string pos is in starts: its opening quote
+	inStr   bool // pos is in a string
+}
+
+// find returns the index just past the object's end, and true, or false
+// when data doesn't hold its end yet.
+func (s *objectEnd) find(data []byte) (int, bool) {
+	for s.pos < len(data) {
+		if s.inStr {
+			k := bytes.IndexByte(data[s.pos:], '"')
+			if k < 0 {
+				s.pos = len(data)
+				return 0, false
+			}
+			q := s.pos + k
+			s.pos = q + 1
+			escaped := false
+			for b := q - 1; b > s.str && data[b] == '\\'; b-- {
+				escaped = !escaped
+			}
+			s.inStr = escaped
+			continue
+		}
+		switch data[s.pos] {
+		case '"':
+			s.inStr, s.str = true, s.pos
+		case '{', '[':
+			s.depth++
+		case '}', ']':
+			if s.depth--; s.depth == 0 {
+				s.pos++
+				return s.pos, true
+			}
+		}
+		s.pos++
+	}
+	return 0, false
+}
 
 // topLevel calls f with the key, the member whole (from its key's opening
 // quote to its value's end) and the value of each member of the JSON

@@ -57,6 +57,13 @@ func TestLineFramesFrameEachObject(t *testing.T) {
 			t.Errorf("with %d-byte reads: frames %q, %v; want %q and io.EOF", size, got, err, want)
 		}
 	}
+	// An object longer than the reader's buffer, its string full of
+	// escaped quotes and backslashes, on one line and over many.
+	long := `{"type":"ADDED","object":{"s":"` + strings.Repeat(`a\"}]b\\`, 20000) + `"}}`
+	pretty := "{\n" + strings.Repeat(`"k": "v}",`+"\n", 5000) + `"end": ["]"]` + "\n}"
+	if got, err := frames(long+"\n"+pretty+"\n"+long, 4096); !errors.Is(err, io.EOF) || !reflect.DeepEqual(got, []string{long, pretty, long}) {
+		t.Errorf("long objects: %d frames, %v; want 3 and io.EOF", len(got), err)
+	}
 	if got, err := frames(`{"type":"ADDED"}`+"\n"+`{"type":"MOD`, 1024); len(got) != 1 || !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("a stream cut in an object: frames %q, %v; want 1 and io.ErrUnexpectedEOF", got, err)
 	}

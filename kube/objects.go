@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/z5labs/humus/kube/internal/shard"
 )
 
 // objectsAPI is the controller's resource, in a namespace or all of them,
@@ -130,7 +133,10 @@ func (o dynamicObjects) Watch(ctx context.Context, opts metav1.ListOptions) (wat
 	if err != nil {
 		return nil, err
 	}
-	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+	return shard.FilterWatch(w, func(e watch.Event) (watch.Event, bool) {
+		if e.Type == watch.Error {
+			return e, true // its Status, as the reflector reads it
+		}
 		if c, err := compact(e.Object); err == nil {
 			e.Object = c.(runtime.Object)
 		}
@@ -238,10 +244,16 @@ func (cachedCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.
 		}
 		into.TypeMeta, into.ListMeta = l.TypeMeta, l.ListMeta
 		into.Items = make([]*cachedObject, 0, len(l.Items))
+		// The API server leaves the kind out of a built-in resource's
+		// list's items: each is the list's, as the dynamic client has it.
+		kind := metav1.TypeMeta{APIVersion: l.APIVersion, Kind: strings.TrimSuffix(l.Kind, "List")}
 		for _, item := range l.Items {
 			o, err := decodeCached(item)
 			if err != nil {
 				return nil, nil, err
+			}
+			if o.APIVersion == "" && o.Kind == "" && kind.APIVersion != "" && kind.Kind != "" {
+				o.setKind(kind)
 			}
 			into.Items = append(into.Items, o)
 		}
@@ -343,6 +355,21 @@ func decodeCached(data []byte) (*cachedObject, error) {
 	}
 	o.raw = append(raw, '}')
 	return o, nil
+}
+
+// setKind gives o, an object without its API version and kind, those of
+// kind: in its TypeMeta, and in its JSON, from which a reconcile decodes
+// its copy.
+func (o *cachedObject) setKind(kind metav1.TypeMeta) {
+	o.APIVersion, o.Kind = shared(kind.APIVersion), shared(kind.Kind)
+	members, _ := json.Marshal(kind) // two strings
+	raw := append(members[:len(members)-1:len(members)-1], ',')
+	if len(o.raw) <= 2 { // {}
+		raw = append(raw[:len(raw)-1], '}')
+	} else {
+		raw = append(raw, o.raw[1:]...)
+	}
+	o.raw = raw
 }
 
 // compact turns the dynamic client's object into a cachedObject, as

@@ -80,17 +80,28 @@ func TestObjectsListDecodesIntoTheCachesForm(t *testing.T) {
 		wantRequest(t, r, http.MethodGet, "/apis/cache.example.com/v1alpha1/namespaces/ns/memcacheds",
 			url.Values{"labelSelector": {"a=b"}, "resourceVersion": {"0"}, "limit": {"500"}})
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"apiVersion":"cache.example.com/v1alpha1","kind":"MemcachedList","metadata":{"resourceVersion":"12","continue":"c"},"items":[`+testMemcachedJSON+`]}`)
+		// The API server leaves a built-in resource's items' kind out.
+		_, _ = io.WriteString(w, `{"apiVersion":"cache.example.com/v1alpha1","kind":"MemcachedList","metadata":{"resourceVersion":"12","continue":"c"},"items":[`+
+			testMemcachedJSON+`,{"metadata":{"name":"k"},"spec":{"size":1}},{"metadata":{"name":"e"}}]}`)
 	})
 	got, err := objects.List(t.Context(), metav1.ListOptions{LabelSelector: "a=b", ResourceVersion: "0", Limit: 500})
 	if err != nil {
 		t.Fatal(err)
 	}
 	list := got.(*cachedList)
-	if list.ResourceVersion != "12" || list.Continue != "c" || list.Kind != "MemcachedList" || len(list.Items) != 1 {
-		t.Fatalf("list %+v %+v with %d items, want resourceVersion 12, continue c and 1 item", list.TypeMeta, list.ListMeta, len(list.Items))
+	if list.ResourceVersion != "12" || list.Continue != "c" || list.Kind != "MemcachedList" || len(list.Items) != 3 {
+		t.Fatalf("list %+v %+v with %d items, want resourceVersion 12, continue c and 3 items", list.TypeMeta, list.ListMeta, len(list.Items))
 	}
 	checkMemcached(t, list.Items[0])
+	for i, raw := range []string{
+		`{"kind":"Memcached","apiVersion":"cache.example.com/v1alpha1","spec":{"size":1}}`,
+		`{"kind":"Memcached","apiVersion":"cache.example.com/v1alpha1"}`,
+	} {
+		o := list.Items[i+1]
+		if o.Kind != "Memcached" || o.APIVersion != "cache.example.com/v1alpha1" || string(o.raw) != raw {
+			t.Errorf("an item sent without its kind: cached %+v %s, want the list's kind and %s", o.TypeMeta, o.raw, raw)
+		}
+	}
 	cp := list.DeepCopyObject().(*cachedList)
 	cp.Items[0].Finalizers[0] = "changed"
 	if list.Items[0].Finalizers[0] != "cache.example.com/finalizer" {

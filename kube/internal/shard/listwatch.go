@@ -77,7 +77,7 @@ func (lw *ListWatch) WatchWithContext(ctx context.Context, o metav1.ListOptions)
 	if err != nil {
 		return nil, err
 	}
-	return filterWatch(w, func(e watch.Event) (watch.Event, bool) {
+	return FilterWatch(w, func(e watch.Event) (watch.Event, bool) {
 		switch e.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
 		default:
@@ -107,7 +107,9 @@ type filteredWatch struct {
 	stopOnce sync.Once
 }
 
-func filterWatch(w watch.Interface, f func(watch.Event) (watch.Event, bool)) watch.Interface {
+// FilterWatch is w's events that f keeps, as f changes them; Stop ends
+// its goroutine, and w.
+func FilterWatch(w watch.Interface, f func(watch.Event) (watch.Event, bool)) watch.Interface {
 	fw := &filteredWatch{w: w, out: make(chan watch.Event), stop: make(chan struct{})}
 	go fw.loop(f)
 	return fw

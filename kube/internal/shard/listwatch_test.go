@@ -324,7 +324,7 @@ func TestAShardsWatchWithoutTheCacheDropsWhatLeaves(t *testing.T) {
 func TestAStoppedShardWatchLeavesNoGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		upstream := watch.NewFake()
-		w := filterWatch(upstream, func(e watch.Event) (watch.Event, bool) { return e, true })
+		w := FilterWatch(upstream, func(e watch.Event) (watch.Event, bool) { return e, true })
 		go upstream.Add(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "kept, never read"}})
 		synctest.Wait()
 		w.Stop()
