@@ -125,3 +125,16 @@ func (o *ownedObject) GetFinalizers() []string                         { return 
 func (o *ownedObject) SetFinalizers([]string)                          {}
 func (o *ownedObject) GetManagedFields() []metav1.ManagedFieldsEntry   { return nil }
 func (o *ownedObject) SetManagedFields([]metav1.ManagedFieldsEntry)    {}
+
+// newestWrite is the newest time among fields, a managedFields: when the
+// API server last stamped a write of their object, to the second; zero
+// when it has none.
+func newestWrite(fields []metav1.ManagedFieldsEntry) time.Time {
+	var newest time.Time
+	for _, f := range fields {
+		if f.Time != nil && f.Time.After(newest) {
+			newest = f.Time.Time
+		}
+	}
+	return newest
+}

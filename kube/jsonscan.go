@@ -39,7 +39,7 @@ type lineFrames struct {
 	// pending is what is read but not framed yet: the start of the next
 	// object, or nothing.
 	pending []byte
-	end     objectEnd // how far into pending's object the search got
+	end     objectEnd // how far into pending's object the search for its end got
 	frame   []byte    // the rest of the object the last Read didn't take
 	err     error     // the stream's, once read: returned once pending is framed
 }
@@ -67,27 +67,22 @@ func (f *lineFrames) next() error {
 	f.pending = f.buf
 	f.end = objectEnd{}
 	for {
-		if !f.end.started {
-			// Nothing of the object yet but the space before it.
+		if f.end.pos == 0 {
+			// Nothing of the object looked at yet: the space before it goes.
 			f.pending = f.pending[skipSpace(f.pending, 0):]
-			if len(f.pending) > 0 {
-				if f.pending[0] != '{' {
-					return fmt.Errorf("kube: a watch's stream holds %q where an object starts", f.pending[0])
-				}
-				f.end.started = true
+			if len(f.pending) > 0 && f.pending[0] != '{' {
+				return fmt.Errorf("kube: a watch's stream holds %q where an object starts", f.pending[0])
 			}
 		}
-		if f.end.started {
-			if end, ok := f.end.find(f.pending); ok {
-				f.frame, f.pending = f.pending[:end], f.pending[end:]
-				return nil
-			}
-			if len(f.pending) > maxFrame {
-				return fmt.Errorf("kube: a watch's stream holds an object longer than %d bytes", maxFrame)
-			}
+		if end, ok := f.end.find(f.pending); ok {
+			f.frame, f.pending = f.pending[:end], f.pending[end:]
+			return nil
+		}
+		if len(f.pending) > maxFrame {
+			return fmt.Errorf("kube: a watch's stream holds an object longer than %d bytes", maxFrame)
 		}
 		if f.err != nil {
-			if errors.Is(f.err, io.EOF) && f.end.started {
+			if errors.Is(f.err, io.EOF) && len(f.pending) > 0 {
 				return io.ErrUnexpectedEOF
 			}
 			return f.err
@@ -105,50 +100,49 @@ func (f *lineFrames) next() error {
 // client-go's streaming decoder's: far beyond the API server's own limit.
 const maxFrame = 16 << 20
 
-// objectEnd finds where a JSON object ends in data, which starts with it
-// and grows between calls: it goes on from where the last call stopped.
-// The brackets are counted outside strings; a string ends at its first
-// quote that isn't escaped, after an even run of backslashes.
+// objectEnd finds where a JSON object or array ends in data, which starts
+// with it and may grow between calls: each call goes on from where the
+// last stopped. The brackets are counted outside strings.
 type objectEnd struct {
-	started bool
-	pos     int  // data's next byte to look at
-	depth   int  // the brackets open at pos
-	str     int  // where the string pos is in starts: its opening quote
-	inStr   bool // pos is in a string
+	pos   int  // data's next byte to look at
+	depth int  // the brackets open at pos
+	str   int  // the opening quote of the string pos is in
+	inStr bool // pos is in a string
 }
 
 // find returns the index just past the object's end, and true, or false
 // when data doesn't hold its end yet.
 func (s *objectEnd) find(data []byte) (int, bool) {
-	for s.pos < len(data) {
-		if s.inStr {
-			k := bytes.IndexByte(data[s.pos:], '"')
-			if k < 0 {
-				s.pos = len(data)
+	pos, depth := s.pos, s.depth // in registers, not through s, byte by byte
+	if s.inStr {
+		end, ok := stringEnd(data, s.str, pos)
+		if !ok {
+			s.pos = len(data)
+			return 0, false
+		}
+		pos, s.inStr = end, false
+	}
+	for pos < len(data) {
+		switch data[pos] {
+		case '"':
+			end, ok := stringEnd(data, pos, pos+1)
+			if !ok {
+				s.pos, s.depth, s.str, s.inStr = len(data), depth, pos, true
 				return 0, false
 			}
-			q := s.pos + k
-			s.pos = q + 1
-			escaped := false
-			for b := q - 1; b > s.str && data[b] == '\\'; b-- {
-				escaped = !escaped
-			}
-			s.inStr = escaped
+			pos = end
 			continue
-		}
-		switch data[s.pos] {
-		case '"':
-			s.inStr, s.str = true, s.pos
 		case '{', '[':
-			s.depth++
+			depth++
 		case '}', ']':
-			if s.depth--; s.depth == 0 {
-				s.pos++
-				return s.pos, true
+			if depth--; depth == 0 {
+				s.pos, s.depth = pos+1, 0
+				return pos + 1, true
 			}
 		}
-		s.pos++
+		pos++
 	}
+	s.pos, s.depth = pos, depth
 	return 0, false
 }
 
@@ -214,22 +208,32 @@ func skipSpace(data []byte, i int) int {
 	return i
 }
 
-// skipString is the index just past the JSON string that starts at i: at
-// its first quote not escaped, which is not after an odd run of
-// backslashes.
+// skipString is the index just past the JSON string that starts at i.
 func skipString(data []byte, i int) (int, error) {
-	for j := i + 1; ; j++ {
+	end, ok := stringEnd(data, i, i+1)
+	if !ok {
+		return 0, errors.New("a JSON string doesn't end")
+	}
+	return end, nil
+}
+
+// stringEnd is the index just past the JSON string whose opening quote is
+// at start, its closing quote looked for from from on: the first quote not
+// escaped, which is not after an odd run of backslashes. It is false when
+// data doesn't hold it.
+func stringEnd(data []byte, start, from int) (int, bool) {
+	for j := from; ; j++ {
 		k := bytes.IndexByte(data[j:], '"')
 		if k < 0 {
-			return 0, errors.New("a JSON string doesn't end")
+			return 0, false
 		}
 		j += k
 		escaped := false
-		for b := j - 1; b > i && data[b] == '\\'; b-- {
+		for b := j - 1; b > start && data[b] == '\\'; b-- {
 			escaped = !escaped
 		}
 		if !escaped {
-			return j + 1, nil
+			return j + 1, true
 		}
 	}
 }
@@ -245,22 +249,9 @@ func skipValue(data []byte, i int) (int, error) {
 	case '"':
 		return skipString(data, i)
 	case '{', '[':
-		depth := 0
-		for j := i; j < len(data); j++ {
-			switch data[j] {
-			case '"':
-				end, err := skipString(data, j)
-				if err != nil {
-					return 0, err
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1, nil
-				}
-			}
+		var e objectEnd
+		if end, ok := e.find(data[i:]); ok {
+			return i + end, nil
 		}
 		return 0, errors.New("a JSON object or array doesn't end")
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -362,12 +361,9 @@ func decodeCached(data []byte) (*cachedObject, error) {
 // its copy.
 func (o *cachedObject) setKind(kind metav1.TypeMeta) {
 	o.APIVersion, o.Kind = shared(kind.APIVersion), shared(kind.Kind)
-	members, _ := json.Marshal(kind) // two strings
-	raw := append(members[:len(members)-1:len(members)-1], ',')
-	if len(o.raw) <= 2 { // {}
-		raw = append(raw[:len(raw)-1], '}')
-	} else {
-		raw = append(raw, o.raw[1:]...)
+	raw, _ := json.Marshal(kind) // {"kind":…,"apiVersion":…}, two strings
+	if len(o.raw) > 2 {          // not {}: its members follow
+		raw = append(append(raw[:len(raw)-1], ','), o.raw[1:]...)
 	}
 	o.raw = raw
 }
@@ -389,17 +385,4 @@ func compact(obj any) (any, error) {
 		return nil, fmt.Errorf("kube: caching %s: %w", u.GetName(), err)
 	}
 	return o, nil
-}
-
-// newestWrite is the newest time among fields, a managedFields: when the
-// API server last stamped a write of their object, to the second; zero
-// when it has none.
-func newestWrite(fields []metav1.ManagedFieldsEntry) time.Time {
-	var newest time.Time
-	for _, f := range fields {
-		if f.Time != nil && f.Time.After(newest) {
-			newest = f.Time.Time
-		}
-	}
-	return newest
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"sync/atomic"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -161,7 +162,7 @@ func TestObjectsWatchDecodesEachEvent(t *testing.T) {
 // error, with the details staleAnswer reads.
 func TestObjectsApplyReturnsTheResourceVersion(t *testing.T) {
 	const body = `{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"m","uid":"u-1"},"status":{"readyReplicas":3}}`
-	refuse := false
+	var refuse atomic.Bool
 	objects := objectsServer(t, func(w http.ResponseWriter, r *http.Request, got []byte) {
 		wantRequest(t, r, http.MethodPatch, "/apis/cache.example.com/v1alpha1/namespaces/ns/memcacheds/m/status",
 			url.Values{"fieldManager": {"ctrl"}, "force": {"true"}})
@@ -169,7 +170,7 @@ func TestObjectsApplyReturnsTheResourceVersion(t *testing.T) {
 			t.Errorf("apply %s %s, want application/apply-patch+yaml %s", ct, got, body)
 		}
 		w.Header().Set("Content-Type", "application/json")
-		if refuse {
+		if refuse.Load() {
 			w.WriteHeader(http.StatusConflict)
 			_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the object has been modified","reason":"Conflict","details":{"name":"m","group":"cache.example.com","kind":"memcacheds"},"code":409}`)
 			return
@@ -181,7 +182,7 @@ func TestObjectsApplyReturnsTheResourceVersion(t *testing.T) {
 	if err != nil || rv != "13" {
 		t.Errorf("Apply = %q, %v; want 13", rv, err)
 	}
-	refuse = true
+	refuse.Store(true)
 	_, err = objects.Apply(t.Context(), "m", []byte(body), opts, "status")
 	if !apierrors.IsConflict(err) || !staleAnswer(err, "m") {
 		t.Errorf("a refused Apply's error %v, want the API server's Conflict naming m", err)

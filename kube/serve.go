@@ -143,9 +143,9 @@ func (c *Controller) informers() []cache.SharedIndexInformer {
 
 // handle gives informers, the resource's first and then each owned
 // resource's, their event handlers, queueing keys on w, their watch error
-// handlers, seen by watch, and the owned resources' the transform of what
-// their caches keep: the resource's objects come decoded into the cache's
-// form (clients.objects).
+// handlers, seen by watch, and each owned resource's the transform of
+// what its cache keeps; the resource's objects come decoded into the
+// cache's form (clients.objects).
 func (c *Controller) handle(informers []cache.SharedIndexInformer, w *work, watch *servedWatch) error {
 	handlers := []cache.ResourceEventHandler{c.objectKeys(w)}
 	for _, gvr := range c.owned {

@@ -147,10 +147,6 @@ func (fw *filteredWatch) loop(f func(watch.Event) (watch.Event, bool)) {
 
 // filterList keeps the items of list that keep says to.
 func filterList(list runtime.Object, keep func(runtime.Object) bool) (runtime.Object, error) {
-	if l, ok := list.(*metav1.PartialObjectMetadataList); ok {
-		l.Items = slices.DeleteFunc(l.Items, func(o metav1.PartialObjectMetadata) bool { return !keep(&o) })
-		return l, nil
-	}
 	items, err := meta.ExtractList(list)
 	if err == nil {
 		err = meta.SetList(list, slices.DeleteFunc(items, func(o runtime.Object) bool { return !keep(o) }))
