@@ -170,6 +170,11 @@
 //     without a frame and closing it when the ping has no answer within
 //     15s, client-go's own values, which kube reads from no environment
 //     variable.
+//   - It asks for every answer uncompressed, where Go's transport and
+//     client-go ask for gzip: kube-apiserver would gzip a watch-list's
+//     events a flush at a time for each watcher, and each list over 128
+//     KiB, CPU on both sides for bandwidth a cluster's network doesn't
+//     lack.
 //   - It calls Connection.Token at most once a minute, never twice at once,
 //     and keeps the last token while a call fails. A 401 to a request that
 //     carried the cached token drops it, so the next request calls Token

@@ -11,6 +11,11 @@
 //     Config.Server's host; HTTP/2 when the server offers it, with a ping
 //     after 30s without a frame and 15s for its answer, as client-go's own
 //     transports do.
+//   - Every answer is asked for uncompressed: a request carries no
+//     Accept-Encoding: gzip, which Go's transport adds by default, so
+//     kube-apiserver doesn't gzip a watch-list's stream a flush at a time
+//     for each watcher, nor a long list: CPU on both sides for bandwidth a
+//     cluster's network doesn't lack.
 //   - AbortConnections closes every open connection at once, in use or
 //     idle, abortively (SO_LINGER 0, a TCP reset) when the dialled
 //     connection, or the one its NetConn method unwraps to, has SetLinger:

@@ -82,7 +82,13 @@ func New(c Config) *Transport {
 		TLSHandshakeTimeout: handshakeTimeout,
 		IdleConnTimeout:     idleConnTimeout,
 		MaxIdleConnsPerHost: idleConnsPerHost,
-		Protocols:           &protocols,
+		// No Accept-Encoding: gzip, which Go's transport adds by default:
+		// kube-apiserver would gzip a watch-list's stream a flush at a
+		// time for this watcher alone (its encoding of an event is shared
+		// by every watcher, the compression isn't), and a list over 128
+		// KiB, spending its CPU and ours on a cluster's network.
+		DisableCompression: true,
+		Protocols:          &protocols,
 		HTTP2: &http.HTTP2Config{
 			SendPingTimeout: pingAfter,
 			PingTimeout:     pingTimeout,

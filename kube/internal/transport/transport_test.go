@@ -79,6 +79,47 @@ func TestNewConfiguresHTTP2Pings(t *testing.T) {
 	}
 }
 
+// The Transport asks for every answer uncompressed, over HTTP/2 as over
+// HTTP/1: a watch-list's stream, which the API server gzips a flush at a
+// time for each watcher that accepts it, and a long list.
+func TestTheTransportAsksForAnswersUncompressed(t *testing.T) {
+	for _, h2 := range []bool{true, false} {
+		var mu sync.Mutex
+		var accepts []string
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			accepts = append(accepts, r.Proto+" "+r.Header.Get("Accept-Encoding"))
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{}`)
+		}))
+		srv.EnableHTTP2 = h2
+		srv.StartTLS()
+		tr := New(Config{Server: srv.Listener.Addr().String(), TLS: srv.Client().Transport.(*http.Transport).TLSClientConfig, Dial: (&net.Dialer{}).DialContext})
+		for _, path := range []string{"/api/v1/namespaces", "/api/v1/namespaces?watch=true&sendInitialEvents=true"} {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}
+		tr.CloseIdleConnections()
+		srv.Close()
+		proto := "HTTP/1.1 "
+		if h2 {
+			proto = "HTTP/2.0 "
+		}
+		if want := []string{proto, proto}; strings.Join(accepts, "|") != strings.Join(want, "|") {
+			t.Errorf("protocol and Accept-Encoding of each request = %q, want %q", accepts, want)
+		}
+	}
+}
+
 // logged is a slog.Handler that keeps each record's message and its
 // attributes, as key=value.
 type logged struct {
