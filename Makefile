@@ -93,7 +93,9 @@ fuzz:
 # says what it does as it goes; BENCH_SCALE=0.05 tries them in minutes.
 # BENCH_RUN='ColdStart/N=1000$$' runs one scenario, BENCH_COUNT times
 # (without the $$, N=10000 matches too); BENCH_RUN='Shards' runs the
-# scaling out one, 1, 2 and 4 replicas of 4 shards.
+# scaling out one, 1, 2 and 4 replicas of 4 shards. BENCH_RUN=CeilingDrift
+# BENCH_COUNT=1 times the ceiling four times in a row from a fresh control
+# plane (not in the default set).
 BENCH_SCALE ?= 1
 BENCH_COUNT ?= 3
 BENCH_RUN ?=
