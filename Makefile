@@ -112,7 +112,7 @@ bench: controlplane
 	cd kube && $(GO) run ./internal/benchtab BENCHMARKS.md < $(BIN)/bench.out
 
 # The cold start at N = 100,000 (kube/example/memcached/bench's -large):
-# not in make bench, it takes about 30 minutes on 2 cores. benchtab writes its
+# not in make bench, it takes about 32 minutes on 2 cores. benchtab writes its
 # table into kube/BENCHMARKS.md beside those of 1,000 and 10,000.
 bench-large: controlplane
 	mkdir -p $(BIN)
