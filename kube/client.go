@@ -101,6 +101,11 @@ func CheckTLS(c *tls.Config) error {
 //     to Server's host, and HTTP/2 when the server offers it, with a ping
 //     after 30s without a frame and 15s for its answer, as client-go's own
 //     transports do, so a watch on a dead connection ends within 45s;
+//   - asks for every answer uncompressed (no Accept-Encoding: gzip, which
+//     Go's transport adds): kube-apiserver would gzip a watch-list's
+//     events a flush at a time for each watcher, and each list over 128
+//     KiB, CPU on both sides for bandwidth a cluster's network doesn't
+//     lack;
 //   - adds Connection.Token's token, as Connection.Token describes;
 //   - records a client span and otelhttp's client metrics for every request
 //     but a watch, with s.Telemetry's providers and propagator;
