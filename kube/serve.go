@@ -329,7 +329,7 @@ func (c *Controller) checkServed(ctx context.Context) error {
 	for i := range 1 + len(c.owned) {
 		delay, deadline := retryFirst, time.Now().Add(startRetry)
 		for {
-			err := c.list(ctx, i)
+			_, err := c.list(ctx, i)
 			if err == nil {
 				break
 			}
@@ -348,29 +348,37 @@ func (c *Controller) checkServed(ctx context.Context) error {
 
 // list lists the i-th resource once, with a limit of 1: the controller's
 // own through the dynamic client, an owned one through the metadata client,
-// as their informers do.
-func (c *Controller) list(ctx context.Context, i int) error {
+// as their informers do. It returns the list's resourceVersion.
+func (c *Controller) list(ctx context.Context, i int) (string, error) {
 	gvr, opts := c.resource(i), metav1.ListOptions{Limit: 1}
+	var list metav1.ListInterface
 	var err error
 	if i == 0 {
-		_, err = c.clients.dynamic.Resource(gvr).Namespace(c.settings.Namespace).List(ctx, opts)
+		list, err = c.clients.dynamic.Resource(gvr).Namespace(c.settings.Namespace).List(ctx, opts)
 	} else {
-		_, err = c.clients.metadata.Resource(gvr).Namespace(c.settings.Namespace).List(ctx, opts)
+		list, err = c.clients.metadata.Resource(gvr).Namespace(c.settings.Namespace).List(ctx, opts)
 	}
 	if err != nil {
-		return fmt.Errorf("kube: listing %s: %w", gvr, err)
+		return "", fmt.Errorf("kube: listing %s: %w", gvr, err)
 	}
-	return nil
+	return list.GetResourceVersion(), nil
 }
 
-// watch opens a watch of the i-th resource, as its informer does, and
-// stops it at once: whether the API server lets this replica watch it.
-func (c *Controller) watch(ctx context.Context, i int) error {
+// listAndWatch lists the i-th resource, as list does, and opens a watch of
+// it from the list's resourceVersion, as its informer does, and stops it
+// at once: whether the API server lets this replica list and watch it. A
+// watch without a resourceVersion would begin with every object there is
+// (the API server makes and sends them until the watch stops); from the
+// list's, it begins with none.
+func (c *Controller) listAndWatch(ctx context.Context, i int) error {
+	rv, err := c.list(ctx, i)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	gvr, opts := c.resource(i), metav1.ListOptions{TimeoutSeconds: new(int64(1))}
+	gvr, opts := c.resource(i), metav1.ListOptions{ResourceVersion: rv, TimeoutSeconds: new(int64(1))}
 	var w watch.Interface
-	var err error
 	if i == 0 {
 		w, err = c.clients.dynamic.Resource(gvr).Namespace(c.settings.Namespace).Watch(ctx, opts)
 	} else {
@@ -458,11 +466,7 @@ func (w *servedWatch) probe() {
 			case <-t.C:
 			}
 			for i := range 1 + len(w.c.owned) {
-				err := w.c.list(w.ctx, i)
-				if err == nil {
-					err = w.c.watch(w.ctx, i)
-				}
-				if unserved(err) {
+				if err := w.c.listAndWatch(w.ctx, i); unserved(err) {
 					w.recheck(i)
 				}
 			}
@@ -498,10 +502,7 @@ func (w *servedWatch) recheck(i int) {
 func (c *Controller) stillUnserved(ctx context.Context, i int) error {
 	deadline := time.Now().Add(unservedGrace)
 	for {
-		err := c.list(ctx, i)
-		if err == nil {
-			err = c.watch(ctx, i)
-		}
+		err := c.listAndWatch(ctx, i)
 		if err == nil || !unserved(err) || ctx.Err() != nil {
 			return nil
 		}

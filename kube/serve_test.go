@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -376,6 +377,45 @@ func TestServeEndsWhenItsRightsAreTakenAwayWhileItsWatchIsOpen(t *testing.T) {
 		}
 		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
 			t.Error("Synced is healthy after Serve returned")
+		}
+	})
+}
+
+// The rights probe's watch of each resource starts from its list's
+// resourceVersion. A watch without one begins with every object there is:
+// the API server makes and sends them (at 100,000 objects, a watch cache's
+// worth every rightsProbe) until the watch is stopped. The fake tracker
+// does the same, and records each watch's resourceVersion.
+func TestTheRightsProbeWatchesFromItsListsVersion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		var mu sync.Mutex
+		versions := map[string][]string{}
+		record := func(a k8stesting.Action) (bool, watch.Interface, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			r := a.GetResource().Resource
+			versions[r] = append(versions[r], a.(k8stesting.WatchAction).GetWatchRestrictions().ResourceVersion)
+			return false, nil, nil
+		}
+		f.dyn.PrependWatchReactor("memcacheds", record)
+		f.meta.PrependWatchReactor("deployments", record)
+		var calls counter
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls), Owns(deployments))
+		stop := served(t, ctrl)
+		time.Sleep(2*rightsProbe + time.Second)
+		synctest.Wait()
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range []string{"memcacheds", "deployments"} {
+			// The informer's watch, and one a probe.
+			if got := versions[r]; len(got) < 3 || slices.Contains(got, "") {
+				t.Errorf("the watches of %s had resourceVersions %q, want at least 3 (the informer's and 2 probes'), none empty", r, got)
+			}
 		}
 	})
 }
