@@ -395,6 +395,10 @@ func coldStart(b *testing.B, n int, o coldOpts) {
 	// ceiling is timed before the App, taking that first phase so that
 	// the App doesn't, and reported as the fresh ceiling; and again after
 	// the App, on the footing the App had: that is the ceiling.
+	if o.beside > 0 {
+		progress(b, "creating %d Memcacheds beside, in a namespace the App doesn't watch", o.beside)
+		bn.create(b, bn.c.Namespace(b), 0, o.beside)
+	}
 	m := cmp.Or(o.ceilingN, n)
 	progress(b, "the ceiling, before the App: %d objects' writes by hand", m)
 	fresh := bn.ceiling(b, m, o.workers)
@@ -424,6 +428,10 @@ type coldOpts struct {
 	relist   bool              // the App's watches expired, and its informers listed again
 	restart  bool              // scenario 7: the App restarted on the settled objects
 	env      map[string]string // the App's own variables besides WORKERS
+	// beside is how many Memcacheds are created first in a namespace of
+	// their own, which the App doesn't watch: the control plane holds them
+	// through the run, the App never sees them.
+	beside int
 	// last is a run after which its process ends, and the control plane
 	// with it: its objects aren't deleted, which takes a quarter of an
 	// hour at 100,000.
@@ -753,6 +761,23 @@ func BenchmarkClusterColdStart(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkClusterColdStartBeside is the cold start at N = 10,000 (its
+// ceiling and the App's phase) beside 90,000 Memcacheds in a namespace the
+// App doesn't watch: the control plane holds 100,000, as at
+// BenchmarkClusterColdStart's N=100000, and the App 10,000. It tells how
+// much of what an object costs the App grows with the App's own objects,
+// and how much with the control plane's on the same machine (make
+// bench-large runs it after the cold start at 100,000).
+func BenchmarkClusterColdStartBeside(b *testing.B) {
+	n := scaled(10000)
+	b.Run(fmt.Sprintf("N=%d/beside=%d", n, scaled(90000)), func(b *testing.B) {
+		o := coldOpts{workers: 4, beside: scaled(90000), last: *leave}
+		for range b.N {
+			coldStart(b, n, o)
+		}
+	})
 }
 
 // large runs BenchmarkClusterColdStart at N = 100,000 instead of 1,000 and
