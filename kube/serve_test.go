@@ -412,7 +412,7 @@ func TestTheRightsProbeWatchesFromItsListsVersion(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range []string{"memcacheds", "deployments"} {
-			// The informer's watch, and one a probe.
+			// The informer's watch, and one for each probe.
 			if got := versions[r]; len(got) < 3 || slices.Contains(got, "") {
 				t.Errorf("the watches of %s had resourceVersions %q, want at least 3 (the informer's and 2 probes'), none empty", r, got)
 			}
