@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 )
 
 // The API server's JSON, read without decoding what isn't needed: the
@@ -149,7 +150,8 @@ func (s *objectEnd) find(data []byte) (int, bool) {
 // topLevel calls f with the key, the member whole (from its key's opening
 // quote to its value's end) and the value of each member of the JSON
 // object data, in order, each a slice of data: nothing is decoded but a
-// key with an escape in it. It stops at f's first error, and returns an
+// key with an escape or a byte that isn't UTF-8 in it, which is unquoted
+// as encoding/json does (an invalid byte becomes U+FFFD). It stops at f's first error, and returns an
 // error for data that isn't an object; it doesn't check that the values
 // themselves are valid JSON, which the decoding of each does.
 func topLevel(data []byte, f func(key, member, value []byte) error) error {
@@ -170,7 +172,7 @@ func topLevel(data []byte, f func(key, member, value []byte) error) error {
 			return err
 		}
 		key := data[i+1 : end-1]
-		if bytes.IndexByte(key, '\\') >= 0 {
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
 			var unquoted string
 			if err := json.Unmarshal(data[i:end], &unquoted); err != nil {
 				return err
