@@ -1,7 +1,7 @@
 package kube
 
 import (
-	"slices"
+	"strings"
 	"time"
 	"unique"
 
@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 )
 
 // cachedObject is how the cache keeps each of the resource's objects: its
@@ -28,7 +27,8 @@ type cachedObject struct {
 	metav1.ObjectMeta `json:"metadata"`
 
 	raw     []byte          // the object but its metadata
-	managed []managedDigest // one for each managedFields entry
+	managed []managedDigest // one for each managedFields entry, in room if they fit
+	room    managedRoom
 	// written is the newest time among the object's managedFields: when
 	// the API server last stamped a write of it, to the second.
 	written time.Time
@@ -36,7 +36,8 @@ type cachedObject struct {
 
 // DeepCopyObject copies o. Its JSON is shared: nothing writes it.
 func (o *cachedObject) DeepCopyObject() runtime.Object {
-	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw, managed: o.managed, written: o.written}
+	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw, written: o.written}
+	c.managed = c.room.keep(o.managed)
 	o.DeepCopyInto(&c.ObjectMeta)
 	return c
 }
@@ -59,16 +60,44 @@ func ownedMetadata(obj any) (any, error) {
 	}
 	kept := &ownedObject{namespace: shared(m.Namespace), name: m.Name, resourceVersion: m.ResourceVersion}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
-		name := ref.Name
-		if name == m.Name {
-			name = m.Name // one copy, when the owner's name is the object's
+		kept.ref[0] = metav1.OwnerReference{
+			APIVersion: shared(ref.APIVersion), Kind: shared(ref.Kind), Name: ref.Name, UID: ref.UID, Controller: &isController,
 		}
-		kept.owner = []metav1.OwnerReference{{
-			APIVersion: shared(ref.APIVersion), Kind: shared(ref.Kind), Name: name, UID: ref.UID, Controller: ptr.To(true),
-		}}
+		kept.owner = kept.ref[:]
+		if ref.Name == m.Name {
+			pack(&kept.name, &kept.resourceVersion, (*string)(&kept.ref[0].UID))
+			kept.ref[0].Name = kept.name // one copy, when the owner's name is the object's
+		} else {
+			pack(&kept.name, &kept.resourceVersion, (*string)(&kept.ref[0].UID), &kept.ref[0].Name)
+		}
+	} else {
+		pack(&kept.name, &kept.resourceVersion)
 	}
-	kept.managed, kept.written = managedDigests(m), newestWrite(m.ManagedFields)
+	kept.managed, kept.written = appendDigests(kept.room[:0], m.ManagedFields), newestWrite(m.ManagedFields)
 	return kept, nil
+}
+
+// isController is every kept controller reference's Controller: true,
+// one for all of them. Nothing writes it.
+var isController = true
+
+// pack has the strings ss point to share one allocation: a cached
+// object's strings live and die together, and the garbage collector marks
+// one object where it would mark each.
+func pack(ss ...*string) {
+	n := 0
+	for _, s := range ss {
+		n += len(*s)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, s := range ss {
+		b.WriteString(*s)
+	}
+	all := b.String()
+	for _, s := range ss {
+		*s, all = all[:len(*s)], all[len(*s):]
+	}
 }
 
 // ownedObject is how an owned resource's cache keeps an object: a
@@ -78,18 +107,23 @@ func ownedMetadata(obj any) (any, error) {
 // every field would be twice the size of what it keeps.
 type ownedObject struct {
 	namespace, name, resourceVersion string
-	owner                            []metav1.OwnerReference // its controller reference, if it has one
+	owner                            []metav1.OwnerReference // ref[:], if it has a controller reference
+	ref                              [1]metav1.OwnerReference
 
-	managed []managedDigest // one for each managedFields entry
+	managed []managedDigest // one for each managedFields entry, in room if they fit
+	room    managedRoom
 	// written is the newest time among the object's managedFields, to the
 	// second: when the API server last stamped a write of it.
 	written time.Time
 }
 
-// DeepCopyObject copies o. Its owner reference is shared: nothing writes it.
+// DeepCopyObject copies o.
 func (o *ownedObject) DeepCopyObject() runtime.Object {
 	c := *o
-	c.managed = slices.Clone(o.managed)
+	if len(o.owner) > 0 && &o.owner[0] == &o.ref[0] {
+		c.owner = c.ref[:] // its own, not o's
+	}
+	c.managed = c.room.keep(o.managed)
 	return &c
 }
 

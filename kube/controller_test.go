@@ -845,4 +845,8 @@ func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 	if again, err := ownedMetadata(got); err != nil || !same(again) { // idempotent, as client-go requires
 		t.Errorf("the cached metadata turned again = %+v, %v; want it unchanged", again, err)
 	}
+	kept := got.(*ownedObject)
+	if c := kept.DeepCopyObject().(*ownedObject); !same(c) || &c.owner[0] == &kept.owner[0] || &c.managed[0] == &kept.managed[0] {
+		t.Errorf("a copy of the cached metadata = %+v; want it the same, in room of its own", c)
+	}
 }

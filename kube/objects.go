@@ -341,9 +341,13 @@ func decodeCached(data []byte) (*cachedObject, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube: caching an object: %w", err)
 	}
-	o.managed, o.written = managedDigests(&o.ObjectMeta), newestWrite(o.ManagedFields)
+	o.managed, o.written = appendDigests(o.room[:0], o.ManagedFields), newestWrite(o.ManagedFields)
 	o.ManagedFields = nil
 	o.APIVersion, o.Kind, o.Namespace = shared(o.APIVersion), shared(o.Kind), shared(o.Namespace)
+	for i, f := range o.Finalizers {
+		o.Finalizers[i] = shared(f) // a controller's finalizer, on many objects
+	}
+	pack(&o.Name, (*string)(&o.UID), &o.ResourceVersion, &o.GenerateName)
 	raw := make([]byte, 0, size)
 	raw = append(raw, '{')
 	for i, m := range rest {

@@ -104,6 +104,10 @@ func TestObjectsListDecodesIntoTheCachesForm(t *testing.T) {
 		}
 	}
 	cp := list.DeepCopyObject().(*cachedList)
+	checkMemcached(t, cp.Items[0])
+	if &cp.Items[0].managed[0] == &list.Items[0].managed[0] {
+		t.Error("a copy of the list shares its objects' managedFields digests' room")
+	}
 	cp.Items[0].Finalizers[0] = "changed"
 	if list.Items[0].Finalizers[0] != "cache.example.com/finalizer" {
 		t.Error("a copy of the list shares its objects' metadata")

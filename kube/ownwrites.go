@@ -465,12 +465,26 @@ func managedDigests(obj metav1.Object) []managedDigest {
 		return o.managed
 	}
 	mf := obj.GetManagedFields()
-	ds := make([]managedDigest, 0, len(mf))
+	return appendDigests(make([]managedDigest, 0, len(mf)), mf)
+}
+
+// appendDigests appends a digest of each of mf's entries to ds.
+func appendDigests(ds []managedDigest, mf []metav1.ManagedFieldsEntry) []managedDigest {
 	for i := range mf {
 		e := &mf[i]
 		ds = append(ds, managedDigest{key: managedKey(e.Manager, e.Operation, e.Subresource), sum: managedSum(e)})
 	}
 	return ds
+}
+
+// managedRoom is room for an object's managedFields digests in what
+// keeps them, enough for most objects': one entry an applier, one each
+// for the status's and the creator's. More take a slice of their own.
+type managedRoom [3]managedDigest
+
+// keep is ds, in r if they fit.
+func (r *managedRoom) keep(ds []managedDigest) []managedDigest {
+	return append(r[:0:len(r)], ds...)
 }
 
 // managedSumOf is the sum of obj's managedFields entry of key, and whether

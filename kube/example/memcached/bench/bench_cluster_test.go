@@ -405,7 +405,10 @@ func coldStart(b *testing.B, n int, o coldOpts) {
 	ns := bn.c.Namespace(b)
 	ctrl, settle := bn.coldApp(b, ns, n, o)
 	progress(b, "the ceiling, after the App: %d objects' writes by hand", m)
-	bn.reportCeiling(b, n, settle, fresh, bn.ceiling(b, m, o.workers))
+	stopProfile := bn.profileAPIServer(b, fmt.Sprintf("ceiling-%d", n))
+	after := bn.ceiling(b, m, o.workers)
+	stopProfile()
+	bn.reportCeiling(b, n, settle, fresh, after)
 	if o.relist {
 		bn.relist(b, ns, ctrl, n)
 	}
@@ -448,12 +451,14 @@ func (bn *bench) coldApp(b *testing.B, ns string, n int, o coldOpts) (*controlle
 	defer s.close()
 	progress(b, "starting the App, %d workers", o.workers)
 	ctrl := bn.prepare(b, ns, "memcached-controller-0", o.workers, o.env)
+	stopProfile := bn.profileAPIServer(b, fmt.Sprintf("app-%d", n))
 	used := bn.used(b)
 	start := time.Now()
 	ctrl.p.start(b)
 	syncedAt := ctrl.synced(b)
 	settle := s.await(b, n, start)
 	reportMachine(b, "", used.since(bn.used(b)), n)
+	stopProfile()
 	progress(b, "synced in %s, settled in %s", syncedAt.Sub(start).Round(time.Millisecond), settle.Round(time.Millisecond))
 	// The reconciles, requests and CPU a cold start costs are counted once
 	// the App is idle: reconciles of settled objects come after they
@@ -503,39 +508,82 @@ func (bn *bench) reportCeiling(b *testing.B, n int, settle time.Duration, fresh,
 	reportMachine(b, "ceiling-", after.used, after.n)
 }
 
-// machineUse is CPU time used by the control plane's components (etcd,
-// kube-apiserver and kube-controller-manager together) and by this
+// machineUse is CPU time used by each of the control plane's components
+// (etcd, kube-apiserver and kube-controller-manager, by name) and by this
 // benchmark's own process: the ceiling's loop, and the watches that see
 // objects settle. An App's process reports its own.
-type machineUse struct{ controlPlane, bench time.Duration }
+type machineUse struct {
+	components map[string]time.Duration
+	bench      time.Duration
+}
 
 // used is the CPU time the control plane and this process have used so
 // far; a phase's is the difference of two readings with no restart of a
 // component between them.
 func (bn *bench) used(b *testing.B) machineUse {
 	b.Helper()
-	var u machineUse
-	for _, d := range bn.c.CPU(b) {
-		u.controlPlane += d
-	}
 	self, err := procutil.CPU(os.Getpid())
 	if err != nil {
 		b.Fatalf("this process's CPU time: %v", err)
 	}
-	u.bench = self
-	return u
+	return machineUse{components: bn.c.CPU(b), bench: self}
 }
 
 // since is the CPU time used from u to now.
 func (u machineUse) since(now machineUse) machineUse {
-	return machineUse{controlPlane: now.controlPlane - u.controlPlane, bench: now.bench - u.bench}
+	d := machineUse{components: map[string]time.Duration{}, bench: now.bench - u.bench}
+	for name, t := range now.components {
+		d.components[name] = t - u.components[name]
+	}
+	return d
 }
 
 // reportMachine reports u over n objects: the control plane's CPU time an
-// object, and this process's.
+// object, all of it and each component's, and this process's.
 func reportMachine(b *testing.B, prefix string, u machineUse, n int) {
-	b.ReportMetric(float64(u.controlPlane.Microseconds())/1000/float64(n), prefix+"control-plane-cpu-ms/object")
-	b.ReportMetric(float64(u.bench.Microseconds())/1000/float64(n), prefix+"bench-cpu-ms/object")
+	perObject := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(n) }
+	var all time.Duration
+	for name, d := range u.components {
+		all += d
+		b.ReportMetric(perObject(d), prefix+name+"-cpu-ms/object")
+	}
+	b.ReportMetric(perObject(all), prefix+"control-plane-cpu-ms/object")
+	b.ReportMetric(perObject(u.bench), prefix+"bench-cpu-ms/object")
+}
+
+// profileAPIServer, with -profile, profiles kube-apiserver's CPU until
+// the function it returns is called: one 50 s profile after another (a
+// request's timeout is a minute), written to
+// <profile>-apiserver-<phase>-<k>.pprof. The one under way when it is
+// called is dropped, so that the files cover the phase and nothing else;
+// go tool pprof given a phase's files reads them as one profile.
+func (bn *bench) profileAPIServer(b *testing.B, phase string) (stop func()) {
+	if *profile == "" {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(b.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for k := 1; ; k++ {
+			data, err := bn.kc.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "50").DoRaw(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				b.Errorf("kube-apiserver's CPU profile: %v", err)
+				return
+			}
+			if err := os.WriteFile(fmt.Sprintf("%s-apiserver-%s-%d.pprof", *profile, phase, k), data, 0o644); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // relist has the App's informers list again, as a watch that expired
