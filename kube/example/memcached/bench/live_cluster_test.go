@@ -201,7 +201,7 @@ func BenchmarkClusterColdChurn(b *testing.B) {
 
 func coldChurn(b *testing.B, n int) {
 	bn := newBench(b)
-	rate := bn.ceiling(b, scaled(500), 4).rate / 2
+	rate := bn.ceiling(b, scaled(500), 4, "").rate / 2
 	ns := bn.c.Namespace(b)
 	progress(b, "creating %d Memcacheds", n)
 	bn.create(b, ns, 0, n)
