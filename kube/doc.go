@@ -244,8 +244,11 @@
 //     deleted or whose RBAC was taken away, ends Serve the same way: each
 //     is listed and watched again every 10s, since an open watch outlives
 //     its rights, so Serve ends within 20s of list or watch taken away
-//     (a list of one object, and a watch from that list's resourceVersion,
-//     which begins with no object: one without would begin with them all). A
+//     (a list of one name, humus-kube-rights-probe, which the API server
+//     reads by its key, where a list with a limit goes through every
+//     object of the namespace; and a watch from that list's
+//     resourceVersion, which begins with no object: one without would
+//     begin with them all). A
 //     patch taken away makes each reconcile fail with the 403 instead. A
 //     Lease this replica may not read or write, or can never write, ends it
 //     too: any answer to a request of the Lease that no retry mends ends

@@ -420,6 +420,53 @@ func TestTheRightsProbeWatchesFromItsListsVersion(t *testing.T) {
 	})
 }
 
+// The rights probe lists one name, which the API server reads by its key,
+// not a scan of the namespace; a controller of every namespace names the
+// namespace too. The controller's start lists with no selector, as its
+// informers do.
+func TestTheRightsProbeListsOneName(t *testing.T) {
+	for _, tc := range []struct{ namespace, probe string }{
+		{"", "metadata.name=humus-kube-rights-probe,metadata.namespace=default"},
+		{"default", "metadata.name=humus-kube-rights-probe"},
+	} {
+		t.Run("namespace="+tc.namespace, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+				var mu sync.Mutex
+				selectors := map[string][]string{}
+				record := func(a k8stesting.Action) (bool, runtime.Object, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					r := a.GetResource().Resource
+					selectors[r] = append(selectors[r], a.(k8stesting.ListAction).GetListRestrictions().Fields.String())
+					return false, nil, nil
+				}
+				f.dyn.PrependReactor("list", "memcacheds", record)
+				f.meta.PrependReactor("list", "deployments", record)
+				settings := testSettings()
+				settings.Namespace = tc.namespace
+				var calls counter
+				stop := served(t, newTestController(t, f, settings, readyReplicas(&calls), Owns(deployments)))
+				time.Sleep(2*rightsProbe + time.Second)
+				synctest.Wait()
+				if err := stop(); err != nil {
+					t.Fatal(err)
+				}
+
+				mu.Lock()
+				defer mu.Unlock()
+				for _, r := range []string{"memcacheds", "deployments"} {
+					// The start's and the informer's lists, then 2 probes'.
+					got := selectors[r]
+					if len(got) != 4 || got[0] != "" || got[1] != "" || got[2] != tc.probe || got[3] != tc.probe {
+						t.Errorf("the lists of %s had field selectors %q, want the start's and the informer's none, then 2 probes' %q", r, got, tc.probe)
+					}
+				}
+			})
+		})
+	}
+}
+
 func TestAResourceUnservedForLessThanTheGraceKeepsServing(t *testing.T) {
 	resetErrorBackoff(t)
 	synctest.Test(t, func(t *testing.T) {

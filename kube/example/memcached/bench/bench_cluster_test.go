@@ -430,10 +430,10 @@ type coldOpts struct {
 	// freshN is how many objects the fresh ceiling, before the App, is
 	// timed on; 0 is as many as the App's. The ceiling after the App is
 	// timed on as many as the App's.
-	freshN int
-	relist   bool              // the App's watches expired, and its informers listed again
-	restart  bool              // scenario 7: the App restarted on the settled objects
-	env      map[string]string // the App's own variables besides WORKERS
+	freshN  int
+	relist  bool              // the App's watches expired, and its informers listed again
+	restart bool              // scenario 7: the App restarted on the settled objects
+	env     map[string]string // the App's own variables besides WORKERS
 	// beside is how many Memcacheds are created first in a namespace of
 	// their own, which the App doesn't watch: the control plane holds them
 	// through the run, the App never sees them.
