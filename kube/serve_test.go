@@ -381,50 +381,16 @@ func TestServeEndsWhenItsRightsAreTakenAwayWhileItsWatchIsOpen(t *testing.T) {
 	})
 }
 
-// The rights probe's watch of each resource starts from its list's
-// resourceVersion. A watch without one begins with every object there is:
-// the API server makes and sends them (at 100,000 objects, a watch cache's
-// worth every rightsProbe) until the watch is stopped. The fake tracker
-// does the same, and records each watch's resourceVersion.
-func TestTheRightsProbeWatchesFromItsListsVersion(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-		var mu sync.Mutex
-		versions := map[string][]string{}
-		record := func(a k8stesting.Action) (bool, watch.Interface, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			r := a.GetResource().Resource
-			versions[r] = append(versions[r], a.(k8stesting.WatchAction).GetWatchRestrictions().ResourceVersion)
-			return false, nil, nil
-		}
-		f.dyn.PrependWatchReactor("memcacheds", record)
-		f.meta.PrependWatchReactor("deployments", record)
-		var calls counter
-		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls), Owns(deployments))
-		stop := served(t, ctrl)
-		time.Sleep(2*rightsProbe + time.Second)
-		synctest.Wait()
-		if err := stop(); err != nil {
-			t.Fatal(err)
-		}
-
-		mu.Lock()
-		defer mu.Unlock()
-		for _, r := range []string{"memcacheds", "deployments"} {
-			// The informer's watch, and one for each probe.
-			if got := versions[r]; len(got) < 3 || slices.Contains(got, "") {
-				t.Errorf("the watches of %s had resourceVersions %q, want at least 3 (the informer's and 2 probes'), none empty", r, got)
-			}
-		}
-	})
-}
-
 // The rights probe lists one name, which the API server reads by its key,
-// not a scan of the namespace; a controller of every namespace names the
-// namespace too. The controller's start lists with no selector, as its
-// informers do.
-func TestTheRightsProbeListsOneName(t *testing.T) {
+// not going through every object of the namespace; a controller of every
+// namespace names the namespace too. The controller's start lists with no
+// selector, as its informers do. Each probe's watch starts from its list's
+// resourceVersion: a watch without one begins with every object there is,
+// which the API server makes and sends (at 100,000 objects, a watch
+// cache's worth every rightsProbe) until the watch is stopped. The fake
+// tracker does the same, and records each list's field selector and each
+// watch's resourceVersion.
+func TestTheRightsProbe(t *testing.T) {
 	for _, tc := range []struct{ namespace, probe string }{
 		{"", "metadata.name=humus-kube-rights-probe,metadata.namespace=default"},
 		{"default", "metadata.name=humus-kube-rights-probe"},
@@ -433,16 +399,25 @@ func TestTheRightsProbeListsOneName(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 				var mu sync.Mutex
-				selectors := map[string][]string{}
-				record := func(a k8stesting.Action) (bool, runtime.Object, error) {
+				selectors, versions := map[string][]string{}, map[string][]string{}
+				listed := func(a k8stesting.Action) (bool, runtime.Object, error) {
 					mu.Lock()
 					defer mu.Unlock()
 					r := a.GetResource().Resource
 					selectors[r] = append(selectors[r], a.(k8stesting.ListAction).GetListRestrictions().Fields.String())
 					return false, nil, nil
 				}
-				f.dyn.PrependReactor("list", "memcacheds", record)
-				f.meta.PrependReactor("list", "deployments", record)
+				watched := func(a k8stesting.Action) (bool, watch.Interface, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					r := a.GetResource().Resource
+					versions[r] = append(versions[r], a.(k8stesting.WatchAction).GetWatchRestrictions().ResourceVersion)
+					return false, nil, nil
+				}
+				f.dyn.PrependReactor("list", "memcacheds", listed)
+				f.meta.PrependReactor("list", "deployments", listed)
+				f.dyn.PrependWatchReactor("memcacheds", watched)
+				f.meta.PrependWatchReactor("deployments", watched)
 				settings := testSettings()
 				settings.Namespace = tc.namespace
 				var calls counter
@@ -460,6 +435,10 @@ func TestTheRightsProbeListsOneName(t *testing.T) {
 					got := selectors[r]
 					if len(got) != 4 || got[0] != "" || got[1] != "" || got[2] != tc.probe || got[3] != tc.probe {
 						t.Errorf("the lists of %s had field selectors %q, want the start's and the informer's none, then 2 probes' %q", r, got, tc.probe)
+					}
+					// The informer's watch, and one for each probe.
+					if got := versions[r]; len(got) < 3 || slices.Contains(got, "") {
+						t.Errorf("the watches of %s had resourceVersions %q, want at least 3 (the informer's and 2 probes'), none empty", r, got)
 					}
 				}
 			})
