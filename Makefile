@@ -115,7 +115,7 @@ bench: controlplane
 # then, in a process and control plane of its own, the cold start at 10,000
 # beside 90,000 Memcacheds the App doesn't watch (ColdStartBeside: the
 # control plane's size without the App's): not in make bench, the two take
-# about 38 minutes on 2 cores. benchtab writes their tables into
+# about 41 minutes on 2 cores. benchtab writes their tables into
 # kube/BENCHMARKS.md beside those of 1,000 and 10,000.
 bench-large: controlplane
 	mkdir -p $(BIN)
