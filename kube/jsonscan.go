@@ -151,9 +151,10 @@ func (s *objectEnd) find(data []byte) (int, bool) {
 // quote to its value's end) and the value of each member of the JSON
 // object data, in order, each a slice of data: nothing is decoded but a
 // key with an escape or a byte that isn't UTF-8 in it, which is unquoted
-// as encoding/json does (an invalid byte becomes U+FFFD). It stops at f's first error, and returns an
-// error for data that isn't an object; it doesn't check that the values
-// themselves are valid JSON, which the decoding of each does.
+// as encoding/json does (an invalid byte becomes U+FFFD). It stops at f's
+// first error, and returns an error for data that isn't an object; it
+// doesn't check that the values themselves are valid JSON, which the
+// decoding of each does.
 func topLevel(data []byte, f func(key, member, value []byte) error) error {
 	i := skipSpace(data, 0)
 	if i == len(data) || data[i] != '{' {

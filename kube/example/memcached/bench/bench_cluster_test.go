@@ -554,14 +554,14 @@ func reportMachine(b *testing.B, prefix string, u machineUse, n int) {
 	b.ReportMetric(perObject(u.bench), prefix+"bench-cpu-ms/object")
 }
 
-// profileAPIServer, with -profile, profiles kube-apiserver's CPU until
-// the function it returns is called: one 50 s profile after another (a
-// request's timeout is a minute), written to
+// profileAPIServer, with -profile and a phase named, profiles
+// kube-apiserver's CPU until the function it returns is called: one 50 s
+// profile after another (a request's timeout is a minute), written to
 // <profile>-apiserver-<phase>-<k>.pprof. The one under way when it is
 // called is dropped, so that the files cover the phase and nothing else;
 // go tool pprof given a phase's files reads them as one profile.
 func (bn *bench) profileAPIServer(b *testing.B, phase string) (stop func()) {
-	if *profile == "" {
+	if *profile == "" || phase == "" {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(b.Context())
@@ -661,8 +661,8 @@ func idle(b *testing.B, ctrl *controller, n uint64) {
 // process too. The requests are made as the App's are, under its identity
 // (asApp): the API server's cost of a request includes authenticating and
 // authorizing it, which the admin's skip. With -profile, kube-apiserver's
-// CPU is profiled through the writes, as the phase named profiled, if
-// one is.
+// CPU is profiled through the writes as the phase profiled names, if it
+// names one.
 func (bn *bench) ceiling(b *testing.B, n, workers int, profiled string) ceilingRun {
 	b.Helper()
 	ns := bn.c.Namespace(b)
@@ -687,10 +687,7 @@ func (bn *bench) ceiling(b *testing.B, n, workers int, profiled string) ceilingR
 	opts := metav1.PatchOptions{FieldManager: app.Name, Force: &force}
 	s := bn.track(b, ns, n)
 	defer s.close()
-	stopProfile := func() {}
-	if profiled != "" {
-		stopProfile = bn.profileAPIServer(b, profiled)
-	}
+	stopProfile := bn.profileAPIServer(b, profiled)
 	used := bn.used(b)
 	start := time.Now()
 	err = each(len(list.Items), workers, func(i int) error {
