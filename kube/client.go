@@ -114,6 +114,9 @@ func CheckTLS(c *tls.Config) error {
 type Client struct {
 	server string
 	rt     *clientTransport
+	// cache is the informers of the resources its controllers own and
+	// read, which they share (cache.go).
+	cache *sharedCache
 }
 
 // NewClient returns a Client that dials c.Server with s.Host.Dial, and
@@ -130,7 +133,7 @@ func NewClient(s *humus.Setup, c Connection) (*Client, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Client{server: c.Server, rt: newTransport(s, c)}, nil
+	return &Client{server: c.Server, rt: newTransport(s, c), cache: newSharedCache()}, nil
 }
 
 // clientTransport is the Client's transport: internal/transport's, whose

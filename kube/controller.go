@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
-	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
@@ -37,6 +37,12 @@ type Controller struct {
 	objType   objectType
 	finalizer string // "" without Finalize
 	owned     []schema.GroupVersionResource
+	reads     []*reader   // each Reader's resource once, in the order given
+	relations []*relation // Related and References, in the order given
+	// watched is every resource the controller lists and watches, in the
+	// order of its checks: its own, each it owns, each it reads.
+	watched []cacheKey
+	cache   *sharedCache // the Client's
 
 	clients clients
 	tel     *telemetry
@@ -151,39 +157,27 @@ func NewController[Spec, Status any](s *humus.Setup, c *Client, settings Setting
 	if rec == nil {
 		errs = append(errs, errors.New("kube: the Reconciler is nil"))
 	}
-	fin, name, owned, err := checkParts[Object[Spec, Status]](parts)
+	ps, err := checkParts[Object[Spec, Status]](c, parts)
 	errs = append(errs, err)
-	typ := resourceType[Spec, Status]{rec: rec, fin: fin}
-	return newController(s, c, settings, r.GVR(), r.Group, r.Kind, r.Scope, typ, name, owned, errs)
+	typ := resourceType[Spec, Status]{rec: rec, fin: ps.fin}
+	return newController(s, c, settings, r.GVR(), r.Group, r.Kind, r.Scope, typ, ps.controllerParts, errs)
 }
 
 // NewKindController returns a Controller of k's objects. It opens no
 // connection. It returns one error naming every mistake in settings, in k
 // and in parts. *T must be a metav1.Object, as every client-go type's is.
 func NewKindController[T any](s *humus.Setup, c *Client, settings Settings, k Kind[T], rec KindReconciler[T], parts ...Part) (*Controller, error) {
-	var errs []error
-	if err := checkGVR(k.GVR); err != nil {
-		errs = append(errs, fmt.Errorf("kube: Kind.GVR %s: %w", k.GVR, err))
-	}
-	if k.Kind == "" {
-		errs = append(errs, errors.New("kube: Kind.Kind is required"))
-	}
-	if k.Scope != Namespaced && k.Scope != Cluster {
-		errs = append(errs, fmt.Errorf("kube: Kind.Scope %q is neither %s nor %s", k.Scope, Namespaced, Cluster))
-	}
-	if !reflect.PointerTo(reflect.TypeFor[T]()).Implements(reflect.TypeFor[v1.Object]()) {
-		errs = append(errs, fmt.Errorf("kube: Kind[%s]: *%[1]s isn't a metav1.Object, as a client-go type's pointer is", reflect.TypeFor[T]()))
-	}
+	errs := []error{checkKind(k, "kube: ")}
 	if rec == nil {
 		errs = append(errs, errors.New("kube: the KindReconciler is nil"))
 	}
-	fin, name, owned, err := checkParts[T](parts)
+	ps, err := checkParts[T](c, parts)
 	errs = append(errs, err)
-	typ := kindType[T]{rec: rec, fin: fin}
-	return newController(s, c, settings, k.GVR, k.GVR.Group, k.Kind, k.Scope, typ, name, owned, errs)
+	typ := kindType[T]{rec: rec, fin: ps.fin}
+	return newController(s, c, settings, k.GVR, k.GVR.Group, k.Kind, k.Scope, typ, ps.controllerParts, errs)
 }
 
-func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.GroupVersionResource, group, kind string, scope Scope, typ objectType, finalizer string, owned []schema.GroupVersionResource, errs []error) (*Controller, error) {
+func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.GroupVersionResource, group, kind string, scope Scope, typ objectType, ps controllerParts, errs []error) (*Controller, error) {
 	errs = append(errs, settings.check(scope))
 	if s == nil {
 		errs = append(errs, errors.New("kube: the Setup is nil"))
@@ -202,6 +196,19 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 		return nil, err
 	}
 	work, cancel := context.WithCancel(context.Background())
+	owned := ps.owned
+	watched := []cacheKey{{gvr: gvr, namespace: settings.Namespace}}
+	for _, o := range owned {
+		watched = append(watched, cacheKey{gvr: o, namespace: settings.Namespace})
+	}
+	written := slices.Clone(owned)
+	for _, r := range ps.reads {
+		watched = append(watched, r.entry.key)
+		written = append(written, r.entry.key.gvr)
+	}
+	for i, rel := range ps.relations {
+		rel.name = relationName(i)
+	}
 	ctrl := &Controller{
 		name:       settings.Name,
 		settings:   settings,
@@ -210,9 +217,13 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 		kind:       kind,
 		scope:      scope,
 		objType:    typ,
-		finalizer:  finalizer,
+		finalizer:  ps.finalizer,
 		owned:      owned,
-		ownWrites:  newOwnedWrites(owned),
+		reads:      ps.reads,
+		relations:  ps.relations,
+		watched:    watched,
+		cache:      c.cache,
+		ownWrites:  newOwnedWrites(written),
 		versions:   writtenVersions{manager: settings.Name},
 		processID:  strconv.FormatUint(rand.Uint64(), 36),
 		clients:    cl,
@@ -286,11 +297,45 @@ type finalize struct {
 
 func (finalize) part() {}
 
-// checkParts returns one error naming every mistake in parts, and the
-// finalizer function for objects of type T, if one is given.
-func checkParts[T any](parts []Part) (fin func(context.Context, T) error, name string, owned []schema.GroupVersionResource, err error) {
+// controllerParts are a controller's parts, of whatever object type.
+type controllerParts struct {
+	finalizer string // "" without Finalize
+	owned     []schema.GroupVersionResource
+	reads     []*reader
+	relations []*relation
+}
+
+// checkedParts are a controller's parts, and the finalizer function for
+// objects of type T, if one is given.
+type checkedParts[T any] struct {
+	controllerParts
+	fin func(context.Context, T) error
+}
+
+// checkParts returns a controller's parts, of objects of type T, built on
+// c, and one error naming every mistake in them.
+func checkParts[T any](c *Client, parts []Part) (checkedParts[T], error) {
+	var ps checkedParts[T]
 	var errs []error
 	seen := map[schema.GroupVersionResource]bool{}
+	read := map[*cacheEntry]bool{}
+	checkReader := func(what string, r *reader) bool {
+		switch {
+		case r == nil:
+			errs = append(errs, fmt.Errorf("kube: %s: the Reader is nil", what))
+		case r.err != nil:
+			errs = append(errs, fmt.Errorf("kube: %s: %w", what, r.err))
+		case c != nil && r.client != c:
+			errs = append(errs, fmt.Errorf("kube: %s: the Reader of %s reads another Client's cache: build it with the controller's Client", what, r.entry.key))
+		default:
+			if !read[r.entry] {
+				read[r.entry] = true
+				ps.reads = append(ps.reads, r)
+			}
+			return true
+		}
+		return false
+	}
 	for i, p := range parts {
 		switch p := p.(type) {
 		case owns:
@@ -303,10 +348,10 @@ func checkParts[T any](parts []Part) (fin func(context.Context, T) error, name s
 				continue
 			}
 			seen[p.gvr] = true
-			owned = append(owned, p.gvr)
+			ps.owned = append(ps.owned, p.gvr)
 		case finalize:
-			if name != "" {
-				errs = append(errs, fmt.Errorf("kube: Finalize(%q) is a second finalizer; a controller has one, %q", p.name, name))
+			if ps.finalizer != "" {
+				errs = append(errs, fmt.Errorf("kube: Finalize(%q) is a second finalizer; a controller has one, %q", p.name, ps.finalizer))
 				continue
 			}
 			if err := checkFinalizerName(p.name); err != nil {
@@ -316,14 +361,29 @@ func checkParts[T any](parts []Part) (fin func(context.Context, T) error, name s
 			if !ok {
 				errs = append(errs, fmt.Errorf("kube: Finalize(%q): f takes a %s, and the controller's objects are %s", p.name, p.typ, reflect.TypeFor[T]()))
 			}
-			fin, name = f, p.name
+			ps.fin, ps.finalizer = f, p.name
+		case reads:
+			checkReader(fmt.Sprintf("part %d, Reads", i), p.r)
+		case related:
+			what := fmt.Sprintf("part %d, Related", i)
+			if p.index != nil {
+				what = fmt.Sprintf("part %d, References", i)
+			}
+			ok := checkReader(what, p.r)
+			if p.index != nil && p.typ != reflect.TypeFor[T]() {
+				errs = append(errs, fmt.Errorf("kube: %s: refs takes a %s, and the controller's objects are %s", what, p.typ, reflect.TypeFor[T]()))
+				ok = false
+			}
+			if ok {
+				ps.relations = append(ps.relations, &relation{related: p})
+			}
 		case nil:
 			errs = append(errs, fmt.Errorf("kube: part %d is nil", i))
 		default:
-			errs = append(errs, fmt.Errorf("kube: part %d is a %T, not one of Owns or Finalize", i, p))
+			errs = append(errs, fmt.Errorf("kube: part %d is a %T, not one of Owns, Finalize, Reads, Related or References", i, p))
 		}
 	}
-	return fin, name, owned, errors.Join(errs...)
+	return ps, errors.Join(errs...)
 }
 
 // checkFinalizerName returns what is wrong with a finalizer's name. The API

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
+
+	"k8s.io/client-go/tools/cache"
 
 	"k8s.io/klog/v2"
 
@@ -21,6 +24,9 @@ var ErrLostLeadership = errors.New("kube: lost the lease")
 // or with Settings.Shards above 1 on a Lease of each shard (shards.go).
 type leader interface {
 	serve(ctx, stopping context.Context, inf *informing) error
+	// each calls f with each work this replica has now: the one Lease's,
+	// or each held shard's whose caches have synced.
+	each(f func(*work))
 }
 
 // oneLease leads on the controller's one Lease, named Settings.Name: every
@@ -35,6 +41,14 @@ type oneLease struct {
 	// it back.
 	blocked  func(ctx context.Context) bool
 	gaveBack string
+
+	w atomic.Pointer[work] // from the start of its informers
+}
+
+func (l *oneLease) each(f func(*work)) {
+	if w := l.w.Load(); w != nil {
+		f(w)
+	}
 }
 
 // serve runs steps 2 to 5 on the one Lease.
@@ -44,19 +58,26 @@ func (l *oneLease) serve(ctx, stopping context.Context, inf *informing) error {
 	defer w.q.ShutDown()
 	defer w.later.stop()
 
-	// 2 and 3. Start the informers, of every object, and wait for the
+	// 2 and 3. Start the informers, of every object, the resource's own
+	// and the shared ones of the resources it owns, and wait for the
 	// caches to sync.
-	informers := c.informers()
-	if err := c.handle(informers, w, inf.watch); err != nil {
+	own := c.ownInformer()
+	if err := c.handle([]cache.SharedIndexInformer{own}, w, inf.watch); err != nil {
 		return err
 	}
-	if !inf.start(inf.ctx, stopping, informers) {
+	w.store = own.GetIndexer()
+	l.w.Store(w)
+	owned, err := c.joinOwned(w, inf.watch)
+	if err != nil {
+		return err
+	}
+	defer leaveAll(owned)
+	if !inf.start(inf.ctx, stopping, []cache.SharedIndexInformer{own}, owned...) {
 		return nil // shutdown began, or a resource stopped being served
 	}
 	c.synced.MarkHealthy()
 
 	// 4 and 5. Campaign for the Lease, and reconcile while holding it.
-	w.store = informers[0].GetIndexer()
 	return l.lead(ctx, stopping, w)
 }
 

@@ -103,6 +103,17 @@ func (c *Controller) serve(ctx, stopping context.Context, fail context.CancelCau
 	defer stopInformers()
 	inf.watch = newServedWatch(c, running, fail, &inf.running)
 	inf.watch.probe()
+
+	// The resources the Reconciler reads, shared with the Client's other
+	// controllers, synced before any reconcile.
+	reads, err := c.joinReads(inf.watch)
+	if err != nil {
+		return err
+	}
+	defer leaveAll(reads)
+	if len(reads) > 0 && !inf.start(running, stopping, nil, reads...) {
+		return nil // shutdown began, or a resource stopped being served
+	}
 	return c.leader.serve(ctx, stopping, inf)
 }
 
@@ -114,32 +125,73 @@ type informing struct {
 }
 
 // start starts informers, each until run or the informing ends, and waits
-// for their caches to sync until syncing ends: it reports whether they
-// synced.
-func (inf *informing) start(run, syncing context.Context, informers []cache.SharedIndexInformer) bool {
-	synced := make([]cache.InformerSynced, 0, len(informers))
+// for their caches, and those of the shared informers' users, to sync
+// until syncing ends: it reports whether they synced.
+func (inf *informing) start(run, syncing context.Context, informers []cache.SharedIndexInformer, shared ...*cacheUser) bool {
+	synced := make([]cache.InformerSynced, 0, len(informers)+len(shared))
 	for _, i := range informers {
 		inf.running.Go(func() { i.RunWithContext(run) })
 		synced = append(synced, i.HasSynced)
 	}
+	for _, u := range shared {
+		synced = append(synced, u.synced)
+	}
 	return cache.WaitForNamedCacheSyncWithContext(syncing, synced...)
 }
 
-// informers returns the resource's informer first, through the dynamic
-// client, and one for each owned resource, through the metadata client,
-// all limited to Settings.Namespace.
-func (c *Controller) informers() []cache.SharedIndexInformer {
-	ns := c.settings.Namespace
-	res := c.clients.objects(c.gvr, ns)
+// ownInformer is the informer of the controller's own resource, through
+// its objects' REST client (clients.objects), limited to
+// Settings.Namespace, with an index for each References.
+func (c *Controller) ownInformer() cache.SharedIndexInformer {
+	res := c.clients.objects(c.gvr, c.settings.Namespace)
 	lw := cache.ListWatch{ListWithContextFunc: res.List, WatchFuncWithContext: res.Watch}
-	infs := []cache.SharedIndexInformer{newInformer(lw, c.clients.dynamic, c.gvr, &cachedObject{}, c.settings.Resync)}
-	for _, gvr := range c.owned {
-		md := c.clients.metadata.Resource(gvr).Namespace(ns)
-		lw := cache.ListWatch{ListWithContextFunc: listing(md.List), WatchFuncWithContext: md.Watch}
-		// An owned resource's resync would only repeat the owner's.
-		infs = append(infs, newInformer(lw, c.clients.metadata, gvr, &metav1.PartialObjectMetadata{}, 0))
+	return newInformer(lw, c.clients.dynamic, c.gvr, &cachedObject{}, c.settings.Resync, c.indexers())
+}
+
+// joinOwned joins the shared informer of each resource the controller
+// owns, in Settings.Namespace, queueing their owners on w.
+func (c *Controller) joinOwned(w *work, watch *servedWatch) ([]*cacheUser, error) {
+	var users []*cacheUser
+	for i, gvr := range c.owned {
+		e := c.cache.entry(cacheKey{gvr: gvr, namespace: c.settings.Namespace}, false)
+		u, err := e.join(c.clients, c.tel.logr, c.ownerKeys(w, gvr.GroupResource()), watch.check(1+i))
+		if err != nil {
+			leaveAll(users)
+			return nil, err
+		}
+		users = append(users, u)
 	}
-	return infs
+	return users, nil
+}
+
+// joinReads joins the shared informer of each resource the controller
+// reads, and adds each Related's and References' handler.
+func (c *Controller) joinReads(watch *servedWatch) ([]*cacheUser, error) {
+	var users []*cacheUser
+	for i, r := range c.reads {
+		u, err := r.entry.join(c.clients, c.tel.logr, nil, watch.check(1+len(c.owned)+i))
+		if err != nil {
+			leaveAll(users)
+			return nil, err
+		}
+		users = append(users, u)
+	}
+	for _, rel := range c.relations {
+		u, err := rel.r.entry.join(c.clients, c.tel.logr, c.relatedKeys(rel), nil)
+		if err != nil {
+			leaveAll(users)
+			return nil, err
+		}
+		users = append(users, u)
+	}
+	return users, nil
+}
+
+// leaveAll ends each of users' use of its informer.
+func leaveAll(users []*cacheUser) {
+	for _, u := range users {
+		u.leave()
+	}
 }
 
 // handle gives informers, the resource's first and then each owned
@@ -171,9 +223,8 @@ func (c *Controller) handle(informers []cache.SharedIndexInformer, w *work, watc
 }
 
 // newInformer is an informer of what lw lists and watches, through client,
-// which says whether it can stream a list in a watch. Its cache has no
-// index: the workers only look keys up.
-func newInformer(lw cache.ListWatch, client any, gvr schema.GroupVersionResource, example runtime.Object, resync time.Duration) cache.SharedIndexInformer {
+// which says whether it can stream a list in a watch, with indexers.
+func newInformer(lw cache.ListWatch, client any, gvr schema.GroupVersionResource, example runtime.Object, resync time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
 	watchFn := lw.WatchFuncWithContext
 	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		w, err := watchFn(ctx, o)
@@ -182,7 +233,7 @@ func newInformer(lw cache.ListWatch, client any, gvr schema.GroupVersionResource
 	return cache.NewSharedIndexInformerWithOptions(
 		cache.ToListWatcherWithWatchListSemantics(&lw, client),
 		example,
-		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{}, ObjectDescription: gvr.String()},
+		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: indexers, ObjectDescription: gvr.String()},
 	)
 }
 
@@ -314,20 +365,15 @@ const (
 )
 
 // resource is the i-th resource the controller lists and watches: its own
-// first, then each it owns.
-func (c *Controller) resource(i int) schema.GroupVersionResource {
-	if i == 0 {
-		return c.gvr
-	}
-	return c.owned[i-1]
-}
+// first, then each it owns, then each it reads.
+func (c *Controller) resource(i int) schema.GroupVersionResource { return c.watched[i].gvr }
 
 // checkServed lists the controller's resource, and each it owns, once, with
 // a limit of 1, so a resource that isn't served, or may not be listed, ends
 // Serve loudly, rather than leaving an informer to retry its list forever
 // and only log. A transient error is retried with backoff for startRetry.
 func (c *Controller) checkServed(ctx context.Context) error {
-	for i := range 1 + len(c.owned) {
+	for i := range c.watched {
 		delay, deadline := retryFirst, time.Now().Add(startRetry)
 		for {
 			_, err := c.list(ctx, i, metav1.ListOptions{Limit: 1})
@@ -347,17 +393,19 @@ func (c *Controller) checkServed(ctx context.Context) error {
 	return nil
 }
 
-// list lists the i-th resource once, with opts: the controller's own
-// through the dynamic client, an owned one through the metadata client,
-// as their informers do. It returns the list's resourceVersion.
+// list lists the i-th resource once, with opts and the resource's
+// selectors: the controller's own through the dynamic client, any other
+// through the metadata client. It returns the list's resourceVersion.
 func (c *Controller) list(ctx context.Context, i int, opts metav1.ListOptions) (string, error) {
-	gvr := c.resource(i)
+	k := c.watched[i]
+	gvr := k.gvr
+	opts.LabelSelector, opts.FieldSelector = andSelector(opts.LabelSelector, k.labels), andSelector(opts.FieldSelector, k.fields)
 	var list metav1.ListInterface
 	var err error
 	if i == 0 {
-		list, err = c.clients.dynamic.Resource(gvr).Namespace(c.settings.Namespace).List(ctx, opts)
+		list, err = c.clients.dynamic.Resource(gvr).Namespace(k.namespace).List(ctx, opts)
 	} else {
-		list, err = c.clients.metadata.Resource(gvr).Namespace(c.settings.Namespace).List(ctx, opts)
+		list, err = c.clients.metadata.Resource(gvr).Namespace(k.namespace).List(ctx, opts)
 	}
 	if err != nil {
 		return "", fmt.Errorf("kube: listing %s: %w", gvr, err)
@@ -381,9 +429,13 @@ const probeName = "humus-kube-rights-probe"
 // resource is namespaced, as the objects it owns are then:
 // the API server reads a list of every namespace by its key only when its
 // selector names the namespace.
-func (c *Controller) probeList() metav1.ListOptions {
+func (c *Controller) probeList(i int) metav1.ListOptions {
 	selector := fields.OneTermEqualSelector("metadata.name", probeName)
-	if c.settings.Namespace == "" && c.scope == Namespaced {
+	scope := c.scope // an owned resource's is taken to be its owner's
+	if r := i - 1 - len(c.owned); r >= 0 {
+		scope = c.reads[r].scope
+	}
+	if c.watched[i].namespace == "" && scope == Namespaced {
 		selector = fields.AndSelectors(selector, fields.OneTermEqualSelector("metadata.namespace", metav1.NamespaceDefault))
 	}
 	return metav1.ListOptions{FieldSelector: selector.String(), Limit: 1}
@@ -396,18 +448,19 @@ func (c *Controller) probeList() metav1.ListOptions {
 // (the API server makes and sends them until the watch stops); from the
 // list's, it begins with none.
 func (c *Controller) listAndWatch(ctx context.Context, i int) error {
-	rv, err := c.list(ctx, i, c.probeList())
+	rv, err := c.list(ctx, i, c.probeList(i))
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	gvr, opts := c.resource(i), metav1.ListOptions{ResourceVersion: rv, TimeoutSeconds: new(int64(1))}
+	k, opts := c.watched[i], metav1.ListOptions{ResourceVersion: rv, TimeoutSeconds: new(int64(1))}
+	gvr := k.gvr
 	var w watch.Interface
 	if i == 0 {
-		w, err = c.clients.dynamic.Resource(gvr).Namespace(c.settings.Namespace).Watch(ctx, opts)
+		w, err = c.clients.dynamic.Resource(gvr).Namespace(k.namespace).Watch(ctx, opts)
 	} else {
-		w, err = c.clients.metadata.Resource(gvr).Namespace(c.settings.Namespace).Watch(ctx, opts)
+		w, err = c.clients.metadata.Resource(gvr).Namespace(k.namespace).Watch(ctx, opts)
 	}
 	if err != nil {
 		return fmt.Errorf("kube: watching %s: %w", gvr, err)
@@ -477,6 +530,17 @@ func (w *servedWatch) handler(i int) cache.WatchErrorHandlerWithContext {
 	}
 }
 
+// check is a shared informer's check of the i-th resource's list and
+// watch errors: a recheck when the error says the resource isn't served.
+// The informer's own handler logs them.
+func (w *servedWatch) check(i int) func(error) {
+	return func(err error) {
+		if unserved(err) {
+			w.recheck(i)
+		}
+	}
+}
+
 // probe lists and watches each resource every rightsProbe until ctx ends,
 // and rechecks one that answers NotFound or Forbidden. It runs on
 // running.
@@ -490,7 +554,7 @@ func (w *servedWatch) probe() {
 				return
 			case <-t.C:
 			}
-			for i := range 1 + len(w.c.owned) {
+			for i := range w.c.watched {
 				if err := w.c.listAndWatch(w.ctx, i); unserved(err) {
 					w.recheck(i)
 				}

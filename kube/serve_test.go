@@ -669,7 +669,7 @@ func TestAnInformerRefusedByTheAPIServerStopsAtOnce(t *testing.T) {
 						return nil, tc.err
 					},
 				}
-				inf := newInformer(lw, nil, clusterCaches.GVR(), &unstructured.Unstructured{}, 0)
+				inf := newInformer(lw, nil, clusterCaches.GVR(), &unstructured.Unstructured{}, 0, cache.Indexers{})
 				ctx, stop := context.WithCancel(klog.NewContext(t.Context(), logr.Discard()))
 				done := make(chan struct{})
 				go func() {

@@ -118,6 +118,20 @@ type shardTerm struct {
 	over      chan struct{} // closed when the term has ended
 }
 
+func (m *shardManager) each(f func(*work)) {
+	m.mu.Lock()
+	var works []*work
+	for _, t := range m.terms {
+		if t.synced.Load() {
+			works = append(works, t.w)
+		}
+	}
+	m.mu.Unlock()
+	for _, w := range works {
+		f(w)
+	}
+}
+
 // serve runs steps 2 to 5 of a sharded controller: it takes shards, lists
 // and watches each from when it takes it, and reconciles each while
 // holding it, until shutdown begins.
@@ -491,7 +505,7 @@ func (c *Controller) shardInformers(r shard.Range, foreign func()) []cache.Share
 		Filter:   shard.Filter{Range: r, Key: field, Foreign: foreign},
 		Selector: r.Selector(string(by)),
 	}
-	infs := []cache.SharedIndexInformer{shardInformer(lw, c.clients.dynamic, c.gvr, &cachedObject{}, c.settings.Resync)}
+	infs := []cache.SharedIndexInformer{shardInformer(lw, c.clients.dynamic, c.gvr, &cachedObject{}, c.settings.Resync, c.indexers())}
 	for _, gvr := range c.owned {
 		md := c.clients.metadata.Resource(gvr).Namespace(ns)
 		lw := &shard.ListWatch{
@@ -502,7 +516,7 @@ func (c *Controller) shardInformers(r shard.Range, foreign func()) []cache.Share
 		if by == ShardByNamespace {
 			lw.Selector, lw.Filter.Foreign = r.Selector(string(by)), foreign
 		}
-		inf := shardInformer(lw, c.clients.metadata, gvr, &metav1.PartialObjectMetadata{}, 0)
+		inf := shardInformer(lw, c.clients.metadata, gvr, &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
 		lw.Known = func(obj any) (any, bool) {
 			o, ok, err := inf.GetStore().Get(obj)
 			return o, ok && err == nil
@@ -513,9 +527,9 @@ func (c *Controller) shardInformers(r shard.Range, foreign func()) []cache.Share
 }
 
 // shardInformer is an informer of what lw lists and watches, through
-// client.
-func shardInformer(lw *shard.ListWatch, client any, gvr schema.GroupVersionResource, example runtime.Object, resync time.Duration) cache.SharedIndexInformer {
-	return newInformer(cache.ListWatch{ListWithContextFunc: lw.ListWithContext, WatchFuncWithContext: lw.WatchWithContext}, client, gvr, example, resync)
+// client, with indexers.
+func shardInformer(lw *shard.ListWatch, client any, gvr schema.GroupVersionResource, example runtime.Object, resync time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
+	return newInformer(cache.ListWatch{ListWithContextFunc: lw.ListWithContext, WatchFuncWithContext: lw.WatchWithContext}, client, gvr, example, resync, indexers)
 }
 
 // ownerUID is the UID of o's controller owner when it is of the

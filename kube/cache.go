@@ -1,0 +1,273 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// The cache a Client's controllers share. A controller's own resource has
+// an informer of the controller's own (or of each shard it holds); the
+// resources it owns (Owns) and those its Reconciler reads (Read, Related,
+// References) are cached by the Client instead, one informer for each
+// resource, namespace and selector, whatever mix of controllers, owners and
+// readers needs it: one list and one watch on the API server, one copy of
+// each object in the heap.
+//
+//   - Everything is declared before any controller serves: Read registers
+//     its resource with the Client when it is called, Owns when
+//     NewController runs. An informer starts when the first controller that
+//     declared it serves (step 2 of How one key is reconciled), and stops
+//     when the last one's Serve returns; nothing starts inside a
+//     reconcile, so Synced means every cache a reconcile reads has synced.
+//   - A resource only owned is kept as its metadata, what maps a change to
+//     its owner (ownedObject); one that is read too is kept whole, as the
+//     controller's own objects are (cachedObject: its metadata without
+//     managedFields, and its JSON, decoded on each read). The choice is
+//     made when its informer starts.
+//   - A controller that joins a running informer is handed every object it
+//     holds as the initial list, as a cold start would hand them.
+
+// sharedCache is the informers of one Client's controllers.
+type sharedCache struct {
+	mu      sync.Mutex
+	entries map[cacheKey]*cacheEntry
+}
+
+func newSharedCache() *sharedCache { return &sharedCache{entries: map[cacheKey]*cacheEntry{}} }
+
+// cacheKey is what one shared informer lists and watches.
+type cacheKey struct {
+	gvr       schema.GroupVersionResource
+	namespace string // "" for every namespace
+	labels    string // a label selector, or "" for every object
+	fields    string // a field selector, or ""
+}
+
+// String names the key in errors and records, such as
+// "apps/v1, Resource=deployments in namespace shop with labels app=web".
+func (k cacheKey) String() string {
+	var b strings.Builder
+	b.WriteString(k.gvr.String())
+	if k.namespace != "" {
+		b.WriteString(" in namespace " + k.namespace)
+	}
+	if k.labels != "" {
+		b.WriteString(" with labels " + k.labels)
+	}
+	if k.fields != "" {
+		b.WriteString(" with fields " + k.fields)
+	}
+	return b.String()
+}
+
+// entry returns key's entry, kept whole from now on when whole.
+func (s *sharedCache) entry(key cacheKey, whole bool) *cacheEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[key]
+	if e == nil {
+		e = &cacheEntry{key: key}
+		s.entries[key] = e
+	}
+	e.mu.Lock()
+	e.whole = e.whole || whole
+	e.mu.Unlock()
+	return e
+}
+
+// cacheEntry is one shared informer: while a controller runs it, its
+// informer, and who uses it.
+type cacheEntry struct {
+	key cacheKey
+
+	mu    sync.Mutex
+	whole bool // kept whole, as cachedObjects; else as ownedObjects
+	// The running informer, nil while no controller runs it; stop stops
+	// it, and stopped is closed once it has.
+	inf     cache.SharedIndexInformer
+	keptAs  bool // whole, as the running informer keeps its objects
+	users   int
+	stop    context.CancelFunc
+	stopped chan struct{}
+	// onError are the users' checks of the informer's list and watch
+	// errors, each told of every one.
+	onError map[*cacheUser]func(error)
+}
+
+// cacheUser is one controller's use of a shared informer, from join until
+// leave.
+type cacheUser struct {
+	e   *cacheEntry
+	inf cache.SharedIndexInformer
+	reg cache.ResourceEventHandlerRegistration // nil without a handler
+}
+
+// join runs e's informer for one more user: started with cl's clients and
+// logger if no controller runs it, and h, when not nil, added to it. A
+// running informer hands h every object it holds, as its initial list.
+// onError is told of every list and watch error, until leave.
+func (e *cacheEntry) join(cl clients, logger logr.Logger, h cache.ResourceEventHandler, onError func(error)) (*cacheUser, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.inf != nil && e.whole && !e.keptAs {
+		return nil, fmt.Errorf("kube: %s is cached as its metadata only, by a controller that was serving before it was read: declare every Read before the first controller serves", e.key)
+	}
+	start := e.inf == nil
+	if start {
+		inf, err := e.newInformer(cl)
+		if err != nil {
+			return nil, err
+		}
+		e.inf, e.keptAs, e.onError = inf, e.whole, map[*cacheUser]func(error){}
+	}
+	u := &cacheUser{e: e, inf: e.inf}
+	if h != nil {
+		reg, err := e.inf.AddEventHandlerWithOptions(h, cache.HandlerOptions{Logger: &logger})
+		if err != nil {
+			return nil, fmt.Errorf("kube: adding an event handler to %s: %w", e.key, err)
+		}
+		u.reg = reg
+	}
+	if onError != nil {
+		e.onError[u] = onError
+	}
+	e.users++
+	if start {
+		run, stop := context.WithCancel(klog.NewContext(context.Background(), logger))
+		stopped := make(chan struct{})
+		e.stop, e.stopped = stop, stopped
+		go func() {
+			defer close(stopped)
+			e.inf.RunWithContext(run)
+		}()
+	}
+	return u, nil
+}
+
+// synced reports whether the user's cache has synced: the informer's,
+// and the initial list handed to its handler.
+func (u *cacheUser) synced() bool {
+	if u.reg != nil {
+		return u.reg.HasSynced()
+	}
+	return u.inf.HasSynced()
+}
+
+// leave ends the use: its handler removed, once it has stopped handling
+// events, and the informer stopped, once it has stopped, when no user is
+// left.
+func (u *cacheUser) leave() {
+	e := u.e
+	e.mu.Lock()
+	delete(e.onError, u)
+	e.users--
+	last := e.users == 0
+	var stopped chan struct{}
+	if last {
+		e.stop()
+		stopped = e.stopped
+		e.inf, e.stop, e.stopped = nil, nil, nil
+	}
+	e.mu.Unlock()
+	if u.reg != nil {
+		_ = cache.ShutDownEventHandler(u.inf, u.reg)
+	}
+	if last {
+		<-stopped
+	}
+}
+
+// store is the informer's store while a controller runs it, or nil.
+func (e *cacheEntry) store() cache.Indexer {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.inf == nil || !e.inf.HasSynced() {
+		return nil
+	}
+	return e.inf.GetIndexer()
+}
+
+// watchError tells each user of a list or watch error, and logs it as
+// client-go's own handler does, once.
+func (e *cacheEntry) watchError(ctx context.Context, r *cache.Reflector, err error) {
+	e.mu.Lock()
+	checks := make([]func(error), 0, len(e.onError))
+	for _, f := range e.onError {
+		checks = append(checks, f)
+	}
+	e.mu.Unlock()
+	for _, f := range checks {
+		f(err)
+	}
+	cache.DefaultWatchErrorHandler(ctx, r, err)
+}
+
+// newInformer is e's informer, through cl: of whole objects, through the
+// objects' REST client as the controller's own resource's, or of their
+// metadata, through the metadata client, trimmed by ownedMetadata. It
+// lists and watches with e's selectors, has no resync (an owner's would
+// repeat the owner's own), and keeps a namespace index, for List.
+func (e *cacheEntry) newInformer(cl clients) (cache.SharedIndexInformer, error) {
+	k := e.key
+	selected := func(o metav1.ListOptions) metav1.ListOptions {
+		o.LabelSelector, o.FieldSelector = andSelector(o.LabelSelector, k.labels), andSelector(o.FieldSelector, k.fields)
+		return o
+	}
+	var lw cache.ListWatch
+	var client any
+	var example runtime.Object
+	if e.whole {
+		res := cl.objects(k.gvr, k.namespace)
+		lw = cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return res.List(ctx, selected(o))
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return res.Watch(ctx, selected(o))
+			},
+		}
+		client, example = cl.dynamic, &cachedObject{}
+	} else {
+		md := cl.metadata.Resource(k.gvr).Namespace(k.namespace)
+		lw = cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return listing(md.List)(ctx, selected(o))
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return md.Watch(ctx, selected(o))
+			},
+		}
+		client, example = cl.metadata, &metav1.PartialObjectMetadata{}
+	}
+	inf := newInformer(lw, client, k.gvr, example, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := inf.SetWatchErrorHandlerWithContext(e.watchError); err != nil {
+		return nil, fmt.Errorf("kube: setting a watch error handler: %w", err)
+	}
+	if !e.whole {
+		if err := inf.SetTransform(ownedMetadata); err != nil {
+			return nil, fmt.Errorf("kube: setting a transform: %w", err)
+		}
+	}
+	return inf, nil
+}
+
+// andSelector is both selectors, a and b, either of which may be empty.
+func andSelector(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "," + b
+}

@@ -1,0 +1,227 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Selector is which objects of a resource a cache keeps: the zero
+// Selector keeps every object of every namespace. An object outside it is
+// neither cached nor read, nor does its change reconcile anything.
+type Selector struct {
+	// Namespace keeps one namespace's objects: "" keeps every
+	// namespace's; otherwise a DNS-1123 label. It must be "" for a
+	// cluster-scoped resource.
+	Namespace string
+
+	// Labels keeps the objects whose labels match it: a label selector,
+	// such as "app=web,tier!=cache"; "" keeps them all.
+	Labels string
+
+	// Fields keeps the objects whose fields match it: a field selector of
+	// the fields the API server can select the resource by (every
+	// resource by metadata.name and metadata.namespace, some by more, such
+	// as a Secret's type), such as "metadata.name=site"; "" keeps them all.
+	// A field the API server can't select by makes the controller's Serve
+	// end with its answer.
+	Fields string
+}
+
+// check returns what is wrong with s for a resource of scope, every
+// mistake at once.
+func (s Selector) check(scope Scope) error {
+	var errs []error
+	if s.Namespace != "" {
+		if err := checkWatchNamespace(s.Namespace); err != nil {
+			errs = append(errs, fmt.Errorf("Selector.Namespace %q: %w", s.Namespace, err))
+		} else if scope == Cluster {
+			errs = append(errs, fmt.Errorf("Selector.Namespace %q: the resource is cluster-scoped: its objects are in no namespace", s.Namespace))
+		}
+	}
+	if _, err := labels.Parse(s.Labels); err != nil {
+		errs = append(errs, fmt.Errorf("Selector.Labels %q: %w", s.Labels, err))
+	}
+	if _, err := fields.ParseSelector(s.Fields); err != nil {
+		errs = append(errs, fmt.Errorf("Selector.Fields %q: %w", s.Fields, err))
+	}
+	return errors.Join(errs...)
+}
+
+// key is the cache key of gvr's objects that s keeps.
+func (s Selector) key(gvr schema.GroupVersionResource) cacheKey {
+	return cacheKey{gvr: gvr, namespace: s.Namespace, labels: s.Labels, fields: s.Fields}
+}
+
+// Reader reads one resource's objects from the cache that every
+// Controller built on its Client shares, typed and read-only: each read
+// decodes its own copy, which the caller may change. A Reader is declared
+// before the controllers serve (Read), and given to each Controller whose
+// Reconciler reads it (Reads, Related or References): that controller's
+// Serve keeps its cache warm, and its Synced waits for it.
+type Reader[T any] struct{ *reader }
+
+// reader is what a Reader knows, whatever its type.
+type reader struct {
+	client *Client
+	entry  *cacheEntry
+	gr     schema.GroupResource
+	kind   string
+	scope  Scope
+	typ    reflect.Type
+	err    error // what Read found wrong, or nil
+}
+
+// Read declares a read of k's objects that sel keeps, from the cache of
+// c's controllers, and returns the Reader that reads them. Give it to the
+// Controller whose Reconciler reads it (Reads, or Related or References),
+// whose Serve keeps the cache warm: no informer starts inside a
+// reconcile. The same resource and Selector, read by several Readers,
+// owned by several controllers, or both, is listed and watched once.
+// NewController reports what is wrong with k or sel, with its other
+// mistakes; so does each read.
+func Read[T any](c *Client, k Kind[T], sel Selector) *Reader[T] {
+	return &Reader[T]{newReader[T](c, k.GVR, k.Kind, k.Scope, checkKind(k, ""), sel)}
+}
+
+// ReadResource declares a read of r's objects that sel keeps, as Read does
+// for a Kind: each is decoded into an Object, as a Reconciler is handed
+// one.
+func ReadResource[Spec, Status any](c *Client, r Resource[Spec, Status], sel Selector) *Reader[Object[Spec, Status]] {
+	var err error
+	if _, crdErr := r.CRD(); crdErr != nil {
+		err = crdErr
+	}
+	return &Reader[Object[Spec, Status]]{newReader[Object[Spec, Status]](c, r.GVR(), r.Kind, r.Scope, err, sel)}
+}
+
+func newReader[T any](c *Client, gvr schema.GroupVersionResource, kind string, scope Scope, err error, sel Selector) *reader {
+	r := &reader{client: c, gr: gvr.GroupResource(), kind: kind, scope: scope, typ: reflect.TypeFor[T]()}
+	errs := []error{err}
+	if selErr := sel.check(scope); selErr != nil {
+		errs = append(errs, selErr)
+	}
+	if c == nil {
+		errs = append(errs, errors.New("the Client is nil"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.err = fmt.Errorf("kube: Read(%s): %w", gvr, err)
+		return r
+	}
+	r.entry = c.cache.entry(sel.key(gvr), true)
+	return r
+}
+
+// Reads keeps r's cache warm while the controller serves: its Serve starts
+// r's informer, unless another controller's runs it already, and its
+// Synced waits for it. Give it to each controller whose Reconciler reads
+// r; Related and References read r too.
+func Reads[T any](r *Reader[T]) Part { return reads{r: r.reader} }
+
+type reads struct{ r *reader }
+
+func (reads) part() {}
+
+// Get returns the object named name in namespace ("" for a cluster-scoped
+// resource), decoded into its own copy: an error that apierrors.IsNotFound
+// recognises when the cache has none.
+func (r *Reader[T]) Get(_ context.Context, namespace, name string) (T, error) {
+	var obj T
+	store, err := r.store()
+	if err != nil {
+		return obj, err
+	}
+	k := name
+	if namespace != "" {
+		k = namespace + "/" + name
+	}
+	cached, ok, err := store.GetByKey(k)
+	if err != nil {
+		return obj, fmt.Errorf("kube: reading %s %s: %w", r.kind, k, err)
+	}
+	if !ok {
+		return obj, apierrors.NewNotFound(r.gr, name)
+	}
+	err = r.decode(cached, &obj)
+	return obj, err
+}
+
+// List returns the objects in namespace ("" for every namespace the
+// cache keeps) whose labels sel matches (nil for every object), each
+// decoded into its own copy, in no particular order.
+func (r *Reader[T]) List(_ context.Context, namespace string, sel labels.Selector) ([]T, error) {
+	store, err := r.store()
+	if err != nil {
+		return nil, err
+	}
+	var cached []any
+	if namespace == "" {
+		cached = store.List()
+	} else if cached, err = store.ByIndex(cache.NamespaceIndex, namespace); err != nil {
+		return nil, fmt.Errorf("kube: listing %s in %s: %w", r.kind, namespace, err)
+	}
+	objs := make([]T, 0, len(cached))
+	for _, c := range cached {
+		if sel != nil && !sel.Empty() {
+			m, ok := c.(metav1.Object)
+			if !ok || !sel.Matches(labels.Set(m.GetLabels())) {
+				continue
+			}
+		}
+		var obj T
+		if err := r.decode(c, &obj); err != nil {
+			return nil, err
+		}
+		objs = append(objs, obj)
+	}
+	return objs, nil
+}
+
+// store is the reader's synced cache, or an error saying why there is
+// none.
+func (r *reader) store() (cache.Indexer, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	s := r.entry.store()
+	if s == nil {
+		return nil, fmt.Errorf("kube: reading %s: its cache hasn't synced: give the Reader to the Controller that reads it (kube.Reads), whose Serve keeps it warm", r.entry.key)
+	}
+	return s, nil
+}
+
+// decode decodes a cached object into v.
+func (r *reader) decode(cached any, v any) error {
+	u, ok := cached.(*cachedObject)
+	if !ok {
+		return fmt.Errorf("kube: reading %s: the cache holds a %T", r.entry.key, cached)
+	}
+	return decode(u, v)
+}
+
+// checkKind returns what is wrong with k, every mistake at once, each
+// message after prefix.
+func checkKind[T any](k Kind[T], prefix string) error {
+	var errs []error
+	if err := checkGVR(k.GVR); err != nil {
+		errs = append(errs, fmt.Errorf("%sKind.GVR %s: %w", prefix, k.GVR, err))
+	}
+	if k.Kind == "" {
+		errs = append(errs, errors.New(prefix+"Kind.Kind is required"))
+	}
+	if k.Scope != Namespaced && k.Scope != Cluster {
+		errs = append(errs, fmt.Errorf("%sKind.Scope %q is neither %s nor %s", prefix, k.Scope, Namespaced, Cluster))
+	}
+	if !reflect.PointerTo(reflect.TypeFor[T]()).Implements(reflect.TypeFor[metav1.Object]()) {
+		errs = append(errs, fmt.Errorf("%sKind[%s]: *%[2]s isn't a metav1.Object, as a client-go type's pointer is", prefix, reflect.TypeFor[T]()))
+	}
+	return errors.Join(errs...)
+}

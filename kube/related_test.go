@@ -1,0 +1,399 @@
+package kube
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/z5labs/humus/humustest"
+)
+
+// A Website serves the content of a ConfigMap it names: the controller
+// of the docs, in miniature.
+type siteSpec struct {
+	ContentFrom string `json:"contentFrom"`
+}
+
+type siteStatus struct {
+	Content string `json:"content,omitempty"`
+}
+
+type website = Object[siteSpec, siteStatus]
+
+var (
+	sites = Resource[siteSpec, siteStatus]{
+		Group: "web.example.com", Version: "v1", Kind: "Website", Plural: "websites", Scope: Namespaced,
+	}
+	sitesGVR      = sites.GVR()
+	configMapsGVR = corev1.SchemeGroupVersion.WithResource("configmaps")
+	configMapKind = Kind[corev1.ConfigMap]{GVR: configMapsGVR, Kind: "ConfigMap", Scope: Namespaced}
+	siteKinds     = map[schema.GroupVersionResource]string{
+		sitesGVR: "WebsiteList", configMapsGVR: "ConfigMapList", deployments: "DeploymentList",
+	}
+)
+
+func siteObject(ns, name, contentFrom string) *unstructured.Unstructured {
+	return object("web.example.com/v1", "Website", ns, name, map[string]any{"contentFrom": contentFrom})
+}
+
+func configMapObject(ns, name, content string, lbls map[string]string) *unstructured.Unstructured {
+	u := object("v1", "ConfigMap", ns, name, nil)
+	delete(u.Object, "spec")
+	u.Object["data"] = map[string]any{"index.html": content}
+	u.SetLabels(lbls)
+	return u
+}
+
+// serveContent is a Website's Reconciler: its status is the content of the
+// ConfigMap it names, read from the cache, or "" when there is none.
+func serveContent(cms *Reader[corev1.ConfigMap], calls *counter) ReconcilerFunc[siteSpec, siteStatus] {
+	return func(ctx context.Context, w website) (Result[siteStatus], error) {
+		calls.inc(w.Name)
+		st := w.Status
+		cm, err := cms.Get(ctx, w.Namespace, w.Spec.ContentFrom)
+		switch {
+		case apierrors.IsNotFound(err):
+			st.Content = ""
+		case err != nil:
+			return Result[siteStatus]{}, err
+		default:
+			st.Content = cm.Data["index.html"]
+		}
+		return Result[siteStatus]{Status: &st}, nil
+	}
+}
+
+// contentFrom is a Website's reference to its ConfigMap.
+func contentFrom(w website) []types.NamespacedName {
+	return []types.NamespacedName{{Namespace: w.Namespace, Name: w.Spec.ContentFrom}}
+}
+
+// siteController is a controller of Websites on f's fakes, built on
+// client with parts, recording into tel (nil: none).
+func siteController(t *testing.T, f *fakeCluster, client *Client, tel *humustest.Telemetry, s Settings, rec Reconciler[siteSpec, siteStatus], parts ...Part) *Controller {
+	t.Helper()
+	setup := fakeSetup(tel)
+	ctrl, err := NewController(setup, client, s, sites, rec, parts...)
+	return f.built(t, ctrl, err)
+}
+
+// settle lets the bubble's controllers work for d.
+func settle(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+func (f *fakeCluster) content(t *testing.T, name string) string {
+	t.Helper()
+	s, _, _ := unstructured.NestedString(f.get(t, sitesGVR, "default", name).Object, "status", "content")
+	return s
+}
+
+// References reconciles every object that names a related object when it
+// changes or is deleted, and follows a reference that moves.
+func TestReferencesReconcilesEveryReferrerOfARelatedChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, siteKinds,
+			siteObject("default", "a", "c1"), siteObject("default", "b", "c1"), siteObject("default", "x", "c2"),
+			configMapObject("default", "c1", "one", nil), configMapObject("default", "c2", "two", nil),
+		)
+		client := testClient(t, fakeSetup(nil))
+		cms := Read(client, configMapKind, Selector{})
+		var calls counter
+		stop := served(t, siteController(t, f, client, nil, testSettings(), serveContent(cms, &calls), References(cms, contentFrom)))
+		settle(10 * time.Second)
+		for name, want := range map[string]string{"a": "one", "b": "one", "x": "two"} {
+			if got := f.content(t, name); got != want {
+				t.Fatalf("%s's content at start = %q, want %q", name, got, want)
+			}
+		}
+
+		count := func() map[string]int { return map[string]int{"a": calls.get("a"), "b": calls.get("b"), "x": calls.get("x")} }
+		expect := func(what string, before map[string]int, want map[string]int) {
+			t.Helper()
+			for name, n := range want {
+				if got := calls.get(name) - before[name]; got != n {
+					t.Errorf("%s: reconciles of %s = %d, want %d", what, name, got, n)
+				}
+			}
+		}
+
+		before := count()
+		f.update(t, configMapsGVR, configMapObject("default", "c1", "one, edited", nil))
+		settle(time.Second)
+		expect("c1 edited", before, map[string]int{"a": 1, "b": 1, "x": 0})
+		if got := f.content(t, "a") + "|" + f.content(t, "b"); got != "one, edited|one, edited" {
+			t.Errorf("a's and b's content = %q, want c1's new content", got)
+		}
+
+		// a now names c2: c1's changes no longer reach it, c2's do.
+		before = count()
+		f.update(t, sitesGVR, siteObject("default", "a", "c2"))
+		settle(time.Second)
+		before = count()
+		f.update(t, configMapsGVR, configMapObject("default", "c1", "one, again", nil))
+		settle(time.Second)
+		expect("c1 edited after a moved to c2", before, map[string]int{"a": 0, "b": 1, "x": 0})
+
+		before = count()
+		if err := f.dyn.Tracker().Delete(configMapsGVR, "default", "c2"); err != nil {
+			t.Fatal(err)
+		}
+		settle(time.Second)
+		expect("c2 deleted", before, map[string]int{"a": 1, "b": 0, "x": 1})
+		if got := f.content(t, "x"); got != "" {
+			t.Errorf("x's content once c2 is deleted = %q, want none", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+// Related maps a related object's change, before and after, to the keys
+// its function names.
+func TestRelatedReconcilesWhatItsFunctionNamesBeforeAndAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, siteKinds,
+			siteObject("default", "a", "c1"), siteObject("default", "b", "c1"),
+			configMapObject("default", "c1", "one", map[string]string{"site": "a"}),
+		)
+		client := testClient(t, fakeSetup(nil))
+		cms := Read(client, configMapKind, Selector{})
+		bySiteLabel := func(cm corev1.ConfigMap) []types.NamespacedName {
+			return []types.NamespacedName{{Namespace: cm.Namespace, Name: cm.Labels["site"]}}
+		}
+		var calls counter
+		served(t, siteController(t, f, client, nil, testSettings(), serveContent(cms, &calls), Related(cms, bySiteLabel)))
+		settle(10 * time.Second)
+
+		a, b := calls.get("a"), calls.get("b")
+		f.update(t, configMapsGVR, configMapObject("default", "c1", "one", map[string]string{"site": "b"}))
+		settle(time.Second)
+		if got := [2]int{calls.get("a") - a, calls.get("b") - b}; got != [2]int{1, 1} {
+			t.Errorf("reconciles of a and b when c1's label moved from a to b = %v, want [1 1]", got)
+		}
+	})
+}
+
+// Two controllers on one Client that own the same resource share one
+// list and one watch of it; a Reader of it too, in the same namespace,
+// turns that one informer into one of whole objects.
+func TestControllersOnOneClientShareOneInformer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, siteKinds, siteObject("default", "a", "c1"), configMapObject("default", "c1", "one", nil))
+		client := testClient(t, fakeSetup(nil))
+		cms := Read(client, configMapKind, Selector{})
+		var calls counter
+		first, second := testSettings(), testSettings()
+		second.Name = "second"
+		served(t, siteController(t, f, client, nil, first, serveContent(cms, &calls), Owns(deployments), References(cms, contentFrom)))
+		served(t, siteController(t, f, client, nil, second, serveContent(cms, &calls), Owns(deployments), Reads(cms)))
+		settle(10 * time.Second)
+
+		// An informer lists once, at its start; each controller's check
+		// that a resource is served lists it once too (the fakes don't
+		// record its limit of 1), before its informers start; the rights
+		// probes list by name.
+		n := map[string]int{}
+		informerLists := func(prefix string, actions []k8stesting.Action) {
+			for _, a := range actions {
+				l, ok := a.(interface{ GetListOptions() metav1.ListOptions })
+				if ok && a.GetVerb() == "list" && !strings.Contains(l.GetListOptions().FieldSelector, probeName) {
+					n[prefix+a.GetResource().Resource]++
+				}
+			}
+		}
+		informerLists("metadata ", f.meta.Actions())
+		informerLists("", f.dyn.Actions())
+		// Deployments: one informer and two checks; ConfigMaps, one
+		// informer of whole objects (the checks list through the metadata
+		// client); Websites, each controller's informer and check.
+		want := map[string]int{"metadata deployments": 1 + 2, "configmaps": 1, "websites": 2 + 2}
+		for k, w := range want {
+			if n[k] != w {
+				t.Errorf("informers' lists of %s = %d, want %d (all: %v)", k, n[k], w, n)
+			}
+		}
+	})
+}
+
+// A Reader reads its own copy of each object, by name and by namespace
+// and labels, and says why when it has no cache to read.
+func TestAReaderReadsCopiesFromTheSharedCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, siteKinds,
+			siteObject("default", "a", "c1"),
+			configMapObject("default", "c1", "one", map[string]string{"tier": "web"}),
+			configMapObject("default", "c2", "two", nil),
+			configMapObject("other", "c3", "three", map[string]string{"tier": "web"}),
+		)
+		client := testClient(t, fakeSetup(nil))
+		cms := Read(client, configMapKind, Selector{})
+		if _, err := cms.Get(t.Context(), "default", "c1"); err == nil || !strings.Contains(err.Error(), "hasn't synced") {
+			t.Errorf("Get before any controller serves = %v, want an error saying the cache hasn't synced", err)
+		}
+		var calls counter
+		served(t, siteController(t, f, client, nil, testSettings(), serveContent(cms, &calls), Reads(cms)))
+		settle(10 * time.Second)
+
+		cm, err := cms.Get(t.Context(), "default", "c1")
+		if err != nil || cm.Data["index.html"] != "one" || cm.Name != "c1" || cm.Labels["tier"] != "web" {
+			t.Fatalf("Get(default, c1) = %+v, %v; want c1 with its data and labels", cm, err)
+		}
+		cm.Data["index.html"] = "changed by the caller"
+		if again, _ := cms.Get(t.Context(), "default", "c1"); again.Data["index.html"] != "one" {
+			t.Errorf("a second Get sees the first caller's change: %q", again.Data["index.html"])
+		}
+		if _, err := cms.Get(t.Context(), "default", "missing"); !apierrors.IsNotFound(err) {
+			t.Errorf("Get of a missing ConfigMap = %v, want NotFound", err)
+		}
+		web := labels.SelectorFromSet(labels.Set{"tier": "web"})
+		for _, tc := range []struct {
+			ns   string
+			sel  labels.Selector
+			want []string
+		}{
+			{"default", nil, []string{"c1", "c2"}},
+			{"", web, []string{"c1", "c3"}},
+			{"default", web, []string{"c1"}},
+		} {
+			got, err := cms.List(t.Context(), tc.ns, tc.sel)
+			var names []string
+			for _, cm := range got {
+				names = append(names, cm.Name)
+			}
+			slices.Sort(names)
+			if err != nil || strings.Join(names, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("List(%q, %v) = %v, %v; want %v", tc.ns, tc.sel, names, err, tc.want)
+			}
+		}
+	})
+}
+
+// A Reader with a Selector caches only the objects it keeps, listed and
+// watched with its selectors.
+func TestAReadersSelectorIsListedAndWatchedWith(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, siteKinds, siteObject("default", "a", "c1"),
+			configMapObject("default", "c1", "one", map[string]string{"tier": "web"}),
+			configMapObject("default", "c2", "two", nil),
+		)
+		client := testClient(t, fakeSetup(nil))
+		cms := Read(client, configMapKind, Selector{Namespace: "default", Labels: "tier=web"})
+		var calls counter
+		served(t, siteController(t, f, client, nil, testSettings(), serveContent(cms, &calls), Reads(cms)))
+		settle(10 * time.Second)
+		got, err := cms.List(t.Context(), "", nil)
+		if err != nil || len(got) != 1 || got[0].Name != "c1" {
+			t.Errorf("List = %v, %v; want c1 alone", got, err)
+		}
+		for _, a := range f.dyn.Actions() {
+			if a.GetResource() != configMapsGVR || (a.GetVerb() != "list" && a.GetVerb() != "watch") {
+				continue
+			}
+			var sel string
+			switch a := a.(type) {
+			case k8stesting.ListAction:
+				sel = a.GetListRestrictions().Labels.String()
+			case k8stesting.WatchAction:
+				sel = a.GetWatchRestrictions().Labels.String()
+			}
+			if sel != "tier=web" {
+				t.Errorf("%s of configmaps with labels %q, want tier=web", a.GetVerb(), sel)
+			}
+			if ns := a.GetNamespace(); ns != "default" {
+				t.Errorf("%s of configmaps in %q, want default", a.GetVerb(), ns)
+			}
+		}
+	})
+}
+
+// NewController names every mistake in a controller's Readers at once.
+func TestNewControllerNamesEveryMistakeInItsReaders(t *testing.T) {
+	setup := fakeSetup(nil)
+	client, other := testClient(t, setup), testClient(t, setup)
+	bad := Read(client, Kind[corev1.ConfigMap]{GVR: schema.GroupVersionResource{Version: "v1"}, Scope: "Global"},
+		Selector{Namespace: "Not_A_Label", Labels: "a in (", Fields: "x"})
+	clusterWide := Read(client, namespaces, Selector{Namespace: "default"})
+	elsewhere := Read(other, configMapKind, Selector{})
+	good := Read(client, configMapKind, Selector{})
+	_, err := NewController(setup, client, testSettings(), sites, ReconcilerFunc[siteSpec, siteStatus](
+		func(context.Context, website) (Result[siteStatus], error) { return Result[siteStatus]{}, nil }),
+		Reads(bad), Reads(clusterWide), Reads(elsewhere),
+		References(good, func(m memcached) []types.NamespacedName { return nil }),
+	)
+	if err == nil {
+		t.Fatal("NewController = nil error, want one naming every mistake")
+	}
+	for _, want := range []string{
+		"Kind.GVR /v1, Resource=: the GVR has no Resource",
+		"Kind.Kind is required",
+		`Kind.Scope "Global" is neither`,
+		`Selector.Namespace "Not_A_Label"`,
+		`Selector.Labels "a in ("`,
+		`Selector.Fields "x"`,
+		`Selector.Namespace "default": the resource is cluster-scoped`,
+		"reads another Client's cache",
+		"refs takes a kube.Object[github.com/z5labs/humus/kube.cacheSpec,github.com/z5labs/humus/kube.cacheStatus], and the controller's objects are kube.Object[github.com/z5labs/humus/kube.siteSpec,github.com/z5labs/humus/kube.siteStatus]",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("NewController's error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+// A References function that panics is recovered and recorded once for
+// its object, however often the object changes, and the informer goes
+// on: the other objects' references still reconcile them.
+func TestAPanickingReferencesIsRecordedOnceAndStopsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, siteKinds,
+			siteObject("default", "bad", "c1"), siteObject("default", "good", "c1"),
+			configMapObject("default", "c1", "one", nil),
+		)
+		tel := humustest.NewTelemetry()
+		client := testClient(t, fakeSetup(nil))
+		cms := Read(client, configMapKind, Selector{})
+		refs := func(w website) []types.NamespacedName {
+			if w.Name == "bad" {
+				panic("a bug in refs")
+			}
+			return contentFrom(w)
+		}
+		var calls counter
+		served(t, siteController(t, f, client, tel, testSettings(), serveContent(cms, &calls), References(cms, refs)))
+		settle(10 * time.Second)
+		for i := range 3 {
+			f.update(t, sitesGVR, siteObject("default", "bad", "c1"+strings.Repeat(" ", i)))
+			settle(time.Second)
+		}
+		good := calls.get("good")
+		f.update(t, configMapsGVR, configMapObject("default", "c1", "edited", nil))
+		settle(time.Second)
+		if calls.get("good")-good != 1 {
+			t.Errorf("reconciles of good for c1's change = %d, want 1", calls.get("good")-good)
+		}
+		panics := 0
+		for _, r := range tel.Records() {
+			if strings.HasPrefix(r.Body().AsString(), "mapping a related object panicked") {
+				panics++
+			}
+		}
+		if panics != 1 {
+			t.Errorf("records of the panic = %d, want 1", panics)
+		}
+	})
+}
