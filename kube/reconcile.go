@@ -213,6 +213,12 @@ func (c *Controller) conclude(ctx context.Context, w *work, item priorityqueue.I
 		record.stale(err)
 		w.q.Restamp(key, item.Changed)
 		c.settle(w, key)
+	case errors.As(err, new(*timeoutError)):
+		// 7. A reconcile that ran past Settings.ReconcileTimeout is retried
+		// as an error is.
+		record.timedOut(err)
+		w.q.Restamp(key, item.Changed)
+		w.later.add(key, c.retry.When(key), item.Priority)
 	case err != nil:
 		// 7. An error retries the object after a backoff of its own.
 		record.failed(err)
@@ -278,7 +284,8 @@ func (c *Controller) reconcile(ctx context.Context, u *cachedObject) (time.Durat
 		// No Finalize: nothing to add, nothing to run.
 	case deleting && hasFinalizer:
 		// Finalize instead of reconciling, then remove the finalizer.
-		if err := obj.finalize(ctx); err != nil {
+		bounded, end := c.bounded(ctx)
+		if err := end(obj.finalize(bounded)); err != nil {
 			return 0, err
 		}
 		_, err := c.applyFinalizer(ctx, u, false)
@@ -293,8 +300,10 @@ func (c *Controller) reconcile(ctx context.Context, u *cachedObject) (time.Durat
 		}
 	}
 
-	// 5. Call the Reconciler.
-	status, after, err := obj.reconcile(ctx)
+	// 5. Call the Reconciler, within Settings.ReconcileTimeout.
+	bounded, end := c.bounded(ctx)
+	status, after, err := obj.reconcile(bounded)
+	err = end(err)
 
 	// 6. Apply the status, whether or not Reconcile returned an error.
 	if status != nil {
@@ -304,6 +313,43 @@ func (c *Controller) reconcile(ctx context.Context, u *cachedObject) (time.Durat
 	}
 	return after, err
 }
+
+// bounded is ctx, ended after Settings.ReconcileTimeout when it has one,
+// for the end user's code, and what to call with that code's error once
+// it has returned: the error, or, when the bound ended ctx first, a
+// *timeoutError wrapping it.
+func (c *Controller) bounded(ctx context.Context) (context.Context, func(error) error) {
+	d := c.settings.ReconcileTimeout
+	if d <= 0 {
+		return ctx, func(err error) error { return err }
+	}
+	limit := &timeoutError{after: d}
+	bounded, cancel := context.WithTimeoutCause(ctx, d, limit)
+	return bounded, func(err error) error {
+		defer cancel()
+		if context.Cause(bounded) != limit { //nolint:errorlint // the very error the bound ends it with
+			return err
+		}
+		limit.err = err
+		return limit
+	}
+}
+
+// timeoutError is a reconcile that Settings.ReconcileTimeout ended: the
+// error it returned then, if any, wrapped.
+type timeoutError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *timeoutError) Error() string {
+	if e.err == nil || errors.Is(e.err, context.DeadlineExceeded) {
+		return fmt.Sprintf("kube: the reconcile timed out after %v", e.after)
+	}
+	return fmt.Sprintf("kube: the reconcile timed out after %v: %v", e.after, e.err)
+}
+
+func (e *timeoutError) Unwrap() error { return e.err }
 
 // key is u's key in the queue and the cache.
 func key(u metav1.Object) string {

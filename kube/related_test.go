@@ -120,7 +120,9 @@ func TestReferencesReconcilesEveryReferrerOfARelatedChange(t *testing.T) {
 			}
 		}
 
-		count := func() map[string]int { return map[string]int{"a": calls.get("a"), "b": calls.get("b"), "x": calls.get("x")} }
+		count := func() map[string]int {
+			return map[string]int{"a": calls.get("a"), "b": calls.get("b"), "x": calls.get("x")}
+		}
 		expect := func(what string, before map[string]int, want map[string]int) {
 			t.Helper()
 			for name, n := range want {

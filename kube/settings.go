@@ -53,6 +53,16 @@ type Settings struct {
 	RetryBaseDelay time.Duration
 	RetryMaxDelay  time.Duration
 
+	// ReconcileTimeout bounds each reconcile: the context the Reconciler
+	// (or a Finalize's f) is handed ends this long after it is called, and
+	// a reconcile that hasn't returned by then is retried with backoff, as
+	// an error is, its span and its outcome (timeout) saying so. The status
+	// it returns is still applied. A Reconciler that ignores its context
+	// still holds its worker until it returns. Default 0: no bound, as
+	// client-go and controller-runtime default; otherwise positive
+	// (CheckReconcileTimeout).
+	ReconcileTimeout time.Duration
+
 	// Shards divides the objects among the replicas, by the hash of the
 	// field ShardBy names, into this many ranges, each with a Lease of its
 	// own: the replica that holds a shard's Lease lists, watches, caches and
@@ -145,6 +155,12 @@ func CheckLeaseDuration(d time.Duration) error { return named("lease duration", 
 // CheckRenewDeadline checks the Lease's renew deadline: positive.
 func CheckRenewDeadline(d time.Duration) error { return named("renew deadline", d, checkPositive(d)) }
 
+// CheckReconcileTimeout checks a reconcile's bound: 0, for none, or
+// positive.
+func CheckReconcileTimeout(d time.Duration) error {
+	return named("reconcile timeout", d, checkNotNegative(d))
+}
+
 // CheckRetryPeriod checks the Lease's retry period: positive.
 func CheckRetryPeriod(d time.Duration) error { return named("retry period", d, checkPositive(d)) }
 
@@ -203,6 +219,13 @@ func checkShardBy(k ShardKey) error {
 	return nil
 }
 
+func checkNotNegative(d time.Duration) error {
+	if d < 0 {
+		return errors.New("must not be negative: 0 is none")
+	}
+	return nil
+}
+
 func checkPositive(d time.Duration) error {
 	if d <= 0 {
 		return errors.New("must be positive")
@@ -244,6 +267,7 @@ func (s Settings) check(scope Scope) error {
 		named("Settings.Resync", s.Resync, checkPositive(s.Resync)),
 		named("Settings.RetryBaseDelay", s.RetryBaseDelay, checkPositive(s.RetryBaseDelay)),
 		named("Settings.RetryMaxDelay", s.RetryMaxDelay, checkPositive(s.RetryMaxDelay)),
+		named("Settings.ReconcileTimeout", s.ReconcileTimeout, checkNotNegative(s.ReconcileTimeout)),
 		named("Settings.LeaderElection.Namespace", le.Namespace, checkNamespace(le.Namespace)),
 		named("Settings.LeaderElection.Identity", le.Identity, checkIdentity(le.Identity)),
 		named("Settings.LeaderElection.RetryPeriod", le.RetryPeriod, checkPositive(le.RetryPeriod)),

@@ -143,6 +143,15 @@ func (r *reconcileRecord) failed(err error) {
 	r.end(failure)
 }
 
+// timedOut records a reconcile that Settings.ReconcileTimeout ended: as
+// failed does, with the outcome timeout.
+func (r *reconcileRecord) timedOut(err error) {
+	r.span.RecordError(err)
+	r.span.SetStatus(codes.Error, err.Error())
+	r.tel.log.WarnContext(r.ctx, "reconcile timed out", append(r.attrs, slog.String("error", err.Error()))...)
+	r.end(timedOut)
+}
+
 // panicked records a recovered panic: an exception event on the span, an
 // Error status, and one ERROR record, each with the exception's type,
 // message and stack.
@@ -181,6 +190,7 @@ const (
 	success  outcome = "success"
 	failure  outcome = "error"
 	panicked outcome = "panic"
+	timedOut outcome = "timeout"
 )
 
 // panicValue is a recovered panic, and where it happened.

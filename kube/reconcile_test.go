@@ -1,0 +1,85 @@
+package kube
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.opentelemetry.io/otel/codes"
+
+	"github.com/z5labs/humus/humustest"
+)
+
+// A reconcile that runs past Settings.ReconcileTimeout has its context
+// ended, and is retried with backoff as an error is; its status is still
+// applied, and its span, record and outcome say it timed out. Another
+// object is reconciled meanwhile.
+func TestAReconcilePastItsTimeoutIsEndedAndRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "hung", 1), cacheObject("default", "quick", 2))
+		tel := humustest.NewTelemetry()
+		s := testSettings()
+		s.Workers, s.ReconcileTimeout = 2, 30*time.Second
+		var calls counter
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			calls.inc(m.Name)
+			st := m.Status
+			st.ReadyReplicas = m.Spec.Size
+			if m.Name == "hung" {
+				<-ctx.Done() // hangs until the bound ends it
+				return Result[cacheStatus]{Status: &st}, ctx.Err()
+			}
+			return Result[cacheStatus]{Status: &st}, nil
+		})
+		served(t, observedController(t, f, tel, s, rec))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if calls.get("quick") != 1 || calls.get("hung") != 1 {
+			t.Fatalf("reconciles at 10s: quick %d, hung %d; want 1 each, hung's still running", calls.get("quick"), calls.get("hung"))
+		}
+		time.Sleep(25 * time.Second) // past the bound, and its first backoff
+		synctest.Wait()
+		if got := calls.get("hung"); got < 2 {
+			t.Errorf("reconciles of hung past its timeout = %d, want it retried", got)
+		}
+		if got := f.appliesTo("status"); len(got) < 2 {
+			t.Errorf("status applies = %d, want quick's and hung's", len(got))
+		}
+
+		var timedOut int
+		for _, span := range tel.Spans() {
+			if span.Status().Code == codes.Error && strings.Contains(span.Status().Description, "the reconcile timed out after 30s") {
+				timedOut++
+			}
+		}
+		if timedOut == 0 {
+			t.Error("no reconcile span says it timed out after 30s")
+		}
+		var records int
+		for _, r := range tel.Records() {
+			if r.Body().AsString() == "reconcile timed out" {
+				records++
+			}
+		}
+		if records == 0 {
+			t.Error("no record says the reconcile timed out")
+		}
+		if dp, ok := reconcileDurations(t, tel)["timeout"]; !ok || dp.Count == 0 {
+			t.Errorf("reconcile.duration has no timeout outcome: %v", reconcileDurations(t, tel))
+		}
+	})
+}
+
+func TestReconcileTimeoutIsCheckedWithTheOtherSettings(t *testing.T) {
+	if err := CheckReconcileTimeout(0); err != nil {
+		t.Errorf("CheckReconcileTimeout(0) = %v, want nil: 0 is none", err)
+	}
+	s := testSettings()
+	s.ReconcileTimeout = -time.Second
+	const want = "kube: Settings.ReconcileTimeout -1s must not be negative: 0 is none"
+	if err := s.check(Namespaced); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("check = %v, want %q", err, want)
+	}
+}
