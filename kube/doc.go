@@ -189,10 +189,26 @@
 //     still recognises.
 //   - client-go limits no rate: the API server's priority and fairness does.
 //
+// # Reading other objects, and following them
+//
+// A Reconciler reads objects other than its own from the cache every
+// Controller built on one Client shares: Read (or ReadResource) declares a
+// read of one resource's objects that a Selector keeps, and returns a
+// typed, read-only Reader, whose Get and List decode a copy of their own;
+// Reads gives it to a controller, whose Serve keeps its cache warm and
+// whose Synced waits for it. Related and References reconcile the
+// controller's objects when a related object changes: by a function of
+// the related object (before and after each change), or by an index of
+// the controller's own objects, kept by a function naming what each
+// refers to. Nothing is started inside a reconcile, and nothing is
+// global: a resource owned or read by several controllers of one Client,
+// in one namespace with one Selector, is listed and watched once
+// (cache.go). Settings.ReconcileTimeout bounds each reconcile.
+//
 // # What a Controller promises
 //
 //   - Every replica lists and watches its resource, and the resources it
-//     Owns, and keeps its caches warm; only the holder of its Lease, named
+//     Owns and reads, and keeps its caches warm; only the holder of its Lease, named
 //     Settings.Name in LeaderElection.Namespace, reconciles. Leader election
 //     has no off switch.
 //   - One writer at a time: a replica reconciles and writes only while it
@@ -385,10 +401,13 @@
 // Lease and renews it; term.go is one term of leading, whose workers
 // reconcile.go starts beside its worker loop:
 //
-//  1. Check that the resource and each resource it Owns are served: list
-//     each once.
-//  2. Start the informers: the resource's, and a metadata informer for
-//     each it Owns, limited to Settings.Namespace. The resource's cache
+//  1. Check that the resource and each resource it Owns or reads are
+//     served: list each once.
+//  2. Start the informers: the resources it reads, shared with the
+//     Client's other controllers (cache.go), first; then the resource's
+//     own, with an index for each References, and a metadata informer for
+//     each it Owns, shared too, limited to Settings.Namespace; one it Owns
+//     and reads is cached whole, as the resource's objects are. The resource's cache
 //     keeps each object as its metadata, decoded, and the JSON of the
 //     rest, without managedFields but for a 16-byte digest of each entry
 //     (cached.go), decoded into that form straight from the API server's
@@ -592,7 +611,8 @@
 //     controller reads objects from its cache, and never gets one;
 //   - get, create and update on Leases, in the Lease's namespace, and list
 //     with Settings.Shards above 1;
-//   - list and watch on each owned resource.
+//   - list and watch on each owned resource, and on each resource it reads
+//     (Reads, Related, References), in the Reader's Selector's namespace.
 //
 // A Reconciler that applies its children with server-side apply needs
 // create and patch on them: an apply that creates an object is authorized

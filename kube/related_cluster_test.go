@@ -1,0 +1,257 @@
+package kube
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/clustertest"
+)
+
+// siteRBAC is what a Website controller in ns needs: its own rights, and
+// list and watch on the ConfigMaps it reads.
+func siteRBAC(ns string) []clustertest.Grant {
+	g := controllerRBAC(sitesGVR.Group, sitesGVR.Resource, ns)
+	g[0].Rules = append(g[0].Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}})
+	return g
+}
+
+// siteSettings is a controller of ns's Websites, named name.
+func siteSettings(ns, name string) Settings {
+	s := testSettings()
+	s.Name, s.Namespace, s.LeaderElection.Namespace = name, ns, ns
+	return s
+}
+
+func createSite(t *testing.T, d dynamic.Interface, ns, name, contentFrom string) {
+	t.Helper()
+	u := siteObject(ns, name, contentFrom)
+	unstructured.RemoveNestedField(u.Object, "metadata", "uid")
+	unstructured.RemoveNestedField(u.Object, "metadata", "resourceVersion")
+	if _, err := d.Resource(sitesGVR).Namespace(ns).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func putConfigMap(t *testing.T, k kubernetes.Interface, ns, name, content string, lbls map[string]string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbls}, Data: map[string]string{"index.html": content}}
+	_, err := k.CoreV1().ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{})
+	if err != nil {
+		_, err = k.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// contentIs waits until the Website ns/name serves want.
+func contentIs(t *testing.T, d dynamic.Interface, ns, name, want string) {
+	t.Helper()
+	clustertest.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		u, err := d.Resource(sitesGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got, _, _ := unstructured.NestedString(u.Object, "status", "content"); got != want {
+			return fmt.Errorf("%s's content = %q, want %q", name, got, want)
+		}
+		return nil
+	})
+}
+
+// A Website follows the ConfigMap it names, read from the cache: its
+// edits and its deletion reconcile every Website naming it, and a
+// Website that names another ConfigMap no longer follows the first.
+func TestClusterReferencesFollowTheConfigMapsTheyName(t *testing.T) {
+	c := clustertest.Get(t)
+	installCRD(t, c, sites)
+	ns := c.Namespace(t)
+	token := c.ServiceAccount(t, ns, "site-controller", siteRBAC(ns)...)
+	setup, client := clientAs(t, c, humustest.NewTelemetry(), token)
+	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
+	adminKube := kubernetes.NewForConfigOrDie(c.AdminConfig())
+
+	cms := Read(client, configMapKind, Selector{Namespace: ns})
+	var calls counter
+	ctrl, err := NewController(setup, client, siteSettings(ns, "site-controller"), sites, serveContent(cms, &calls), References(cms, contentFrom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := served(t, ctrl)
+	putConfigMap(t, adminKube, ns, "c1", "one", nil)
+	putConfigMap(t, adminKube, ns, "c2", "two", nil)
+	createSite(t, admin, ns, "a", "c1")
+	createSite(t, admin, ns, "b", "c1")
+	contentIs(t, admin, ns, "a", "one")
+	contentIs(t, admin, ns, "b", "one")
+
+	edited := time.Now()
+	putConfigMap(t, adminKube, ns, "c1", "one, edited", nil)
+	contentIs(t, admin, ns, "a", "one, edited")
+	contentIs(t, admin, ns, "b", "one, edited")
+	t.Logf("c1's edit reached both Websites in %v", time.Since(edited).Round(time.Millisecond))
+
+	if err := adminKube.CoreV1().ConfigMaps(ns).Delete(t.Context(), "c1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	contentIs(t, admin, ns, "a", "")
+	contentIs(t, admin, ns, "b", "")
+
+	// a names c2 from now on: c1 comes back, and only b follows it.
+	patch := []byte(`{"spec":{"contentFrom":"c2"}}`)
+	if _, err := admin.Resource(sitesGVR).Namespace(ns).Patch(t.Context(), "a", "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	contentIs(t, admin, ns, "a", "two")
+	time.Sleep(time.Second)
+	before := calls.get("a")
+	putConfigMap(t, adminKube, ns, "c1", "one, back", nil)
+	contentIs(t, admin, ns, "b", "one, back")
+	time.Sleep(2 * time.Second) // a reconcile of a would show
+	if got := calls.get("a") - before; got != 0 {
+		t.Errorf("reconciles of a for c1's return, once a names c2 = %d, want 0", got)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("Serve = %v, want nil", err)
+	}
+}
+
+// watchers is how many watches of resource kube-apiserver serves now, by
+// its apiserver_longrunning_requests gauge.
+func watchers(t *testing.T, k kubernetes.Interface, resource string) int {
+	t.Helper()
+	raw, err := k.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_longrunning_requests{") || !strings.Contains(line, `resource="`+resource+`"`) || !strings.Contains(line, `verb="WATCH"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err == nil {
+			n += int(v)
+		}
+	}
+	return n
+}
+
+// Two controllers on one Client that own Deployments and read ConfigMaps
+// in one namespace open one watch of each on the API server: its count of
+// the watches it serves grows by one for each, not two.
+func TestClusterTwoControllersOnOneClientShareOneWatch(t *testing.T) {
+	c := clustertest.Get(t)
+	installCRD(t, c, sites)
+	installCRD(t, c, clusterCaches)
+	ns := c.Namespace(t)
+	grants := append(siteRBAC(ns), controllerRBAC(clusterCaches.GVR().Group, clusterCaches.GVR().Resource, ns)...)
+	grants = append(grants, clustertest.Grant{Namespace: ns, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}},
+	}})
+	token := c.ServiceAccount(t, ns, "two-controllers", grants...)
+	setup, client := clientAs(t, c, humustest.NewTelemetry(), token)
+	adminKube := kubernetes.NewForConfigOrDie(c.AdminConfig())
+
+	// Other tests' controllers come and go: wait for a moment when the
+	// count holds still, before and after.
+	steady := func(resource string) int {
+		var n int
+		clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
+			a := watchers(t, adminKube, resource)
+			time.Sleep(time.Second)
+			if n = watchers(t, adminKube, resource); n != a {
+				return fmt.Errorf("%s's watches went from %d to %d", resource, a, n)
+			}
+			return nil
+		})
+		return n
+	}
+	deps, cmsBefore := steady("deployments"), steady("configmaps")
+
+	cms := Read(client, configMapKind, Selector{Namespace: ns})
+	var calls counter
+	sitesCtrl, err := NewController(setup, client, siteSettings(ns, "sites"), sites, serveContent(cms, &calls), Owns(deployments), References(cms, contentFrom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cachesSettings := siteSettings(ns, "caches")
+	cachesCtrl, err := NewController(setup, client, cachesSettings, clusterCaches, readyReplicas(&calls), Owns(deployments), Reads(cms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served(t, sitesCtrl)
+	served(t, cachesCtrl)
+	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
+		if !healthy(sitesCtrl) || !healthy(cachesCtrl) {
+			return fmt.Errorf("the controllers haven't synced")
+		}
+		return nil
+	})
+	if got := steady("deployments") - deps; got != 1 {
+		t.Errorf("watches of Deployments the two controllers opened = %d, want 1", got)
+	}
+	if got := steady("configmaps") - cmsBefore; got != 1 {
+		t.Errorf("watches of ConfigMaps the two controllers opened = %d, want 1", got)
+	}
+}
+
+// healthy reports whether ctrl's Synced is healthy.
+func healthy(ctrl *Controller) bool { return ctrl.Synced().Healthy(context.Background()) == nil }
+
+// A Reader's Selector is listed and watched with: the API server sends
+// only the objects it keeps, so the cache holds no other.
+func TestClusterAReadersSelectorKeepsOtherObjectsOut(t *testing.T) {
+	c := clustertest.Get(t)
+	installCRD(t, c, sites)
+	ns := c.Namespace(t)
+	token := c.ServiceAccount(t, ns, "site-controller", siteRBAC(ns)...)
+	setup, client := clientAs(t, c, humustest.NewTelemetry(), token)
+	adminKube := kubernetes.NewForConfigOrDie(c.AdminConfig())
+	for i := range 20 {
+		putConfigMap(t, adminKube, ns, fmt.Sprintf("other-%d", i), "not read", nil)
+	}
+	putConfigMap(t, adminKube, ns, "web", "read", map[string]string{"tier": "web"})
+
+	cms := Read(client, configMapKind, Selector{Namespace: ns, Labels: "tier=web"})
+	var calls counter
+	ctrl, err := NewController(setup, client, siteSettings(ns, "site-controller"), sites, serveContent(cms, &calls), Reads(cms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served(t, ctrl)
+	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
+		if !healthy(ctrl) {
+			return fmt.Errorf("the controller hasn't synced")
+		}
+		return nil
+	})
+	got, err := cms.List(t.Context(), "", nil)
+	if err != nil || len(got) != 1 || got[0].Name != "web" {
+		var names []string
+		for _, cm := range got {
+			names = append(names, cm.Name)
+		}
+		t.Errorf("the cache holds %v (%v), want web alone", names, err)
+	}
+	if _, err := cms.Get(t.Context(), ns, "other-0"); err == nil {
+		t.Error("Get of a ConfigMap outside the selector found it")
+	}
+}
