@@ -375,6 +375,21 @@ func (w *ownedWrites) recordWrite(gr schema.GroupResource, namespace, name strin
 	w.m[k] = ow
 }
 
+// lastWrite is the resourceVersion of the last write of the object of gr
+// named namespace and name whose event hasn't come, if any.
+func (w *ownedWrites) lastWrite(gr schema.GroupResource, namespace, name string) (string, bool) {
+	if w == nil {
+		return "", false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ow, ok := w.m[ownedKey{gr, namespace, name}]
+	if !ok || len(ow.writes) == 0 || time.Since(ow.at) > rywBound {
+		return "", false
+	}
+	return ow.writes[len(ow.writes)-1].rv, true
+}
+
 // redundant reports whether the event that brings obj, an owned object of
 // gr, after old (nil when the object is new to the cache), is that of a
 // reconcile's own write: its version is one a write of the reconcile's

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/z5labs/humus/kube/internal/transport"
 )
 
 // Selector is which objects of a resource a cache keeps: the zero
@@ -133,7 +137,14 @@ func (reads) part() {}
 // Get returns the object named name in namespace ("" for a cluster-scoped
 // resource), decoded into its own copy: an error that apierrors.IsNotFound
 // recognises when the cache has none.
-func (r *Reader[T]) Get(_ context.Context, namespace, name string) (T, error) {
+//
+// Called with the context a Reconcile is handed, it reads the
+// controller's own writes: after a reconcile wrote the object (through a
+// clientset built from Client.Config, with that context), Get returns it
+// at that write's version or later, waiting for the cache to catch up, up
+// to readYourWrites, and then fails saying so, so the reconcile is
+// retried rather than computed from what its own write replaced.
+func (r *Reader[T]) Get(ctx context.Context, namespace, name string) (T, error) {
 	var obj T
 	store, err := r.store()
 	if err != nil {
@@ -142,6 +153,9 @@ func (r *Reader[T]) Get(_ context.Context, namespace, name string) (T, error) {
 	k := name
 	if namespace != "" {
 		k = namespace + "/" + name
+	}
+	if err := r.awaitOwnWrite(ctx, store, namespace, name, k); err != nil {
+		return obj, err
 	}
 	cached, ok, err := store.GetByKey(k)
 	if err != nil {
@@ -152,6 +166,40 @@ func (r *Reader[T]) Get(_ context.Context, namespace, name string) (T, error) {
 	}
 	err = r.decode(cached, &obj)
 	return obj, err
+}
+
+// readYourWrites bounds Get's wait for the cache to bring the
+// controller's own last write of an object.
+const readYourWrites = 5 * time.Second
+
+// awaitOwnWrite waits until store holds the object at key at least at the
+// version of the last write of it that ctx's reconcile made, if any whose
+// event hasn't come: up to readYourWrites, or until ctx ends.
+func (r *reader) awaitOwnWrite(ctx context.Context, store cache.Indexer, namespace, name, key string) error {
+	writes, ok := transport.WritesFrom(ctx).(*ownedWrites)
+	if !ok {
+		return nil
+	}
+	deadline := time.Now().Add(readYourWrites)
+	for {
+		rv, ok := writes.lastWrite(r.gr, namespace, name)
+		if !ok {
+			return nil // its event came
+		}
+		if cached, ok, _ := store.GetByKey(key); ok {
+			if m, ok := cached.(metav1.Object); ok {
+				if cmp, err := resourceversion.CompareResourceVersion(m.GetResourceVersion(), rv); err != nil || cmp >= 0 {
+					return nil
+				}
+			}
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("kube: reading %s %s: the cache hasn't brought this reconcile's own write of it (resourceVersion %s) within %v", r.kind, key, rv, readYourWrites)
+		}
+		if !sleep(ctx, 5*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
 }
 
 // List returns the objects in namespace ("" for every namespace the

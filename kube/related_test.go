@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -396,6 +397,60 @@ func TestAPanickingReferencesIsRecordedOnceAndStopsNothing(t *testing.T) {
 		}
 		if panics != 1 {
 			t.Errorf("records of the panic = %d, want 1", panics)
+		}
+	})
+}
+
+// A Reader's Get, with a reconcile's context, reads that reconcile's own
+// write: it waits for the cache to bring the version the write answered,
+// and fails, saying so, when the cache doesn't within its bound.
+func TestAReaderReadsTheReconcilesOwnWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, siteKinds, siteObject("default", "a", "c1"), configMapObject("default", "c1", "one", nil))
+		client := testClient(t, fakeSetup(nil))
+		cms := Read(client, configMapKind, Selector{})
+		var calls counter
+		ctrl := siteController(t, f, client, nil, testSettings(), serveContent(cms, &calls), Reads(cms))
+		served(t, ctrl)
+		settle(10 * time.Second)
+
+		// The reconcile wrote c1, and the API server answered with the
+		// version the fake's next write makes.
+		ctx := recordingWrites(t.Context(), ctrl.ownWrites)
+		f.mu.Lock()
+		next := strconv.Itoa(f.rv + 1)
+		f.mu.Unlock()
+		ctrl.ownWrites.recordWrite(configMapsGVR.GroupResource(), "default", "c1", ownedAnswer{rv: next})
+		got := make(chan string, 1)
+		go func() {
+			cm, err := cms.Get(ctx, "default", "c1")
+			if err != nil {
+				got <- err.Error()
+				return
+			}
+			got <- cm.Data["index.html"]
+		}()
+		settle(time.Second)
+		select {
+		case s := <-got:
+			t.Fatalf("Get returned %q before the cache brought the write", s)
+		default:
+		}
+		f.update(t, configMapsGVR, configMapObject("default", "c1", "written", nil))
+		settle(10 * time.Millisecond)
+		if s := <-got; s != "written" {
+			t.Errorf("Get after its own write = %q, want the written content", s)
+		}
+
+		// A write whose event never comes.
+		ctrl.ownWrites.recordWrite(configMapsGVR.GroupResource(), "default", "c1", ownedAnswer{rv: "100000"})
+		_, err := cms.Get(ctx, "default", "c1")
+		if err == nil || !strings.Contains(err.Error(), "hasn't brought this reconcile's own write of it (resourceVersion 100000) within 5s") {
+			t.Errorf("Get of a write the cache never brings = %v, want an error saying so", err)
+		}
+		// Without a reconcile's context, Get reads what the cache holds.
+		if cm, err := cms.Get(t.Context(), "default", "c1"); err != nil || cm.Data["index.html"] != "written" {
+			t.Errorf("Get without a reconcile's context = %v, %v; want the cached copy", cm.Data, err)
 		}
 	})
 }

@@ -49,6 +49,12 @@ func RecordingWrites(ctx context.Context, r WriteRecorder) context.Context {
 	return context.WithValue(ctx, writeRecorderKey{}, r)
 }
 
+// WritesFrom is the WriteRecorder ctx carries, or nil.
+func WritesFrom(ctx context.Context) WriteRecorder {
+	r, _ := ctx.Value(writeRecorderKey{}).(WriteRecorder)
+	return r
+}
+
 // writesTransport reads the answer of each write whose context carries a
 // WriteRecorder, and records it.
 type writesTransport struct {
