@@ -3,6 +3,9 @@ package kube
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"maps"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -39,11 +42,15 @@ import (
 
 // sharedCache is the informers of one Client's controllers.
 type sharedCache struct {
+	log *slog.Logger // the Client's, for what an index function does wrong
+
 	mu      sync.Mutex
 	entries map[cacheKey]*cacheEntry
 }
 
-func newSharedCache() *sharedCache { return &sharedCache{entries: map[cacheKey]*cacheEntry{}} }
+func newSharedCache(log *slog.Logger) *sharedCache {
+	return &sharedCache{log: log, entries: map[cacheKey]*cacheEntry{}}
+}
 
 // cacheKey is what one shared informer lists and watches.
 type cacheKey struct {
@@ -102,6 +109,21 @@ type cacheEntry struct {
 	// onError are the users' checks of the informer's list and watch
 	// errors, each told of every one.
 	onError map[*cacheUser]func(error)
+	// indexers are the indexes declared of its objects (IndexBy), which
+	// each informer it runs keeps from its start.
+	indexers cache.Indexers
+}
+
+// addIndex declares an index of e's objects by f, and returns its name.
+func (e *cacheEntry) addIndex(f cache.IndexFunc) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.indexers == nil {
+		e.indexers = cache.Indexers{}
+	}
+	name := "humus.kube.index." + strconv.Itoa(len(e.indexers))
+	e.indexers[name] = f
+	return name
 }
 
 // cacheUser is one controller's use of a shared informer, from join until
@@ -249,7 +271,9 @@ func (e *cacheEntry) newInformer(cl clients) (cache.SharedIndexInformer, error) 
 		}
 		client, example = cl.metadata, &metav1.PartialObjectMetadata{}
 	}
-	inf := newInformer(lw, client, k.gvr, example, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	maps.Copy(indexers, e.indexers)
+	inf := newInformer(lw, client, k.gvr, example, 0, indexers)
 	if err := inf.SetWatchErrorHandlerWithContext(e.watchError); err != nil {
 		return nil, fmt.Errorf("kube: setting a watch error handler: %w", err)
 	}

@@ -133,7 +133,8 @@ func NewClient(s *humus.Setup, c Connection) (*Client, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Client{server: c.Server, rt: newTransport(s, c), cache: newSharedCache()}, nil
+	log := slog.New(otelslog.NewHandler(scope, otelslog.WithLoggerProvider(s.Telemetry.Resolved().LoggerProvider)))
+	return &Client{server: c.Server, rt: newTransport(s, c, log), cache: newSharedCache(log)}, nil
 }
 
 // clientTransport is the Client's transport: internal/transport's, whose
@@ -142,8 +143,7 @@ func NewClient(s *humus.Setup, c Connection) (*Client, error) {
 // Lease, and to count them.
 type clientTransport struct{ *transport.Transport }
 
-func newTransport(s *humus.Setup, c Connection) *clientTransport {
-	log := slog.New(otelslog.NewHandler(scope, otelslog.WithLoggerProvider(s.Telemetry.Resolved().LoggerProvider)))
+func newTransport(s *humus.Setup, c Connection, log *slog.Logger) *clientTransport {
 	return &clientTransport{transport.New(transport.Config{
 		Server:    c.Server,
 		TLS:       c.TLS,

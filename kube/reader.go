@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
+	"runtime/debug"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -76,6 +79,7 @@ type Reader[T any] struct{ *reader }
 // reader is what a Reader knows, whatever its type.
 type reader struct {
 	client *Client
+	failed sync.Map // the keys an index function failed for, each recorded once until it succeeds
 	entry  *cacheEntry
 	gr     schema.GroupResource
 	kind   string
@@ -272,4 +276,85 @@ func checkKind[T any](k Kind[T], prefix string) error {
 		errs = append(errs, fmt.Errorf("%sKind[%s]: *%[2]s isn't a metav1.Object, as a client-go type's pointer is", prefix, reflect.TypeFor[T]()))
 	}
 	return errors.Join(errs...)
+}
+
+// Index is an index of a Reader's objects, by the values a function of
+// each returns, kept as they change: "the Pods on this node", "the Secrets
+// of this type". It is declared before the controllers serve, with its
+// Reader, and read through List.
+type Index[T any] struct {
+	r    *reader
+	name string
+}
+
+// IndexBy declares an index of r's objects by what values returns for
+// each, such as a Pod's node name. The cache keeps it from its start, so
+// declare it, as r, before any controller that reads r serves: an index
+// declared later fails each List, saying so. A panic in values, or an
+// object that can't be decoded into T, is recorded once for the object,
+// which is indexed by nothing until it changes; it never stops the
+// informer.
+func IndexBy[T any](r *Reader[T], values func(obj T) []string) *Index[T] {
+	idx := &Index[T]{r: r.reader}
+	if r.err != nil {
+		return idx
+	}
+	idx.name = r.entry.addIndex(func(obj any) (vs []string, _ error) {
+		u, ok := obj.(*cachedObject)
+		if !ok {
+			return nil, nil
+		}
+		defer func() {
+			if p := recover(); p != nil {
+				vs = nil
+				r.indexFailed(u, fmt.Errorf("panic: %v", p), debug.Stack())
+			}
+		}()
+		var v T
+		if err := decode(u, &v); err != nil {
+			r.indexFailed(u, err, nil)
+			return nil, nil
+		}
+		vs = values(v)
+		r.failed.Delete(key(u))
+		return vs, nil
+	})
+	return idx
+}
+
+// indexFailed records that an index function failed for u: an ERROR
+// record for a panic, with its stack, a WARN record for an object that
+// can't be decoded; once for u's key until the index succeeds for it.
+func (r *reader) indexFailed(u *cachedObject, err error, stack []byte) {
+	if _, seen := r.failed.LoadOrStore(key(u), struct{}{}); seen {
+		return
+	}
+	attrs := []any{slog.String("resource", r.gr.String()), slog.String("object", describe(u)), slog.String("error", err.Error())}
+	if stack != nil {
+		r.client.cache.log.Error("indexing an object panicked: it is indexed by nothing until it changes", append(attrs, slog.String(attrExcStacktrace, string(stack)))...)
+		return
+	}
+	r.client.cache.log.Warn("indexing an object failed: it is indexed by nothing until it changes", attrs...)
+}
+
+// List returns the objects the index holds under value, each decoded
+// into its own copy, in no particular order.
+func (i *Index[T]) List(_ context.Context, value string) ([]T, error) {
+	store, err := i.r.store()
+	if err != nil {
+		return nil, err
+	}
+	cached, err := store.ByIndex(i.name, value)
+	if err != nil {
+		return nil, fmt.Errorf("kube: listing %s by an index: %w: declare each IndexBy before the controllers serve", i.r.entry.key, err)
+	}
+	objs := make([]T, 0, len(cached))
+	for _, c := range cached {
+		var obj T
+		if err := i.r.decode(c, &obj); err != nil {
+			return nil, err
+		}
+		objs = append(objs, obj)
+	}
+	return objs, nil
 }

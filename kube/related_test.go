@@ -454,3 +454,60 @@ func TestAReaderReadsTheReconcilesOwnWrite(t *testing.T) {
 		}
 	})
 }
+
+// An index of a Reader's objects lists them by its values, kept as they
+// change; a panic in its function is recorded once and indexes that
+// object by nothing.
+func TestAnIndexListsAReadersObjectsByItsValues(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, siteKinds, siteObject("default", "a", "c1"),
+			configMapObject("default", "c1", "one", map[string]string{"tier": "web"}),
+			configMapObject("default", "c2", "two", map[string]string{"tier": "web"}),
+			configMapObject("other", "c3", "three", map[string]string{"tier": "db"}),
+			configMapObject("default", "bad", "boom", map[string]string{"tier": "panic"}),
+		)
+		tel := humustest.NewTelemetry()
+		client := testClient(t, fakeSetup(tel))
+		cms := Read(client, configMapKind, Selector{})
+		byTier := IndexBy(cms, func(cm corev1.ConfigMap) []string {
+			if cm.Labels["tier"] == "panic" {
+				panic("a bug in the index")
+			}
+			return []string{cm.Labels["tier"]}
+		})
+		var calls counter
+		served(t, siteController(t, f, client, nil, testSettings(), serveContent(cms, &calls), Reads(cms)))
+		settle(10 * time.Second)
+		names := func(tier string) string {
+			got, err := byTier.List(t.Context(), tier)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ns []string
+			for _, cm := range got {
+				ns = append(ns, cm.Name)
+			}
+			slices.Sort(ns)
+			return strings.Join(ns, ",")
+		}
+		if got := names("web"); got != "c1,c2" {
+			t.Errorf("web = %s, want c1,c2", got)
+		}
+		f.update(t, configMapsGVR, configMapObject("default", "c2", "two", map[string]string{"tier": "db"}))
+		settle(time.Second)
+		if got := names("db"); got != "c2,c3" {
+			t.Errorf("db once c2 moved = %s, want c2,c3", got)
+		}
+		f.update(t, configMapsGVR, configMapObject("default", "bad", "boom again", map[string]string{"tier": "panic"}))
+		settle(time.Second)
+		panics := 0
+		for _, r := range tel.Records() {
+			if strings.HasPrefix(r.Body().AsString(), "indexing an object panicked") {
+				panics++
+			}
+		}
+		if panics != 1 {
+			t.Errorf("records of the index's panic = %d, want 1", panics)
+		}
+	})
+}
