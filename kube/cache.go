@@ -241,10 +241,7 @@ func (e *cacheEntry) watchError(ctx context.Context, r *cache.Reflector, err err
 // repeat the owner's own), and keeps a namespace index, for List.
 func (e *cacheEntry) newInformer(cl clients) (cache.SharedIndexInformer, error) {
 	k := e.key
-	selected := func(o metav1.ListOptions) metav1.ListOptions {
-		o.LabelSelector, o.FieldSelector = andSelector(o.LabelSelector, k.labels), andSelector(o.FieldSelector, k.fields)
-		return o
-	}
+	selected := k.selected
 	var lw cache.ListWatch
 	var client any
 	var example runtime.Object
@@ -283,6 +280,26 @@ func (e *cacheEntry) newInformer(cl clients) (cache.SharedIndexInformer, error) 
 		}
 	}
 	return inf, nil
+}
+
+// selected is o with k's selectors too.
+func (k cacheKey) selected(o metav1.ListOptions) metav1.ListOptions {
+	o.LabelSelector, o.FieldSelector = andSelector(o.LabelSelector, k.labels), andSelector(o.FieldSelector, k.fields)
+	return o
+}
+
+// selecting is list and watch, listing and watching with k's selectors
+// too.
+func selecting[L runtime.Object](k cacheKey, list func(context.Context, metav1.ListOptions) (L, error), watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) (func(context.Context, metav1.ListOptions) (runtime.Object, error), func(context.Context, metav1.ListOptions) (watch.Interface, error)) {
+	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			l, err := list(ctx, k.selected(o))
+			if err != nil {
+				return nil, err
+			}
+			return l, nil
+		}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return watchFn(ctx, k.selected(o))
+		}
 }
 
 // andSelector is both selectors, a and b, either of which may be empty.

@@ -197,9 +197,9 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 	}
 	work, cancel := context.WithCancel(context.Background())
 	owned := ps.owned
-	watched := []cacheKey{{gvr: gvr, namespace: settings.Namespace}}
-	for _, o := range owned {
-		watched = append(watched, cacheKey{gvr: o, namespace: settings.Namespace})
+	watched := []cacheKey{{gvr: gvr, namespace: settings.Namespace, labels: settings.LabelSelector, fields: settings.FieldSelector}}
+	for i, o := range owned {
+		watched = append(watched, cacheKey{gvr: o, namespace: settings.Namespace, labels: ps.ownedSel[i].Labels, fields: ps.ownedSel[i].Fields})
 	}
 	written := slices.Clone(owned)
 	for _, r := range ps.reads {
@@ -259,7 +259,22 @@ type Part interface{ part() }
 // controller needs list and watch on gvr.
 func Owns(gvr schema.GroupVersionResource) Part { return owns{gvr: gvr} }
 
-type owns struct{ gvr schema.GroupVersionResource }
+// OwnsSelected is Owns, of the objects of gvr that sel's Labels and
+// Fields select only: listed and watched with them, so no other object
+// is cached, nor reconciles its owner. sel.Namespace must be "": owned
+// objects are those of Settings.Namespace. An owned object that stops
+// matching (a label taken off) is gone to the controller: its owner is
+// reconciled, as for a deletion, and an owner that applies it again with
+// the label brings it back.
+func OwnsSelected(gvr schema.GroupVersionResource, sel Selector) Part {
+	return owns{gvr: gvr, sel: sel, selected: true}
+}
+
+type owns struct {
+	gvr      schema.GroupVersionResource
+	sel      Selector
+	selected bool // OwnsSelected
+}
 
 func (owns) part() {}
 
@@ -301,6 +316,7 @@ func (finalize) part() {}
 type controllerParts struct {
 	finalizer string // "" without Finalize
 	owned     []schema.GroupVersionResource
+	ownedSel  []Selector // each owned resource's
 	reads     []*reader
 	relations []*relation
 }
@@ -347,8 +363,21 @@ func checkParts[T any](c *Client, parts []Part) (checkedParts[T], error) {
 				errs = append(errs, fmt.Errorf("kube: Owns(%s) is given twice", p.gvr))
 				continue
 			}
+			if p.selected {
+				var problems []error
+				if p.sel.Namespace != "" {
+					problems = append(problems, fmt.Errorf("Selector.Namespace %q must be empty: the owned objects are those of Settings.Namespace", p.sel.Namespace))
+				}
+				if err := p.sel.check(Namespaced); err != nil {
+					problems = append(problems, err)
+				}
+				if err := errors.Join(problems...); err != nil {
+					errs = append(errs, fmt.Errorf("kube: OwnsSelected(%s): %w", p.gvr, err))
+					continue
+				}
+			}
 			seen[p.gvr] = true
-			ps.owned = append(ps.owned, p.gvr)
+			ps.owned, ps.ownedSel = append(ps.owned, p.gvr), append(ps.ownedSel, p.sel)
 		case finalize:
 			if ps.finalizer != "" {
 				errs = append(errs, fmt.Errorf("kube: Finalize(%q) is a second finalizer; a controller has one, %q", p.name, ps.finalizer))

@@ -12,7 +12,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -54,10 +53,10 @@ func (s Selector) check(scope Scope) error {
 			errs = append(errs, fmt.Errorf("Selector.Namespace %q: the resource is cluster-scoped: its objects are in no namespace", s.Namespace))
 		}
 	}
-	if _, err := labels.Parse(s.Labels); err != nil {
+	if err := checkLabelSelector(s.Labels); err != nil {
 		errs = append(errs, fmt.Errorf("Selector.Labels %q: %w", s.Labels, err))
 	}
-	if _, err := fields.ParseSelector(s.Fields); err != nil {
+	if err := checkFieldSelector(s.Fields); err != nil {
 		errs = append(errs, fmt.Errorf("Selector.Fields %q: %w", s.Fields, err))
 	}
 	return errors.Join(errs...)

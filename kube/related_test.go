@@ -511,3 +511,49 @@ func TestAnIndexListsAReadersObjectsByItsValues(t *testing.T) {
 		}
 	})
 }
+
+// Settings.LabelSelector limits the controller to the objects it selects,
+// and OwnsSelected its owned resource's cache: each listed and watched
+// with its selector. A bad selector is one of NewController's mistakes.
+func TestSelectorsLimitTheOwnAndTheOwnedCaches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		web := siteObject("default", "web", "c1")
+		web.SetLabels(map[string]string{"tier": "web"})
+		f := newFakeCluster(t, siteKinds, web, siteObject("default", "other", "c1"))
+		client := testClient(t, fakeSetup(nil))
+		cms := Read(client, configMapKind, Selector{})
+		s := testSettings()
+		s.LabelSelector = "tier=web"
+		var calls counter
+		served(t, siteController(t, f, client, nil, s, serveContent(cms, &calls), Reads(cms),
+			OwnsSelected(deployments, Selector{Labels: "app=web"})))
+		settle(10 * time.Second)
+		if calls.get("web") != 1 || calls.get("other") != 0 {
+			t.Errorf("reconciles: web %d, other %d; want 1 and 0", calls.get("web"), calls.get("other"))
+		}
+		selectors := map[string]string{}
+		for _, a := range append(f.dyn.Actions(), f.meta.Actions()...) {
+			if l, ok := a.(k8stesting.ListAction); ok && !strings.Contains(l.GetListRestrictions().Fields.String(), probeName) {
+				selectors[a.GetResource().Resource] = l.GetListRestrictions().Labels.String()
+			}
+		}
+		if selectors["websites"] != "tier=web" || selectors["deployments"] != "app=web" {
+			t.Errorf("lists' label selectors = %v, want websites tier=web, deployments app=web", selectors)
+		}
+
+		bad := testSettings()
+		bad.LabelSelector, bad.FieldSelector = "tier in (", "x"
+		_, err := NewController(fakeSetup(nil), client, bad, sites, serveContent(cms, &calls),
+			OwnsSelected(deployments, Selector{Namespace: "default", Labels: "!!"}))
+		for _, want := range []string{
+			`kube: Settings.LabelSelector "tier in ("`,
+			`kube: Settings.FieldSelector "x"`,
+			`kube: OwnsSelected(apps/v1, Resource=deployments): Selector.Namespace "default" must be empty`,
+			`Selector.Labels "!!"`,
+		} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("NewController's error lacks %q:\n%v", want, err)
+			}
+		}
+	})
+}

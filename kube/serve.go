@@ -141,19 +141,22 @@ func (inf *informing) start(run, syncing context.Context, informers []cache.Shar
 
 // ownInformer is the informer of the controller's own resource, through
 // its objects' REST client (clients.objects), limited to
-// Settings.Namespace, with an index for each References.
+// Settings.Namespace and its selectors, with an index for each
+// References.
 func (c *Controller) ownInformer() cache.SharedIndexInformer {
 	res := c.clients.objects(c.gvr, c.settings.Namespace)
-	lw := cache.ListWatch{ListWithContextFunc: res.List, WatchFuncWithContext: res.Watch}
+	list, watch := selecting(c.watched[0], res.List, res.Watch)
+	lw := cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watch}
 	return newInformer(lw, c.clients.dynamic, c.gvr, &cachedObject{}, c.settings.Resync, c.indexers())
 }
 
 // joinOwned joins the shared informer of each resource the controller
-// owns, in Settings.Namespace, queueing their owners on w.
+// owns, in Settings.Namespace, with its selectors, queueing their owners
+// on w.
 func (c *Controller) joinOwned(w *work, watch *servedWatch) ([]*cacheUser, error) {
 	var users []*cacheUser
 	for i, gvr := range c.owned {
-		e := c.cache.entry(cacheKey{gvr: gvr, namespace: c.settings.Namespace}, false)
+		e := c.cache.entry(c.watched[1+i], false)
 		u, err := e.join(c.clients, c.tel.logr, c.ownerKeys(w, gvr.GroupResource()), watch.check(1+i))
 		if err != nil {
 			leaveAll(users)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -35,6 +37,18 @@ type Settings struct {
 	// namespace, the default; otherwise a DNS-1123 label
 	// (CheckWatchNamespace). It must be "" for a cluster-scoped resource.
 	Namespace string
+
+	// LabelSelector and FieldSelector limit the controller to the objects
+	// they select, as Namespace limits it to one namespace: its resource is
+	// listed and watched with them, so no other object is cached or
+	// reconciled. An object that stops matching is gone to the
+	// controller, as if deleted: it is neither reconciled nor finalized
+	// again until it matches. Default "", every object; a label selector
+	// such as "tier=web" (CheckLabelSelector), and a field selector of the
+	// fields the API server can select the resource by, such as
+	// "metadata.name!=skip" (CheckFieldSelector).
+	LabelSelector string
+	FieldSelector string
 
 	// Workers is how many objects are reconciled at once, on a replica:
 	// with shards, across the shards it holds. One object is never
@@ -155,6 +169,29 @@ func CheckLeaseDuration(d time.Duration) error { return named("lease duration", 
 // CheckRenewDeadline checks the Lease's renew deadline: positive.
 func CheckRenewDeadline(d time.Duration) error { return named("renew deadline", d, checkPositive(d)) }
 
+// CheckLabelSelector checks a label selector: "" or one that parses, such
+// as "tier=web,env!=dev".
+func CheckLabelSelector(s string) error {
+	return named("label selector", s, checkLabelSelector(s))
+}
+
+// CheckFieldSelector checks a field selector: "" or one that parses, such
+// as "metadata.name!=skip". Which fields a resource can be selected by is
+// the API server's to say: Serve ends with its answer.
+func CheckFieldSelector(s string) error {
+	return named("field selector", s, checkFieldSelector(s))
+}
+
+func checkLabelSelector(s string) error {
+	_, err := labels.Parse(s)
+	return err
+}
+
+func checkFieldSelector(s string) error {
+	_, err := fields.ParseSelector(s)
+	return err
+}
+
 // CheckReconcileTimeout checks a reconcile's bound: 0, for none, or
 // positive.
 func CheckReconcileTimeout(d time.Duration) error {
@@ -261,6 +298,8 @@ func (s Settings) check(scope Scope) error {
 	errs := []error{
 		named("Settings.Name", s.Name, checkName(s.Name)),
 		named("Settings.Namespace", s.Namespace, checkWatchNamespace(s.Namespace)),
+		named("Settings.LabelSelector", s.LabelSelector, checkLabelSelector(s.LabelSelector)),
+		named("Settings.FieldSelector", s.FieldSelector, checkFieldSelector(s.FieldSelector)),
 		named("Settings.Workers", s.Workers, checkWorkers(s.Workers)),
 		named("Settings.Shards", s.Shards, checkShards(s.Shards)),
 		named("Settings.ShardBy", s.ShardBy, checkShardBy(s.ShardBy)),

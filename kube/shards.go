@@ -499,18 +499,20 @@ func (c *Controller) shardInformers(r shard.Range, foreign func()) []cache.Share
 		ownerField = field
 	}
 	res := c.clients.objects(c.gvr, ns)
+	list, watch := selecting(c.watched[0], res.List, res.Watch)
 	lw := &shard.ListWatch{
-		List:     res.List,
-		Watch:    res.Watch,
+		List:     list,
+		Watch:    watch,
 		Filter:   shard.Filter{Range: r, Key: field, Foreign: foreign},
 		Selector: r.Selector(string(by)),
 	}
 	infs := []cache.SharedIndexInformer{shardInformer(lw, c.clients.dynamic, c.gvr, &cachedObject{}, c.settings.Resync, c.indexers())}
-	for _, gvr := range c.owned {
+	for i, gvr := range c.owned {
 		md := c.clients.metadata.Resource(gvr).Namespace(ns)
+		list, watch := selecting(c.watched[1+i], md.List, md.Watch)
 		lw := &shard.ListWatch{
-			List:   listing(md.List),
-			Watch:  md.Watch,
+			List:   list,
+			Watch:  watch,
 			Filter: shard.Filter{Range: r, Key: ownerField, Foreign: func() {}},
 		}
 		if by == ShardByNamespace {
