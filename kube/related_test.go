@@ -28,7 +28,7 @@ type siteSpec struct {
 }
 
 type siteStatus struct {
-	Content string `json:"content,omitempty"`
+	Content string `json:"content"`
 }
 
 type website = Object[siteSpec, siteStatus]
