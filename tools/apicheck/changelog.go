@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -50,7 +52,7 @@ var (
 // malformed release is reported in one error.
 func parseChangelog(name string, r io.Reader) (changelog, error) {
 	var (
-		cl      changelog
+		cl      = changelog{unreleased: section{names: map[string]bool{}}}
 		errs    []string
 		cur     *section // the level-2 section being read, nil before the first
 		rel     *release // cur's release, nil for Unreleased
@@ -69,16 +71,10 @@ func parseChangelog(name string, r io.Reader) (changelog, error) {
 		text.Reset()
 	}
 	finishRelease := func() {
-		if rel == nil {
-			return
+		if rel != nil {
+			errs = append(errs, rel.problems(name)...)
+			cl.releases = append(cl.releases, *rel)
 		}
-		if len(rel.tags) == 0 {
-			errs = append(errs, fmt.Sprintf("%s:%d: release %q names no tag (v1.2.3 for the root module, dir/v1.2.3 for the module in dir)", name, rel.line, rel.heading))
-		}
-		if rel.commit == "" {
-			errs = append(errs, fmt.Sprintf("%s:%d: release %q records no commit: its section names the full 40-character hash of the commit it was cut from", name, rel.line, rel.heading))
-		}
-		cl.releases = append(cl.releases, *rel)
 	}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -91,19 +87,10 @@ func parseChangelog(name string, r io.Reader) (changelog, error) {
 			heading := strings.TrimSpace(strings.TrimPrefix(line, "## "))
 			named = false
 			if strings.EqualFold(heading, "Unreleased") {
-				rel = nil
-				cl.unreleased = section{names: map[string]bool{}}
-				cur = &cl.unreleased
+				rel, cur = nil, &cl.unreleased
 				continue
 			}
-			rel = &release{heading: heading, line: lineNum, section: section{names: map[string]bool{}}}
-			for _, f := range strings.FieldsFunc(heading, func(r rune) bool {
-				return r == ' ' || r == ',' || r == '`' || r == '(' || r == ')' || r == '[' || r == ']'
-			}) {
-				if tagRE.MatchString(f) {
-					rel.tags = append(rel.tags, f)
-				}
-			}
+			rel = newRelease(heading, lineNum)
 			cur = &rel.section
 		case strings.HasPrefix(line, "### "):
 			flush()
@@ -126,21 +113,55 @@ func parseChangelog(name string, r io.Reader) (changelog, error) {
 	}
 	flush()
 	finishRelease()
-	if cl.unreleased.names == nil {
-		cl.unreleased.names = map[string]bool{}
-	}
 	if len(errs) > 0 {
 		return changelog{}, fmt.Errorf("%s", strings.Join(errs, "\n"))
 	}
 	return cl, nil
 }
 
+// newRelease returns the release of a heading, with the tags it names.
+func newRelease(heading string, line int) *release {
+	rel := &release{heading: heading, line: line, section: section{names: map[string]bool{}}}
+	for _, f := range strings.FieldsFunc(heading, func(r rune) bool {
+		return strings.ContainsRune(" ,`()[]", r)
+	}) {
+		if tagRE.MatchString(f) {
+			rel.tags = append(rel.tags, f)
+		}
+	}
+	return rel
+}
+
+// problems says what is wrong with the release read from the changelog
+// name, one line a problem.
+func (rel *release) problems(name string) []string {
+	var p []string
+	if len(rel.tags) == 0 {
+		p = append(p, fmt.Sprintf("%s:%d: release %q names no tag (v1.2.3 for the root module, dir/v1.2.3 for the module in dir)", name, rel.line, rel.heading))
+	}
+	if rel.commit == "" {
+		p = append(p, fmt.Sprintf("%s:%d: release %q records no commit: its section names the full 40-character hash of the commit it was cut from "+
+			"(the release commit itself can't: the commit after it records it)", name, rel.line, rel.heading))
+	}
+	return p
+}
+
+// readChangelog reads the changelog at path.
+func readChangelog(path string) (changelog, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return changelog{}, err
+	}
+	defer func() { _ = f.Close() }()
+	return parseChangelog(filepath.Base(path), f)
+}
+
 // lastRelease returns the newest release that tags the module whose tags
 // begin with prefix ("" for the root module, "kube/" for the module in
-// kube), and the names of the changes recorded since: in Unreleased and in
-// any newer release that didn't tag the module. ok is false if the module
-// has no release yet.
-func (cl changelog) lastRelease(prefix string) (rel release, since map[string]bool, ok bool) {
+// kube), its tag of the module, and the names of the changes recorded
+// since: in Unreleased and in any newer release that didn't tag the
+// module. ok is false if the module has no release yet.
+func (cl changelog) lastRelease(prefix string) (rel release, tag string, since map[string]bool, ok bool) {
 	since = map[string]bool{}
 	for n := range cl.unreleased.names {
 		since[n] = true
@@ -148,14 +169,14 @@ func (cl changelog) lastRelease(prefix string) (rel release, since map[string]bo
 	for _, r := range cl.releases {
 		for _, t := range r.tags {
 			if strings.HasPrefix(t, prefix) && !strings.Contains(t[len(prefix):], "/") {
-				return r, since, true
+				return r, t, since, true
 			}
 		}
 		for n := range r.names {
 			since[n] = true
 		}
 	}
-	return release{}, since, false
+	return release{}, "", since, false
 }
 
 // qualifiedName cuts a code span at its first character that can't be in
@@ -171,8 +192,9 @@ func qualifiedName(span string) string {
 	}
 	span = strings.TrimLeft(span, "*")
 	end := strings.IndexFunc(span, func(r rune) bool {
-		return !(r == '.' || r == '/' || r == '_' || r == '-' ||
-			'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9')
+		inName := r == '.' || r == '/' || r == '_' || r == '-' ||
+			'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
+		return !inName
 	})
 	if end >= 0 {
 		span = span[:end]

@@ -73,12 +73,7 @@ func check(ctx context.Context, root string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(filepath.Join(root, "CHANGELOG.md"))
-	if err != nil {
-		return err
-	}
-	cl, err := parseChangelog("CHANGELOG.md", f)
-	_ = f.Close()
+	cl, err := readChangelog(filepath.Join(root, "CHANGELOG.md"))
 	if err != nil {
 		return err
 	}
@@ -87,27 +82,33 @@ func check(ctx context.Context, root string, w io.Writer) error {
 		return err
 	}
 
+	releases := &trees{root: root}
+	defer releases.removeAll()
+	var werr error // the first error writing to w
+	printf := func(format string, args ...any) {
+		if werr == nil {
+			_, werr = fmt.Fprintf(w, format, args...)
+		}
+	}
 	var unnamed int
 	for _, m := range mods {
-		rel, names, ok := cl.lastRelease(m.tagPrefix)
+		rel, tag, names, ok := cl.lastRelease(m.tagPrefix)
 		if !ok {
-			fmt.Fprintf(w, "%s: no release in CHANGELOG.md yet, nothing to compare\n", m.path)
+			printf("%s: no release in CHANGELOG.md yet, nothing to compare\n", m.path)
 			continue
-		}
-		tag := ""
-		for _, t := range rel.tags {
-			if strings.HasPrefix(t, m.tagPrefix) && !strings.Contains(t[len(m.tagPrefix):], "/") {
-				tag = t
-			}
 		}
 		if err := checkRelease(ctx, root, tag, rel.commit); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%s: against %s (commit %.12s)\n", m.path, tag, rel.commit)
+		printf("%s: against %s (commit %.12s)\n", m.path, tag, rel.commit)
 
-		old, err := loadOld(ctx, root, rel.commit, m)
+		dir, err := releases.tree(ctx, rel.commit)
 		if err != nil {
 			return err
+		}
+		old, err := loadPublic(ctx, dir, m)
+		if err != nil {
+			return fmt.Errorf("loading %s at commit %s: %w", m.path, rel.commit, err)
 		}
 		cur, err := loadPublic(ctx, root, m)
 		if err != nil {
@@ -116,12 +117,12 @@ func check(ctx context.Context, root string, w io.Writer) error {
 		for _, c := range compare(rootPath, old, cur) {
 			switch {
 			case c.compatible:
-				fmt.Fprintf(w, "  compatible    %s: %s\n", c.pkg, c.message)
+				printf("  compatible    %s: %s\n", c.pkg, c.message)
 			case slices.ContainsFunc(c.names, func(n string) bool { return names[n] }):
-				fmt.Fprintf(w, "  incompatible  %s: %s (named in CHANGELOG.md)\n", c.pkg, c.message)
+				printf("  incompatible  %s: %s (named in CHANGELOG.md)\n", c.pkg, c.message)
 			default:
 				unnamed++
-				fmt.Fprintf(w, "  INCOMPATIBLE  %s: %s: CHANGELOG.md doesn't name it; name `%s`\n", c.pkg, c.message, c.suggest)
+				printf("  INCOMPATIBLE  %s: %s: CHANGELOG.md doesn't name it; name `%s`\n", c.pkg, c.message, c.suggest)
 			}
 		}
 	}
@@ -129,7 +130,7 @@ func check(ctx context.Context, root string, w io.Writer) error {
 		return fmt.Errorf("%d incompatible change(s) since the last release that CHANGELOG.md doesn't name: "+
 			"say what changed for a user under ### Changed or ### Removed of ## Unreleased, naming each in a code span as above", unnamed)
 	}
-	return nil
+	return werr
 }
 
 // workModules reads the modules go.work uses, and the root module's path.
@@ -193,39 +194,61 @@ func checkRelease(ctx context.Context, root, tag, commit string) error {
 	return nil
 }
 
-// loadOld writes commit's tree into a temporary folder with git archive,
-// loads m's public packages from it, and removes the folder.
-func loadOld(ctx context.Context, root, commit string, m module) (map[string]*types.Package, error) {
-	tmp, err := os.MkdirTemp("", "apicheck-")
-	if err != nil {
-		return nil, err
+// trees writes each release's tree once, with git archive, into a
+// temporary folder that removeAll removes.
+type trees struct {
+	root string            // the repository
+	tmp  string            // the temporary folder, made on first use
+	dirs map[string]string // each tree's folder, by commit
+}
+
+// tree returns the folder of commit's tree, writing it on first use.
+func (t *trees) tree(ctx context.Context, commit string) (string, error) {
+	if dir, ok := t.dirs[commit]; ok {
+		return dir, nil
 	}
-	defer os.RemoveAll(tmp)
+	if t.tmp == "" {
+		tmp, err := os.MkdirTemp("", "apicheck-")
+		if err != nil {
+			return "", err
+		}
+		t.tmp = tmp
+	}
+	dir := filepath.Join(t.tmp, commit)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", err
+	}
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
 		// tar's end lies before git's padding: read to the end either way,
 		// or git blocks writing the rest.
-		err := untar(pr, tmp)
+		err := untar(pr, dir)
 		if err == nil {
 			_, err = io.Copy(io.Discard, pr)
 		}
 		_ = pr.CloseWithError(err)
 		done <- err
 	}()
-	_, gitErr := git(ctx, root, pw, "archive", "--format=tar", commit)
+	_, gitErr := git(ctx, t.root, pw, "archive", "--format=tar", commit)
 	_ = pw.CloseWithError(gitErr)
 	if err := <-done; err != nil {
-		return nil, fmt.Errorf("writing commit %s's tree: %w", commit, err)
+		return "", fmt.Errorf("writing commit %s's tree: %w", commit, err)
 	}
 	if gitErr != nil {
-		return nil, gitErr
+		return "", gitErr
 	}
-	pkgs, err := loadPublic(ctx, tmp, m)
-	if err != nil {
-		return nil, fmt.Errorf("loading %s at commit %s: %w", m.path, commit, err)
+	if t.dirs == nil {
+		t.dirs = map[string]string{}
 	}
-	return pkgs, nil
+	t.dirs[commit] = dir
+	return dir, nil
+}
+
+func (t *trees) removeAll() {
+	if t.tmp != "" {
+		_ = os.RemoveAll(t.tmp)
+	}
 }
 
 // untar writes a tar stream of regular files and folders under dir.
@@ -278,7 +301,7 @@ func loadPublic(ctx context.Context, root string, m module) (map[string]*types.P
 		Context: ctx,
 		Mode:    packages.NeedName | packages.NeedTypes,
 		Dir:     filepath.Join(root, m.dir),
-		Env:     append(os.Environ(), "GOWORK="+work),
+		Env:     append(os.Environ(), "GOWORK="+work), //nolint:forbidigo // a command, not an App: go list runs in the developer's environment
 	}
 	pkgs, err := packages.Load(cfg, "./...")
 	if err != nil {

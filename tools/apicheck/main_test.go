@@ -104,8 +104,8 @@ func mustContain(t *testing.T, s string, want ...string) {
 
 // The check's whole path, on a repository of its own: an addition passes
 // with no entry, a changed signature fails until Unreleased names it under
-// Changed (Added is not enough), and removed members and packages until
-// Removed names them; internal packages and commands are outside it.
+// Changed (Added is not enough); internal packages and commands are
+// outside it.
 func TestCheck(t *testing.T) {
 	r := newRepo(t)
 	rel := r.commit("the first release")
@@ -158,6 +158,16 @@ func TestCheck(t *testing.T) {
 	}
 	mustContain(t, out, "incompatible  example.com/lib/sub: New: changed from func(int) *T[string] to func(int, string) *T[string] (named in CHANGELOG.md)")
 
+}
+
+// Removed members and packages fail until Removed names them: a type
+// names its members, a package is named by its path.
+func TestCheckRemovals(t *testing.T) {
+	r := newRepo(t)
+	rel := r.commit("the first release")
+	r.changelog("", rel)
+	r.commit("CHANGELOG.md: v0.1.0, sub/v0.1.0")
+
 	// A removed method, a removed field, a changed method of a generic
 	// type and a removed package.
 	r.write("lib.go", "package lib\n\ntype Client struct{}\n\nfunc Hello(name string) string { return name }\n")
@@ -165,7 +175,7 @@ func TestCheck(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(r.dir, "sub", "extra")); err != nil {
 		t.Fatal(err)
 	}
-	out, err = r.check()
+	out, err := r.check()
 	if err == nil {
 		t.Fatal("removals the changelog doesn't name passed")
 	}
@@ -177,8 +187,7 @@ func TestCheck(t *testing.T) {
 		"INCOMPATIBLE  example.com/lib/sub/extra: package removed: CHANGELOG.md doesn't name it; name `sub/extra`")
 	mustContain(t, err.Error(), "5 incompatible change(s)")
 
-	// The type names its members; a package is named by its path.
-	r.changelog("### Changed\n\n- `sub.New` takes a name.\n- `(*sub.T[K]).Keys` returns a set.\n\n"+
+	r.changelog("### Changed\n\n- `(*sub.T[K]).Keys` returns a set.\n\n"+
 		"### Removed\n\n- `lib.Client`'s address and Get.\n- The package `sub/extra`.\n", rel)
 	if _, err := r.check(); err != nil {
 		t.Fatalf("every change named: %v", err)
@@ -239,7 +248,7 @@ func TestCheckReleaseCommit(t *testing.T) {
 
 func TestParseChangelogErrors(t *testing.T) {
 	_, err := parseChangelog("CHANGELOG.md", strings.NewReader("# Changelog\n\n## Unreleased\n\n## v0.2.0\n\nNo commit.\n\n## The first one\n\nCommit "+strings.Repeat("a", 40)+".\n"))
-	want := "CHANGELOG.md:5: release \"v0.2.0\" records no commit: its section names the full 40-character hash of the commit it was cut from\n" +
+	want := "CHANGELOG.md:5: release \"v0.2.0\" records no commit: its section names the full 40-character hash of the commit it was cut from (the release commit itself can't: the commit after it records it)\n" +
 		"CHANGELOG.md:9: release \"The first one\" names no tag (v1.2.3 for the root module, dir/v1.2.3 for the module in dir)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want\n%s", err, want)
