@@ -244,3 +244,61 @@ func BenchmarkWatchEvent(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRelated is a related object's change mapped to the
+// controller's keys: 10,000 Websites naming 100 ConfigMaps, kept in an
+// index by References. event is one ConfigMap's update, its 100 referrers
+// found in the index and queued (and taken, so each event queues them
+// anew); index is one Website's entry in that index, computed on each of
+// its changes: its JSON decoded, and the References function run.
+func BenchmarkRelated(b *testing.B) {
+	const sitesN, configMapsN = 10000, 100
+	f := newFakeCluster(b, siteKinds)
+	setup := fakeSetup(nil)
+	client := testClient(b, setup)
+	cms := Read(client, configMapKind, Selector{})
+	var calls counter
+	ctrl, err := NewController(setup, client, testSettings(), sites, serveContent(cms, &calls), References(cms, contentFrom))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.use(ctrl)
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, ctrl.indexers())
+	for i := range sitesN {
+		if err := store.Add(cached(b, siteObject("default", fmt.Sprintf("site-%05d", i), fmt.Sprintf("content-%03d", i%configMapsN)))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w := ctrl.newWork(nil)
+	w.store = store
+	defer w.q.ShutDown()
+	defer w.later.stop()
+	ctrl.leader.(*oneLease).w.Store(w)
+	rel := ctrl.relations[0]
+
+	b.Run("event", func(b *testing.B) {
+		h := ctrl.relatedKeys(rel)
+		old := cached(b, configMapObject("default", "content-007", "one", nil))
+		now := cached(b, configMapObject("default", "content-007", "two", nil))
+		old.ResourceVersion, now.ResourceVersion = "1", "2"
+		b.ReportAllocs()
+		for b.Loop() {
+			h.OnUpdate(old, now)
+			for range sitesN / configMapsN {
+				item, _ := w.q.Get()
+				w.q.Done(item.Key)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*sitesN/configMapsN), "ns/key")
+	})
+	b.Run("index", func(b *testing.B) {
+		index := ctrl.indexFunc(rel)
+		site := cached(b, siteObject("default", "site-00042", "content-042"))
+		b.ReportAllocs()
+		for b.Loop() {
+			if vs, _ := index(site); len(vs) != 1 {
+				b.Fatalf("index values = %v, want one", vs)
+			}
+		}
+	})
+}
