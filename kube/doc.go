@@ -417,11 +417,13 @@
 //     changes the cache.
 //     An object that can't be decoded is retried with backoff, its error
 //     naming the object and the field, and gets no finalizer. A status
-//     that can't be decoded (a field of the wrong type, written by an
-//     older version of the type) is the controller's own output, which
-//     only its status apply can mend: the reconcile is handed the object
-//     with a zero status, with a WARN record naming the field, and the
-//     status it returns is applied, even the zero status.
+//     that can't be decoded, for whatever reason (a field of the wrong
+//     type, a time or a quantity that doesn't parse, any type's own
+//     UnmarshalJSON), written by an older version of the type or through
+//     a looser CRD, is the controller's own output, which only its status
+//     apply can mend: the reconcile is handed the object with a zero
+//     status, with a WARN record naming the field, and the status it
+//     returns is applied, even the zero status.
 //  3. Handle the finalizer, when Finalize is given: add it before the
 //     first reconcile; once the object is being deleted, call Finalize
 //     instead of the Reconciler, and remove the finalizer once it returns
