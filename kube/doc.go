@@ -346,7 +346,12 @@
 //     (a watch expired, listed again) queues only what changed: an object
 //     it finds as the cache held it queues nothing.
 //   - A worker takes a normal key while one waits, and a low key only when
-//     none does. At normal priority namespaces take turns: each take hands
+//     none does, or once the oldest low key has waited
+//     Settings.LowPriorityMaxWait (from the term's start at the earliest):
+//     then every other key a worker takes is a low one, until no low key
+//     has waited that long, so a steady stream of changes can't hold the
+//     backlog back forever, nor the backlog a change by more than a key.
+//     At normal priority namespaces take turns: each take hands
 //     out the key that has waited longest in the namespace whose turn it
 //     is, and that namespace's next turn comes after every other namespace
 //     with a normal key waiting has had one (a cluster-scoped resource's
@@ -372,8 +377,10 @@
 //     at both priorities, is left for the next leader. The queue is shut
 //     down with ShutDown, never drained, and no goroutine of it outlives
 //     Serve.
-//   - A low key waits for as long as normal keys keep coming: with changes
-//     faster than the workers reconcile them, the backlog waits.
+//   - A low key waits at most Settings.LowPriorityMaxWait behind normal
+//     keys, then its turn among the low keys aged up, which have every
+//     other take: with changes faster than the workers reconcile them,
+//     the backlog is reconciled at half the workers' pace at least.
 //
 // # How one key is reconciled
 //
