@@ -67,7 +67,8 @@ func TestDefaultSettingsAreTheTables(t *testing.T) {
 	s := DefaultSettings()
 	want := Settings{
 		Workers: 1, Shards: 1, ShardBy: ShardByUID, Resync: 10 * time.Hour, RetryBaseDelay: 5 * time.Millisecond, RetryMaxDelay: 1000 * time.Second,
-		LeaderElection: LeaderElection{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
+		LowPriorityMaxWait: time.Minute,
+		LeaderElection:     LeaderElection{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 	}
 	if s != want {
 		t.Errorf("DefaultSettings() = %+v, want %+v", s, want)
