@@ -486,8 +486,15 @@
 // made any other way reconciles its owner once more, as anyone's change
 // does, and so does a write of the Reconciler's within a second of its
 // last one to fields it already owned (the API server keeps an entry's
-// time to the second). ownwrites.go holds this, and reading the
-// reconcile's own last writes (step 1).
+// time to the second). A version a relist brought (a watch expired, or the
+// API server restarted, and the informer listed again) is never taken for
+// an own write, even at the very version a write answered: the versions
+// between the cache's and it, which the cache never saw, can be another
+// manager's writes whose entry a second write within the same second left
+// byte-equal (kube-controller-manager writing a Deployment's status twice).
+// So after a watch gap, a key whose write the relist folded in is
+// reconciled once more: one reconcile more, never one less. ownwrites.go
+// holds this, and reading the reconcile's own last writes (step 1).
 //
 // # What client-go still reads from the process
 //

@@ -174,6 +174,7 @@ func (c *Controller) handle(informers []cache.SharedIndexInformer, w *work, watc
 // which says whether it can stream a list in a watch. Its cache has no
 // index: the workers only look keys up.
 func newInformer(lw cache.ListWatch, client any, gvr schema.GroupVersionResource, example runtime.Object, resync time.Duration) cache.SharedIndexInformer {
+	lw = markingListed(lw) // a relist's versions are no own writes (ownwrites.go)
 	watchFn := lw.WatchFuncWithContext
 	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		w, err := watchFn(ctx, o)
