@@ -61,7 +61,8 @@ func ownedMetadata(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	kept := &ownedObject{namespace: shared(m.Namespace), name: m.Name, resourceVersion: m.ResourceVersion, listed: m.SelfLink == listedMark}
+	listed := m.SelfLink == listedMark //nolint:staticcheck // selfLink, which the API server no longer sets, carries listedMark from the list
+	kept := &ownedObject{namespace: shared(m.Namespace), name: m.Name, resourceVersion: m.ResourceVersion, listed: listed}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
 		kept.ref[0] = metav1.OwnerReference{
 			APIVersion: shared(ref.APIVersion), Kind: shared(ref.Kind), Name: ref.Name, UID: ref.UID, Controller: &isController,

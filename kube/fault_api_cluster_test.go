@@ -248,18 +248,7 @@ func TestClusterFaultAnObjectStoredThroughALooserCRDIsAnErrorNamingTheField(t *t
 	clustertest.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
 		return unconvergedIn(ctx, admin, adminKube, gvr, ns, func(name string) bool { return name == "bad" })
 	})
-	// bad-time converged with the rest: its status was applied.
-	if conds, ok, _ := unstructured.NestedSlice(apiGet(t, admin, gvr, ns, "bad-time").Object, "status", "conditions"); ok {
-		t.Errorf("bad-time's status.conditions = %v, want none: the status apply mends the status", conds)
-	}
-	const wantWarn = "field status.conditions: parsing time \"yesterday\""
-	var warned bool
-	for _, rec := range recordsWithBody(r.tel, "the status can't be decoded: reconciling from a zero status") {
-		warned = warned || strings.Contains(recordAttrs(rec)["error"], wantWarn)
-	}
-	if !warned {
-		t.Errorf("no WARN record of bad-time's status naming %s", wantWarn)
-	}
+	apiCheckBadTimeMended(t, r, admin, gvr, ns, "bad-time")
 	t.Logf("%d objects converged in %s", faultObjects, time.Since(started).Round(time.Millisecond))
 	// The object that can't be decoded is retried with backoff meanwhile:
 	// give its retries time to show, should one write.
@@ -548,6 +537,24 @@ func apiStoreABadTime(t *testing.T, admin dynamic.Interface, gvr schema.GroupVer
 	}}}
 	if _, err := admin.Resource(gvr).Namespace(ns).Apply(t.Context(), name, st, metav1.ApplyOptions{FieldManager: testSettings().Name, Force: true}, "status"); err != nil {
 		t.Fatalf("applying %s's status with a lastTransitionTime of \"yesterday\": %v", name, err)
+	}
+}
+
+// apiCheckBadTimeMended checks that name, which apiStoreABadTime stored,
+// converged with the rest: its status applied, without the condition it
+// couldn't decode, and a WARN record naming the field.
+func apiCheckBadTimeMended(t *testing.T, r *apiReplica, admin dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) {
+	t.Helper()
+	if conds, ok, _ := unstructured.NestedSlice(apiGet(t, admin, gvr, ns, name).Object, "status", "conditions"); ok {
+		t.Errorf("%s's status.conditions = %v, want none: the status apply mends the status", name, conds)
+	}
+	const want = "field status.conditions: parsing time \"yesterday\""
+	var warned bool
+	for _, rec := range recordsWithBody(r.tel, "the status can't be decoded: reconciling from a zero status") {
+		warned = warned || strings.Contains(recordAttrs(rec)["error"], want)
+	}
+	if !warned {
+		t.Errorf("no WARN record of %s's status naming %s", name, want)
 	}
 }
 

@@ -386,22 +386,12 @@ func TestALowKeyWaitsNoLongerThanLowMaxWaitUnderASteadyStreamOfNormalKeys(t *tes
 		q.Lead(start, time.Minute)
 
 		lowAdded := map[string]time.Time{}
-		go func() {
-			for i := 0; time.Since(start) < run; i++ {
-				q.Add("n/"+strconv.Itoa(i), Normal, time.Now())
-				time.Sleep(take / 2)
-			}
-		}()
-		go func() {
-			for i := 0; time.Since(start) < run-bound; i++ {
-				key := "l/" + strconv.Itoa(i)
-				mu.Lock()
-				lowAdded[key] = time.Now()
-				mu.Unlock()
-				q.Add(key, Low, time.Time{})
-				time.Sleep(time.Second)
-			}
-		}()
+		go addEvery(q, Normal, take/2, start.Add(run), nil)
+		go addEvery(q, Low, time.Second, start.Add(run-bound), func(key string) {
+			mu.Lock()
+			lowAdded[key] = time.Now()
+			mu.Unlock()
+		})
 		lowTaken := map[string]time.Time{}
 		var normals, lows int
 		for time.Since(start) < run {
@@ -443,6 +433,19 @@ func TestALowKeyWaitsNoLongerThanLowMaxWaitUnderASteadyStreamOfNormalKeys(t *tes
 			t.Errorf("the longest oldest wait at Low reported = %s, want between %s and %s", most, maxWait-time.Second, bound)
 		}
 	})
+}
+
+// addEvery adds a new key at p every d until end, calling added, if set,
+// with each before its add.
+func addEvery(q *Queue, p Priority, d time.Duration, end time.Time, added func(key string)) {
+	for i := 0; time.Now().Before(end); i++ {
+		key := p.String() + "/" + strconv.Itoa(i)
+		if added != nil {
+			added(key)
+		}
+		q.Add(key, p, time.Now())
+		time.Sleep(d)
+	}
 }
 
 // Low keys that waited LowMaxWait go ahead of the Normal keys every other
