@@ -32,11 +32,14 @@ type cachedObject struct {
 	// written is the newest time among the object's managedFields: when
 	// the API server last stamped a write of it, to the second.
 	written time.Time
+	// listed is whether a list brought it, not a watch event
+	// (markingListed).
+	listed bool
 }
 
 // DeepCopyObject copies o. Its JSON is shared: nothing writes it.
 func (o *cachedObject) DeepCopyObject() runtime.Object {
-	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw, written: o.written}
+	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw, written: o.written, listed: o.listed}
 	c.managed = c.room.keep(o.managed)
 	o.DeepCopyInto(&c.ObjectMeta)
 	return c
@@ -58,7 +61,8 @@ func ownedMetadata(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	kept := &ownedObject{namespace: shared(m.Namespace), name: m.Name, resourceVersion: m.ResourceVersion}
+	listed := m.SelfLink == listedMark //nolint:staticcheck // selfLink, which the API server no longer sets, carries listedMark from the list
+	kept := &ownedObject{namespace: shared(m.Namespace), name: m.Name, resourceVersion: m.ResourceVersion, listed: listed}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
 		kept.ref[0] = metav1.OwnerReference{
 			APIVersion: shared(ref.APIVersion), Kind: shared(ref.Kind), Name: ref.Name, UID: ref.UID, Controller: &isController,
@@ -115,6 +119,9 @@ type ownedObject struct {
 	// written is the newest time among the object's managedFields, to the
 	// second: when the API server last stamped a write of it.
 	written time.Time
+	// listed is whether a list brought it, not a watch event
+	// (markingListed).
+	listed bool
 }
 
 // DeepCopyObject copies o.

@@ -56,17 +56,29 @@ type Connection struct {
 // CheckServer returns an error unless addr is host:port, with a host and a
 // port from 1 to 65535, such as "10.96.0.1:443" or "[fd00::1]:6443". A
 // URL, such as a kubeconfig's server "https://127.0.0.1:6443", is refused
-// with the host:port to write instead: the Client always speaks HTTPS.
+// with the host:port to write instead: the Client always speaks HTTPS. The
+// error shows a URL without its credentials: its password, its query's
+// values and its fragment are replaced with xxxxx.
 func CheckServer(addr string) error {
+	shown := transport.RedactURL(addr)
 	if scheme, rest, ok := strings.Cut(addr, "://"); ok {
-		hostPort, _, _ := strings.Cut(rest, "/")
+		hostPort := rest
+		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+			hostPort = rest[:i]
+		}
+		if at := strings.LastIndexByte(hostPort, '@'); at >= 0 {
+			hostPort = hostPort[at+1:]
+		}
 		if hostPort == "" || strings.ContainsAny(scheme, "/:[") {
-			return fmt.Errorf("kube: server %q: want host:port, not a URL", addr)
+			return fmt.Errorf("kube: server %q: want host:port, not a URL", shown)
 		}
 		if _, _, err := net.SplitHostPort(hostPort); err != nil && scheme == "https" {
 			hostPort = net.JoinHostPort(strings.Trim(hostPort, "[]"), "443")
 		}
-		return fmt.Errorf("kube: server %q: want host:port, such as %s, not a URL", addr, hostPort)
+		return fmt.Errorf("kube: server %q: want host:port, such as %s, not a URL", shown, hostPort)
+	}
+	if strings.ContainsAny(addr, "@?#") {
+		return fmt.Errorf("kube: server %q isn't host:port: it has a userinfo, a query or a fragment, as only a URL has", shown)
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -49,6 +49,13 @@ func TestCheckServer(t *testing.T) {
 		{addr: "https://[fd00::1]:6443", want: `kube: server "https://[fd00::1]:6443": want host:port, such as [fd00::1]:6443, not a URL`},
 		{addr: "https://kubernetes.example.com", want: `kube: server "https://kubernetes.example.com": want host:port, such as kubernetes.example.com:443, not a URL`},
 		{addr: "https://", want: `kube: server "https://": want host:port, not a URL`},
+		// A URL's credentials aren't shown: its password, its query's values
+		// and its fragment (issue 35).
+		{addr: "https://me:hunter2@127.0.0.1:6443", want: `kube: server "https://me:xxxxx@127.0.0.1:6443": want host:port, such as 127.0.0.1:6443, not a URL`},
+		{addr: "https://127.0.0.1:6443?token=s3cret", want: `kube: server "https://127.0.0.1:6443?token=xxxxx": want host:port, such as 127.0.0.1:6443, not a URL`},
+		{addr: "https://example.com/k8s?token=s3cret#s3cret", want: `kube: server "https://example.com/k8s?token=xxxxx#xxxxx": want host:port, such as example.com:443, not a URL`},
+		{addr: "me:hunter2@10.96.0.1:443", want: `kube: server "me:xxxxx@10.96.0.1:443" isn't host:port: it has a userinfo, a query or a fragment, as only a URL has`},
+		{addr: "10.96.0.1:443?token=s3cret", want: `kube: server "10.96.0.1:443?token=xxxxx" isn't host:port: it has a userinfo, a query or a fragment, as only a URL has`},
 		{addr: "fd00::1:6443", want: `kube: server "fd00::1:6443" isn't host:port: address fd00::1:6443: too many colons in address`},
 		{addr: ":443", want: `kube: server ":443" has no host`},
 		{addr: "h:0", want: `kube: server "h:0" has port "0", which isn't a number from 1 to 65535`},

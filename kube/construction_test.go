@@ -47,6 +47,8 @@ func TestCheckFunctionsNameTheValueAndTheProblem(t *testing.T) {
 		{"no resync", CheckResync(0), "kube: resync 0s must be positive"},
 		{"a retry delay", CheckRetryDelay(5 * time.Millisecond), ""},
 		{"a negative retry delay", CheckRetryDelay(-time.Second), "kube: retry delay -1s must be positive"},
+		{"a low priority max wait", CheckLowPriorityMaxWait(time.Minute), ""},
+		{"no low priority max wait", CheckLowPriorityMaxWait(0), "kube: low priority max wait 0s must be positive"},
 		{"a retry period", CheckRetryPeriod(2 * time.Second), ""},
 		{"no retry period", CheckRetryPeriod(0), "kube: retry period 0s must be positive"},
 	} {
@@ -65,7 +67,8 @@ func TestDefaultSettingsAreTheTables(t *testing.T) {
 	s := DefaultSettings()
 	want := Settings{
 		Workers: 1, Shards: 1, ShardBy: ShardByUID, Resync: 10 * time.Hour, RetryBaseDelay: 5 * time.Millisecond, RetryMaxDelay: 1000 * time.Second,
-		LeaderElection: LeaderElection{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
+		LowPriorityMaxWait: time.Minute,
+		LeaderElection:     LeaderElection{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 	}
 	if s != want {
 		t.Errorf("DefaultSettings() = %+v, want %+v", s, want)
@@ -133,6 +136,7 @@ func TestNewControllerNamesEveryMistakeAtOnce(t *testing.T) {
 		`kube: Settings.Shards 0 must be from 1 to 256`,
 		`kube: Settings.ShardBy "Uid" must be "uid" or "namespace"`,
 		`kube: Settings.Resync 0s must be positive`,
+		`kube: Settings.LowPriorityMaxWait 0s must be positive`,
 		`kube: Settings.RetryMaxDelay 1s must be at least Settings.RetryBaseDelay 2s`,
 		`kube: Settings.LeaderElection.Namespace "" is required`,
 		`kube: Settings.LeaderElection.Identity "" is required`,

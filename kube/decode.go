@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
-	"strings"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,16 +43,19 @@ type resourceType[Spec, Status any] struct {
 	fin func(context.Context, Object[Spec, Status]) error
 }
 
-// decode decodes u into an Object. A status that can't be decoded (a field
-// of the wrong type, written by an older version of the type) is the
-// controller's own output, which only its next status apply can mend: the
-// Object gets a zero status, and statusErr says why.
+// decode decodes u into an Object. A status that can't be decoded, for
+// whatever reason (a field of the wrong type, a time or a quantity that
+// doesn't parse, a type's own UnmarshalJSON refusing it), written by an
+// older version of the type or through a looser CRD, is the controller's
+// own output, which only its next status apply can mend: the Object gets
+// a zero status, and statusErr says why. The object decoded again without
+// its status tells the status's error from the rest's: any error of the
+// rest is the decode's.
 func (r resourceType[Spec, Status]) decode(u *cachedObject) (decoded, error) {
 	d := &resourceObject[Spec, Status]{typ: r, u: u}
 	err := decode(u, &d.obj)
-	var de *decodeError
-	if err == nil || !errors.As(err, &de) || (de.field != "status" && !strings.HasPrefix(de.field, "status.")) {
-		return d, err
+	if err == nil {
+		return d, nil
 	}
 	var noStatus struct {
 		metav1.TypeMeta   `json:",inline"`
@@ -64,8 +68,37 @@ func (r resourceType[Spec, Status]) decode(u *cachedObject) (decoded, error) {
 		return nil, err
 	}
 	d.obj = Object[Spec, Status]{TypeMeta: noStatus.TypeMeta, ObjectMeta: noStatus.ObjectMeta, Spec: noStatus.Spec}
-	d.badStatus = err
+	d.badStatus = statusError[Status](u, noStatus.Status, err)
 	return d, nil
+}
+
+// statusError is why status, u's, can't be decoded, err being the
+// object's decode error: err when it names the field; otherwise, as
+// encoding/json names no field for an error of a type's own UnmarshalJSON,
+// the error of the first of the status's members (by name) that can't be
+// decoded alone, naming it.
+func statusError[Status any](u *cachedObject, status json.RawMessage, err error) error {
+	if _, ok := errors.AsType[*decodeError](err); ok {
+		return err
+	}
+	field, cause := "status", json.Unmarshal(status, new(Status))
+	var members map[string]json.RawMessage
+	if json.Unmarshal(status, &members) == nil {
+		for _, name := range slices.Sorted(maps.Keys(members)) {
+			one, merr := json.Marshal(map[string]json.RawMessage{name: members[name]})
+			if merr != nil {
+				continue
+			}
+			if err := json.Unmarshal(one, new(Status)); err != nil {
+				field, cause = "status."+name, err
+				break
+			}
+		}
+	}
+	if cause == nil {
+		return err
+	}
+	return fmt.Errorf("kube: decoding %s: field %s: %w", describe(u), field, cause)
 }
 
 type resourceObject[Spec, Status any] struct {

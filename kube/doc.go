@@ -362,7 +362,12 @@
 //     (a watch expired, listed again) queues only what changed: an object
 //     it finds as the cache held it queues nothing.
 //   - A worker takes a normal key while one waits, and a low key only when
-//     none does. At normal priority namespaces take turns: each take hands
+//     none does, or once the oldest low key has waited
+//     Settings.LowPriorityMaxWait (from the term's start at the earliest):
+//     then every other key a worker takes is a low one, until no low key
+//     has waited that long, so a steady stream of changes can't hold the
+//     backlog back forever, nor the backlog a change by more than a key.
+//     At normal priority namespaces take turns: each take hands
 //     out the key that has waited longest in the namespace whose turn it
 //     is, and that namespace's next turn comes after every other namespace
 //     with a normal key waiting has had one (a cluster-scoped resource's
@@ -388,8 +393,10 @@
 //     at both priorities, is left for the next leader. The queue is shut
 //     down with ShutDown, never drained, and no goroutine of it outlives
 //     Serve.
-//   - A low key waits for as long as normal keys keep coming: with changes
-//     faster than the workers reconcile them, the backlog waits.
+//   - A low key waits at most Settings.LowPriorityMaxWait behind normal
+//     keys, then its turn among the low keys aged up, which have every
+//     other take: with changes faster than the workers reconcile them,
+//     the backlog is reconciled at half the workers' pace at least.
 //
 // # How one key is reconciled
 //
@@ -436,11 +443,13 @@
 //     changes the cache.
 //     An object that can't be decoded is retried with backoff, its error
 //     naming the object and the field, and gets no finalizer. A status
-//     that can't be decoded (a field of the wrong type, written by an
-//     older version of the type) is the controller's own output, which
-//     only its status apply can mend: the reconcile is handed the object
-//     with a zero status, with a WARN record naming the field, and the
-//     status it returns is applied, even the zero status.
+//     that can't be decoded, for whatever reason (a field of the wrong
+//     type, a time or a quantity that doesn't parse, any type's own
+//     UnmarshalJSON), written by an older version of the type or through
+//     a looser CRD, is the controller's own output, which only its status
+//     apply can mend: the reconcile is handed the object with a zero
+//     status, with a WARN record naming the field, and the status it
+//     returns is applied, even the zero status.
 //  3. Handle the finalizer, when Finalize is given: add it before the
 //     first reconcile; once the object is being deleted, call Finalize
 //     instead of the Reconciler, and remove the finalizer once it returns
@@ -496,8 +505,15 @@
 // made any other way reconciles its owner once more, as anyone's change
 // does, and so does a write of the Reconciler's within a second of its
 // last one to fields it already owned (the API server keeps an entry's
-// time to the second). ownwrites.go holds this, and reading the
-// reconcile's own last writes (step 1).
+// time to the second). A version a relist brought (a watch expired, or the
+// API server restarted, and the informer listed again) is never taken for
+// an own write, even at the very version a write answered: the versions
+// between the cache's and it, which the cache never saw, can be another
+// manager's writes whose entry a second write within the same second left
+// byte-equal (kube-controller-manager writing a Deployment's status twice).
+// So after a watch gap, a key whose write the relist folded in is
+// reconciled once more: one reconcile more, never one less. ownwrites.go
+// holds this, and reading the reconcile's own last writes (step 1).
 //
 // # What client-go still reads from the process
 //

@@ -318,7 +318,7 @@ type countingQueue struct {
 
 // newCountingQueue is a countingQueue shut down when t ends.
 func newCountingQueue(t testing.TB) *countingQueue {
-	q := &countingQueue{queue: newQueue("test", nil)}
+	q := &countingQueue{queue: newQueue("test", time.Minute, nil)}
 	t.Cleanup(q.ShutDown)
 	return q
 }

@@ -219,7 +219,10 @@ var looserCaches = Resource[cacheSpec, cacheStatus]{
 // "big", which the controller's Go types (Size int32) can't decode. That
 // object gets no finalizer and no status (the controller's user never
 // writes it), the error names it and the field, and every other object
-// converges.
+// converges. The same CRD takes any string for a condition's
+// lastTransitionTime: a status of the controller's own with "yesterday"
+// there is reconciled from a zero status, and the status apply mends it
+// (issue 35, point 3).
 func TestClusterFaultAnObjectStoredThroughALooserCRDIsAnErrorNamingTheField(t *testing.T) {
 	c := clustertest.Get(t)
 	apiInstallLooserCRD(t, c)
@@ -238,11 +241,14 @@ func TestClusterFaultAnObjectStoredThroughALooserCRDIsAnErrorNamingTheField(t *t
 		t.Fatalf("creating a Memcached of size \"big\" through the looser CRD: %v", err)
 	}
 
+	apiStoreABadTime(t, admin, gvr, ns, "bad-time")
+
 	r := startAPIReplica(t, c, ns, "replica-a", looserCaches, controllerRBAC(gvr.Group, gvr.Resource, ns))
 	started := time.Now()
 	clustertest.Eventually(t, 2*time.Minute, func(ctx context.Context) error {
 		return unconvergedIn(ctx, admin, adminKube, gvr, ns, func(name string) bool { return name == "bad" })
 	})
+	apiCheckBadTimeMended(t, r, admin, gvr, ns, "bad-time")
 	t.Logf("%d objects converged in %s", faultObjects, time.Since(started).Round(time.Millisecond))
 	// The object that can't be decoded is retried with backoff meanwhile:
 	// give its retries time to show, should one write.
@@ -513,6 +519,45 @@ func apiFailedReconciles(tel *humustest.Telemetry, name string) []string {
 	return out
 }
 
+// apiStoreABadTime creates name, of size 1, and applies its status as the
+// controller would, with its field manager, but with a condition whose
+// lastTransitionTime is "yesterday", which the looser CRD stores and the
+// controller's Go types (metav1.Time) can't parse.
+func apiStoreABadTime(t *testing.T, admin dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) {
+	t.Helper()
+	m := object(gvr.GroupVersion().String(), looserCaches.Kind, ns, name, map[string]any{"size": int64(1)})
+	unstructured.RemoveNestedField(m.Object, "metadata", "uid")
+	if _, err := admin.Resource(gvr).Namespace(ns).Create(t.Context(), m, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating %s: %v", name, err)
+	}
+	st := object(gvr.GroupVersion().String(), looserCaches.Kind, ns, name, nil)
+	unstructured.RemoveNestedField(st.Object, "metadata", "uid")
+	st.Object["status"] = map[string]any{"conditions": []any{map[string]any{
+		"type": "Ready", "status": "True", "reason": "Up", "message": "", "lastTransitionTime": "yesterday",
+	}}}
+	if _, err := admin.Resource(gvr).Namespace(ns).Apply(t.Context(), name, st, metav1.ApplyOptions{FieldManager: testSettings().Name, Force: true}, "status"); err != nil {
+		t.Fatalf("applying %s's status with a lastTransitionTime of \"yesterday\": %v", name, err)
+	}
+}
+
+// apiCheckBadTimeMended checks that name, which apiStoreABadTime stored,
+// converged with the rest: its status applied, without the condition it
+// couldn't decode, and a WARN record naming the field.
+func apiCheckBadTimeMended(t *testing.T, r *apiReplica, admin dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) {
+	t.Helper()
+	if conds, ok, _ := unstructured.NestedSlice(apiGet(t, admin, gvr, ns, name).Object, "status", "conditions"); ok {
+		t.Errorf("%s's status.conditions = %v, want none: the status apply mends the status", name, conds)
+	}
+	const want = "field status.conditions: parsing time \"yesterday\""
+	var warned bool
+	for _, rec := range recordsWithBody(r.tel, "the status can't be decoded: reconciling from a zero status") {
+		warned = warned || strings.Contains(recordAttrs(rec)["error"], want)
+	}
+	if !warned {
+		t.Errorf("no WARN record of %s's status naming %s", name, want)
+	}
+}
+
 // apiGet gets an object, failing t if it can't.
 func apiGet(t *testing.T, d dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
 	t.Helper()
@@ -623,6 +668,14 @@ func apiInstallLooserCRD(t *testing.T, c *clustertest.Cluster) {
 	}
 	spec.Properties["size"] = apiextensionsv1.JSONSchemaProps{XIntOrString: true}
 	root.Properties["spec"] = spec
+	status := root.Properties["status"]
+	conds := status.Properties["conditions"]
+	if conds.Items == nil || conds.Items.Schema == nil {
+		t.Fatalf("the CRD's status has no conditions: %v", status.Properties)
+	}
+	conds.Items.Schema.Properties["lastTransitionTime"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+	status.Properties["conditions"] = conds
+	root.Properties["status"] = status
 	ext := apiextensions.NewForConfigOrDie(c.AdminConfig())
 	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
 	if _, err := crds.Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {

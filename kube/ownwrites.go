@@ -11,9 +11,13 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/z5labs/humus/kube/internal/transport"
 )
@@ -36,6 +40,8 @@ import (
 //     Client's transport records by resourceVersion.
 //   - The digests of each object's managedFields entries, which the cache
 //     keeps, and which tell whose write made a version.
+//   - markingListed, which marks the versions a list brought, which are
+//     never own writes.
 
 // queueUnlessOwn queues key at once at p, for a change made at changed,
 // unless the event is a reconcile's own write, which redundant tells.
@@ -220,7 +226,7 @@ func (w *writtenVersions) redundant(key string, obj metav1.Object, finalizer str
 	} else {
 		w.m[key] = wr
 	}
-	return unchangedButOwn(input, obj, finalizer, w.manager)
+	return !listed(obj) && unchangedButOwn(input, obj, finalizer, w.manager)
 }
 
 // forget forgets key's writes: its object is gone, or its shard's term
@@ -393,8 +399,8 @@ func (w *ownedWrites) lastWrite(gr schema.GroupResource, namespace, name string)
 // redundant reports whether the event that brings obj, an owned object of
 // gr, after old (nil when the object is new to the cache), is that of a
 // reconcile's own write: its version is one a write of the reconcile's
-// answered, and that write made it. An event past the last write forgets
-// the object's writes.
+// answered, that write made it, and no list brought it as an update. An
+// event past the last write forgets the object's writes.
 func (w *ownedWrites) redundant(gr schema.GroupResource, old, obj metav1.Object) bool {
 	if w == nil {
 		return false
@@ -407,10 +413,11 @@ func (w *ownedWrites) redundant(gr schema.GroupResource, old, obj metav1.Object)
 		return false
 	}
 	rv := obj.GetResourceVersion()
+	relisted := old != nil && listed(obj)
 	last := ow.writes[len(ow.writes)-1]
 	if cmp, err := resourceversion.CompareResourceVersion(rv, last.rv); err != nil || cmp >= 0 {
 		delete(w.m, k)
-		return err == nil && cmp == 0 && last.made(old, obj)
+		return err == nil && cmp == 0 && !relisted && last.made(old, obj)
 	}
 	i := slices.IndexFunc(ow.writes, func(wr ownedAnswer) bool { return wr.rv == rv })
 	if i < 0 {
@@ -419,7 +426,7 @@ func (w *ownedWrites) redundant(gr schema.GroupResource, old, obj metav1.Object)
 	made := ow.writes[i].made(old, obj)
 	ow.writes = slices.Delete(ow.writes, 0, i+1) // events come in order
 	w.m[k] = ow
-	return made
+	return made && !relisted
 }
 
 // made reports whether the write made obj, the version it answered, from
@@ -523,4 +530,117 @@ func othersUnchanged(old, obj metav1.Object, keys ...uint64) bool {
 		return ds
 	}
 	return slices.Equal(others(old), others(obj))
+}
+
+// A relist (a watch expired, or the API server restarted, and the informer
+// listed again) brings each object at its version now, from whatever
+// version the cache held: the versions between, which the cache never saw,
+// can be other clients' writes. Their managedFields entries tell most of
+// them, but not all: a manager that writes twice within a second, to
+// fields it already owned, leaves its entry byte-equal, as
+// kube-controller-manager does writing a Deployment's status, or a client
+// writing a ConfigMap's data twice. So an update a list brought is never
+// taken for an own write, even at the very version a write of the
+// controller's answered: it queues the key, as any change does. One
+// reconcile more after a watch gap, for a key whose write the relist
+// folded in; never one less.
+
+// listedMark marks a PartialObjectMetadata a list brought until the owned
+// informer's transform (ownedMetadata) keeps it as ownedObject.listed: its
+// metadata.selfLink, which the API server hasn't set since Kubernetes
+// 1.20, carries it from the list to the transform, and no further. The
+// watch of a streamed list has its objects checked for the informer's
+// type, so the mark can't be a type of its own.
+const listedMark = "humus.kube/listed"
+
+// markingListed is lw with the objects a list brings marked as listed: a
+// list's items, and the initial events of a watch that streams a list
+// (sendInitialEvents), up to the bookmark that ends them. Every informer's
+// list and watch go through it (newInformer).
+func markingListed(lw cache.ListWatch) cache.ListWatch {
+	if list := lw.ListWithContextFunc; list != nil {
+		lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			l, err := list(ctx, o)
+			if err != nil {
+				return l, err
+			}
+			return l, meta.EachListItem(l, func(obj runtime.Object) error {
+				markListed(obj)
+				return nil
+			})
+		}
+	}
+	if watchFn := lw.WatchFuncWithContext; watchFn != nil {
+		lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w, err := watchFn(ctx, o)
+			if err != nil || o.SendInitialEvents == nil || !*o.SendInitialEvents {
+				return w, err
+			}
+			marked := &listedWatch{Interface: w, out: make(chan watch.Event), stop: make(chan struct{})}
+			go marked.run()
+			return marked, nil
+		}
+	}
+	return lw
+}
+
+// markListed marks obj, an object a list brought, as listed.
+func markListed(obj runtime.Object) {
+	switch o := obj.(type) {
+	case *cachedObject:
+		o.listed = true
+	case *metav1.PartialObjectMetadata:
+		o.SelfLink = listedMark //nolint:staticcheck // the API server no longer sets it: see listedMark
+	}
+}
+
+// listed reports whether a list brought obj, a cached object.
+func listed(obj metav1.Object) bool {
+	switch o := obj.(type) {
+	case *cachedObject:
+		return o.listed
+	case *ownedObject:
+		return o.listed
+	}
+	return false
+}
+
+// listedWatch is a watch that streams a list, whose initial events it
+// marks as listed on their way to the informer.
+type listedWatch struct {
+	watch.Interface
+	out      chan watch.Event
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+func (w *listedWatch) ResultChan() <-chan watch.Event { return w.out }
+
+// Stop stops the watch, and what hands its events on, even while no one
+// reads them.
+func (w *listedWatch) Stop() {
+	w.stopOnce.Do(func() { close(w.stop) })
+	w.Interface.Stop()
+}
+
+// run hands the watch's events on, marking the initial ones, until the
+// watch ends or is stopped.
+func (w *listedWatch) run() {
+	defer close(w.out)
+	initial := true
+	for e := range w.Interface.ResultChan() {
+		switch {
+		case !initial:
+		case e.Type == watch.Added:
+			markListed(e.Object)
+		case e.Type == watch.Bookmark:
+			m, err := meta.Accessor(e.Object)
+			initial = err != nil || m.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true"
+		}
+		select {
+		case w.out <- e:
+		case <-w.stop:
+			return
+		}
+	}
 }

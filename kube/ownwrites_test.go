@@ -63,7 +63,7 @@ func TestTheEventOfAReconcilesWriteToAnOwnedObjectQueuesNothing(t *testing.T) {
 		{"its deletion", []string{"5"}, func(_ *ownedWrites, h func(string, string)) { h("delete", "5") }, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &countingQueue{queue: newQueue("test", nil)}
+			q := &countingQueue{queue: newQueue("test", time.Minute, nil)}
 			defer q.ShutDown()
 			sh := testWork(q)
 			c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
@@ -239,7 +239,7 @@ func TestAWriteThatChangesNothingRecordsNoVersion(t *testing.T) {
 	for _, tc := range noOpCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			c := applyAnswered(t, tc.code, tc.answer)
-			q := &countingQueue{queue: newQueue("test", nil)}
+			q := &countingQueue{queue: newQueue("test", time.Minute, nil)}
 			defer q.ShutDown()
 			h := c.ownerKeys(testWork(q), deploymentsGR)
 			cached := func(d *appsv1.Deployment) any {

@@ -31,12 +31,13 @@ const (
 	normal = priorityqueue.Normal
 )
 
-// newQueue returns the controller's queue, named after it, with its own
+// newQueue returns the controller's queue, named after it, whose low keys
+// are aged up after lowMaxWait (Settings.LowPriorityMaxWait), with its own
 // metrics provider in its config (never workqueue.SetProvider, which is
 // global), or none when mp is nil. It has no delays of its own: the
 // controller's later holds them.
-func newQueue(name string, mp *queueMetrics) queue {
-	cfg := priorityqueue.Config{Name: name}
+func newQueue(name string, lowMaxWait time.Duration, mp *queueMetrics) queue {
+	cfg := priorityqueue.Config{Name: name, LowMaxWait: lowMaxWait}
 	if mp != nil {
 		cfg.MetricsProvider, cfg.OldestWait = mp, mp.oldestWait
 	}

@@ -363,7 +363,7 @@ func TestAnEventsPriority(t *testing.T) {
 		{"a deletion", func(h handler) { h.OnDelete(base()) }, normal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &countingQueue{queue: newQueue("test", nil)}
+			q := &countingQueue{queue: newQueue("test", time.Minute, nil)}
 			defer q.ShutDown()
 			c := &Controller{finalizer: "cache.example.com/finalizer"}
 			tc.event(c.objectKeys(testWork(q)))
@@ -408,7 +408,7 @@ func TestAnOwnedObjectsEventsPriority(t *testing.T) {
 		{"a deletion", func(h handler) { h.OnDelete(owned("5")) }, normal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &countingQueue{queue: newQueue("test", nil)}
+			q := &countingQueue{queue: newQueue("test", time.Minute, nil)}
 			defer q.ShutDown()
 			c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
 			tc.event(c.ownerKeys(testWork(q), deploymentsGR))

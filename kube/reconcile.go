@@ -34,7 +34,7 @@ type work struct {
 // newWork returns a term's work, with a queue of its own, whose spans and
 // instruments carry attrs.
 func (c *Controller) newWork(attrs []attribute.KeyValue) *work {
-	q := newQueue(c.name, newQueueMetrics(c.tel.instruments, c.name, attrs))
+	q := newQueue(c.name, c.settings.LowPriorityMaxWait, newQueueMetrics(c.tel.instruments, c.name, attrs))
 	return &work{q: q, later: newLater(q), attrs: attrs, stop: make(chan struct{})}
 }
 

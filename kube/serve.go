@@ -228,6 +228,7 @@ func (c *Controller) handle(informers []cache.SharedIndexInformer, w *work, watc
 // newInformer is an informer of what lw lists and watches, through client,
 // which says whether it can stream a list in a watch, with indexers.
 func newInformer(lw cache.ListWatch, client any, gvr schema.GroupVersionResource, example runtime.Object, resync time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
+	lw = markingListed(lw) // a relist's versions are no own writes (ownwrites.go)
 	watchFn := lw.WatchFuncWithContext
 	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		w, err := watchFn(ctx, o)

@@ -77,6 +77,18 @@ type Settings struct {
 	// (CheckReconcileTimeout).
 	ReconcileTimeout time.Duration
 
+	// LowPriorityMaxWait is how long a key queued at low priority (by the
+	// initial list, a resync, a status another wrote, or as a new
+	// leader's backlog) waits behind the keys changes queue before it is
+	// aged up: while the oldest low key has waited this long, every other
+	// key a worker takes is a low one, so a steady stream of changes
+	// can't hold the backlog back forever, nor the backlog a change.
+	// Default 1m: a cold start's or a failover's backlog of thousands of
+	// objects is still reconciled after the changes made meanwhile, and a
+	// key the changes hold back is reconciled about a minute late, not
+	// never. Positive (CheckLowPriorityMaxWait).
+	LowPriorityMaxWait time.Duration
+
 	// Shards divides the objects among the replicas, by the hash of the
 	// field ShardBy names, into this many ranges, each with a Lease of its
 	// own: the replica that holds a shard's Lease lists, watches, caches and
@@ -110,6 +122,8 @@ func DefaultSettings() Settings {
 		Resync:         10 * time.Hour,
 		RetryBaseDelay: 5 * time.Millisecond,
 		RetryMaxDelay:  1000 * time.Second,
+
+		LowPriorityMaxWait: time.Minute,
 		LeaderElection: LeaderElection{
 			LeaseDuration: 15 * time.Second,
 			RenewDeadline: 10 * time.Second,
@@ -162,6 +176,12 @@ func CheckResync(d time.Duration) error { return named("resync", d, checkPositiv
 
 // CheckRetryDelay checks a retry delay: positive.
 func CheckRetryDelay(d time.Duration) error { return named("retry delay", d, checkPositive(d)) }
+
+// CheckLowPriorityMaxWait checks how long a low-priority key waits before
+// it is aged up: positive.
+func CheckLowPriorityMaxWait(d time.Duration) error {
+	return named("low priority max wait", d, checkPositive(d))
+}
 
 // CheckLeaseDuration checks the Lease's duration: positive.
 func CheckLeaseDuration(d time.Duration) error { return named("lease duration", d, checkPositive(d)) }
@@ -307,6 +327,7 @@ func (s Settings) check(scope Scope) error {
 		named("Settings.RetryBaseDelay", s.RetryBaseDelay, checkPositive(s.RetryBaseDelay)),
 		named("Settings.RetryMaxDelay", s.RetryMaxDelay, checkPositive(s.RetryMaxDelay)),
 		named("Settings.ReconcileTimeout", s.ReconcileTimeout, checkNotNegative(s.ReconcileTimeout)),
+		named("Settings.LowPriorityMaxWait", s.LowPriorityMaxWait, checkPositive(s.LowPriorityMaxWait)),
 		named("Settings.LeaderElection.Namespace", le.Namespace, checkNamespace(le.Namespace)),
 		named("Settings.LeaderElection.Identity", le.Identity, checkIdentity(le.Identity)),
 		named("Settings.LeaderElection.RetryPeriod", le.RetryPeriod, checkPositive(le.RetryPeriod)),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/internal/transport"
 )
 
 // readCluster fills conn's Server and TLS from a kubeconfig's cluster, and
@@ -55,10 +56,10 @@ func serverAddr(server string) (string, error) {
 		return "", fmt.Errorf("server: not a URL: %w", err)
 	}
 	if u.Scheme != "https" || u.Host == "" {
-		return "", fmt.Errorf("server: %s isn't an https:// URL: a kube.Client always speaks TLS", u.Redacted())
+		return "", fmt.Errorf("server: %s isn't an https:// URL: a kube.Client always speaks TLS", transport.RedactURL(server))
 	}
 	if (u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("server: %s has more than a host and a port, which kube.Connection.Server is: give the API server's own address", u.Redacted())
+		return "", fmt.Errorf("server: %s has more than a host and a port, which kube.Connection.Server is: give the API server's own address", transport.RedactURL(server))
 	}
 	addr := u.Host
 	if u.Port() == "" {

@@ -52,8 +52,9 @@ import (
 //
 // It returns every problem in one error, each naming the kubeconfig's
 // file, the context and the field. No token, key or password is ever in
-// it. When ctx is done, it reads nothing and returns an error wrapping
-// ctx's.
+// it: a server URL it names shows xxxxx for its password, its query's
+// values and its fragment, where a token is sometimes placed. When ctx
+// is done, it reads nothing and returns an error wrapping ctx's.
 func Kubeconfig(ctx context.Context, h humus.Host, path, contextName string) (kube.Connection, error) {
 	if err := ctx.Err(); err != nil {
 		return kube.Connection{}, fmt.Errorf("kubeenv: reading kubeconfig %s: %w", path, err)

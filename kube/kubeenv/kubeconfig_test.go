@@ -274,6 +274,21 @@ func TestKubeconfigRefusesAServerWithAPath(t *testing.T) {
 	}
 }
 
+// A server URL's query and fragment, where a token is sometimes placed,
+// aren't shown, as its password isn't (issue 35).
+func TestKubeconfigRedactsAServersQuery(t *testing.T) {
+	h := workstation()
+	write(t, h, "home/me/.kube/config", kubeconfig(t, "https://me:hunter2@proxy.example.com/k8s?token=s3cret#s3cret", nil))
+
+	_, err := kubeenv.Kubeconfig(t.Context(), h.Host(), "/home/me/.kube/config", "")
+
+	want := `kubeenv: kubeconfig /home/me/.kube/config: context "dev": cluster "dev": server: https://me:xxxxx@proxy.example.com/k8s?token=xxxxx#xxxxx ` +
+		`has more than a host and a port, which kube.Connection.Server is: give the API server's own address`
+	if err == nil || err.Error() != want {
+		t.Errorf("Kubeconfig's error = %v, want %s", err, want)
+	}
+}
+
 func TestKubeconfigNamesMissingFiles(t *testing.T) {
 	h := workstation()
 	write(t, h, "home/me/.kube/config", kubeconfig(t, "https://dev.example.com/", func(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {

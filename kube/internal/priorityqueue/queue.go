@@ -12,7 +12,12 @@
 // and Order decides only which waiting key goes next. A Queue promises:
 //
 //   - Two priorities, Normal and Low. Get hands out a Normal key while one
-//     waits, and a Low key only when none does. Low is first in, first
+//     waits, and a Low key only when none does, or when the oldest Low
+//     key has waited Config.LowMaxWait (aged up): then every other Get
+//     hands out a Low key, until none that waits has waited that long. So
+//     neither priority waits behind the other's backlog: a change behind
+//     a cold start's by one key at most, the cold start's behind a steady
+//     stream of changes by half the takes at most. Low is first in, first
 //     out. At Normal, namespaces take turns (a key's namespace is its part
 //     before "/"; cluster-scoped keys share one): each Get at Normal hands
 //     out the key that has waited longest in the namespace whose turn it
@@ -48,8 +53,11 @@
 //     flight, OldestWait's ages are handed to Config.OldestWait, for each
 //     priority; once at ShutDown, as 0.
 //
-// A Low key waits for as long as Normal keys keep coming: with changes
-// arriving faster than the workers reconcile them, the backlog waits.
+// A Low key waits LowMaxWait at most before it is aged up, however steadily
+// Normal keys come, and then its turn in the Low line, at every other
+// take: its wait counts as OldestWait's does, from the start of the term
+// at the earliest, so a new leader's backlog has LowMaxWait behind the
+// changes first.
 package priorityqueue
 
 import (
@@ -93,6 +101,9 @@ type Config struct {
 	// MetricsProvider records client-go's metrics of the queue; nil records
 	// none.
 	MetricsProvider workqueue.MetricsProvider
+	// LowMaxWait is how long a Low key waits at most before it is aged up
+	// (see the package doc); 0, never.
+	LowMaxWait time.Duration
 	// OldestWait, if set, is called for each priority, with how long the
 	// key that has waited longest at it has waited (see Queue.OldestWait),
 	// each time the queue sets the work in flight, and with 0 at ShutDown.
@@ -118,6 +129,7 @@ type Queue struct {
 // New returns a queue configured by cfg.
 func New(cfg Config) *Queue {
 	q := &Queue{order: NewOrder(), oldest: cfg.OldestWait}
+	q.order.lowMaxWait = cfg.LowMaxWait
 	var mp workqueue.MetricsProvider
 	if cfg.MetricsProvider != nil {
 		mp = metricsProvider{MetricsProvider: cfg.MetricsProvider, q: q}
@@ -231,6 +243,9 @@ type Order struct {
 	taken   map[string]Priority  // the priority each key a worker holds waited at
 	seq     uint64
 	term    time.Time // when the term began; zero outside one
+
+	lowMaxWait time.Duration // how long a Low key waits before it is overdue; 0, never
+	tookLow    bool          // the last take was an overdue Low key's, ahead of Normal keys
 }
 
 type entry struct {
@@ -310,16 +325,19 @@ func (o *Order) Len() int {
 }
 
 // Pop takes the key that has waited longest at the highest priority that
-// has one. client-go's queue calls it only when a key waits.
+// has one; but while the oldest Low key is overdue, every other take is
+// the Low line's. client-go's queue calls it only when a key waits.
 func (o *Order) Pop() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var e *entry
-	if o.normal.n > 0 {
-		e = o.normal.pop()
-	} else if front := o.low.Front(); front != nil {
-		e = o.low.Remove(front).(*entry)
-	} else {
+	front := o.low.Front()
+	switch {
+	case o.normal.n > 0 && (front == nil || o.tookLow || !o.overdue(front.Value.(*entry), time.Now())):
+		e, o.tookLow = o.normal.pop(), false
+	case front != nil:
+		e, o.tookLow = o.low.Remove(front).(*entry), o.normal.n > 0
+	default:
 		return ""
 	}
 	delete(o.waiting, e.key)
@@ -379,6 +397,21 @@ func (o *Order) lead(now time.Time, keep time.Duration) {
 	}
 }
 
+// waited is how long e has waited at its priority at now, from the start
+// of the term at the earliest, as OldestWait reports it.
+func (o *Order) waited(e *entry, now time.Time) time.Duration {
+	since := e.since
+	if since.Before(o.term) {
+		since = o.term
+	}
+	return max(0, now.Sub(since))
+}
+
+// overdue reports whether e, a Low key, has waited lowMaxWait.
+func (o *Order) overdue(e *entry, now time.Time) bool {
+	return o.lowMaxWait > 0 && o.waited(e, now) >= o.lowMaxWait
+}
+
 func (o *Order) oldestWait(now time.Time) (normal, low time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -389,11 +422,7 @@ func (o *Order) oldestWait(now time.Time) (normal, low time.Duration) {
 		if e == nil {
 			return 0
 		}
-		since := e.since
-		if since.Before(o.term) {
-			since = o.term
-		}
-		return max(0, now.Sub(since))
+		return o.waited(e, now)
 	}
 	var lowest *entry
 	if front := o.low.Front(); front != nil {

@@ -357,3 +357,125 @@ func TestABurstInOneNamespaceHoldsBackAChangeInAnotherByOneKey(t *testing.T) {
 		}
 	})
 }
+
+// A Low key waits no longer than LowMaxWait, however steadily Normal keys
+// come (issue 35, point 5: before, a Low key waited for as long as Normal
+// keys kept coming, here forever). One worker takes a key every 100ms
+// while a Normal key comes every 50ms, faster than it, and a Low key every
+// second: each Low key is taken within LowMaxWait and the take after it,
+// the Normal keys still have every other take at least, and the oldest
+// wait at Low that the queue reports never passes the bound.
+func TestALowKeyWaitsNoLongerThanLowMaxWaitUnderASteadyStreamOfNormalKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			maxWait = 10 * time.Second
+			take    = 100 * time.Millisecond
+			bound   = maxWait + 2*take
+			run     = time.Minute
+		)
+		var mu sync.Mutex
+		var reportedLow []time.Duration
+		q := New(Config{Name: "test", MetricsProvider: noopProvider{}, LowMaxWait: maxWait, OldestWait: func(p Priority, d time.Duration) {
+			if p == Low {
+				mu.Lock()
+				reportedLow = append(reportedLow, d)
+				mu.Unlock()
+			}
+		}})
+		start := time.Now()
+		q.Lead(start, time.Minute)
+
+		lowAdded := map[string]time.Time{}
+		go addEvery(q, Normal, take/2, start.Add(run), nil)
+		go addEvery(q, Low, time.Second, start.Add(run-bound), func(key string) {
+			mu.Lock()
+			lowAdded[key] = time.Now()
+			mu.Unlock()
+		})
+		lowTaken := map[string]time.Time{}
+		var normals, lows int
+		for time.Since(start) < run {
+			it, _ := q.Get()
+			if it.Priority == Low {
+				lowTaken[it.Key] = time.Now()
+				lows++
+			} else {
+				normals++
+			}
+			time.Sleep(take)
+			q.Done(it.Key)
+		}
+		synctest.Wait()
+		q.ShutDown()
+
+		mu.Lock()
+		defer mu.Unlock()
+		var longest time.Duration
+		for key, added := range lowAdded {
+			taken, ok := lowTaken[key]
+			if !ok {
+				t.Errorf("%s, added %s into the run, was never taken", key, added.Sub(start))
+				continue
+			}
+			if wait := taken.Sub(added); wait > bound {
+				t.Errorf("%s waited %s, want at most %s", key, wait, bound)
+			}
+			longest = max(longest, taken.Sub(added))
+		}
+		t.Logf("%d Low keys, the longest wait %s; %d Normal keys taken", len(lowAdded), longest, normals)
+		if normals < lows {
+			t.Errorf("%d Normal keys taken and %d Low keys, want Normal keys to have every other take at least", normals, lows)
+		}
+		if len(reportedLow) == 0 {
+			t.Fatal("no oldest wait at Low reported")
+		}
+		if most := slices.Max(reportedLow); most > bound || most < maxWait-time.Second {
+			t.Errorf("the longest oldest wait at Low reported = %s, want between %s and %s", most, maxWait-time.Second, bound)
+		}
+	})
+}
+
+// addEvery adds a new key at p every d until end, calling added, if set,
+// with each before its add.
+func addEvery(q *Queue, p Priority, d time.Duration, end time.Time, added func(key string)) {
+	for i := 0; time.Now().Before(end); i++ {
+		key := p.String() + "/" + strconv.Itoa(i)
+		if added != nil {
+			added(key)
+		}
+		q.Add(key, p, time.Now())
+		time.Sleep(d)
+	}
+}
+
+// Low keys that waited LowMaxWait go ahead of the Normal keys every other
+// take, so neither priority waits behind the other's backlog: a cold
+// start's backlog past its bound doesn't hold back a change by the
+// backlog, nor a steady stream of changes the backlog.
+func TestOverdueLowKeysTakeEveryOtherTake(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config{Name: "test", LowMaxWait: time.Second})
+		t.Cleanup(q.ShutDown)
+		q.Lead(time.Now(), time.Minute)
+		for _, k := range []string{"l1", "l2", "l3"} {
+			q.Add(k, Low, time.Time{})
+		}
+		time.Sleep(500 * time.Millisecond)
+		for _, k := range []string{"n1", "n2", "n3", "n4"} {
+			q.Add(k, Normal, time.Now())
+		}
+		if got, want := keys(drain(t, q)), []string{"n1", "n2", "n3", "n4", "l1", "l2", "l3"}; !slices.Equal(got, want) {
+			t.Errorf("before the bound, took %v, want %v", got, want)
+		}
+		for _, k := range []string{"l1", "l2", "l3"} {
+			q.Add(k, Low, time.Time{})
+		}
+		time.Sleep(time.Second)
+		for _, k := range []string{"n1", "n2", "n3", "n4"} {
+			q.Add(k, Normal, time.Now())
+		}
+		if got, want := keys(drain(t, q)), []string{"l1", "n1", "l2", "n2", "l3", "n3", "n4"}; !slices.Equal(got, want) {
+			t.Errorf("past the bound, took %v, want %v", got, want)
+		}
+	})
+}
