@@ -254,9 +254,12 @@
 //     too: any answer to a request of the Lease that no retry mends ends
 //     Serve, naming the Lease and the answer: a 400, 405, 406, 413, 415
 //     or 422, or a 404 to its create (its namespace missing), at once; a
-//     403 once 403s have come for 10s with no success between, since a
-//     restarted API server refuses with 403s while it loads RBAC. So
-//     Synced never stays healthy on a controller that does nothing.
+//     403 once 403s to one kind of request (a read, a create, an update,
+//     which takes a released Lease and renews a held one) have come for
+//     10s with no success of that kind between, since a restarted API
+//     server refuses with 403s while it loads RBAC: a read that succeeds
+//     before each take refused doesn't reset it. So Synced never stays
+//     healthy on a controller that does nothing.
 //   - Synced is unhealthy until the caches have synced, and healthy from
 //     then until Serve returns, on every replica.
 //   - One object is never reconciled twice at once. A reconcile is handed its
