@@ -125,11 +125,11 @@ func (m *shardManager) serve(ctx, stopping context.Context, inf *informing) erro
 	c := m.c
 	n := c.settings.Shards
 	m.ctx, m.stopping, m.inf = ctx, stopping, inf
-	m.foreign = shard.NewForeign(c.name, c.settings.LeaderElection.LeaseDuration)
+	m.foreign = shard.NewForeign(c.name, string(c.settings.ShardBy), c.settings.LeaderElection.LeaseDuration)
 	m.ended = make(chan int, n)
 	m.refusal = elector.Refusal{Grace: unservedGrace}
 	for i := range n {
-		cfg := c.electorConfig(shard.LeaseName(c.name, i, n))
+		cfg := c.electorConfig(shard.LeaseName(c.name, string(c.settings.ShardBy), i, n))
 		cfg.Taking = func(l *coordinationv1.Lease) {
 			delete(l.Annotations, annotationWantedBy) // whoever asked, it is this replica's now
 		}
@@ -164,7 +164,9 @@ func (m *shardManager) serve(ctx, stopping context.Context, inf *informing) erro
 // look lists the Leases, takes the shards plan says, and asks for one.
 // It returns when to look next: RetryPeriod from now, or sooner, when a
 // Lease expires by this replica's clock. Only a Lease this replica may not
-// read or write is an error.
+// read or write is an error, and the shards it has just taken, whose terms
+// haven't begun, it gives back first: Serve ends, and no other replica
+// should wait them out.
 func (m *shardManager) look() (time.Time, error) {
 	le := m.c.settings.LeaderElection
 	next := time.Now().Add(le.RetryPeriod)
@@ -187,14 +189,17 @@ func (m *shardManager) look() (time.Time, error) {
 			taken = append(taken, i)
 		}
 		if err := el.DeniedErr(); err != nil {
+			m.giveBack(taken)
 			return next, err
 		}
 	}
 	if len(taken) > 0 {
-		// Of two replicas with different shard counts taking overlapping
-		// shards at once, at least one sees the other's Lease now.
+		// Of two replicas with different shard counts or keys taking
+		// overlapping shards at once, at least one sees the other's Lease
+		// now.
 		leases, ok, err := m.list()
 		if err != nil {
+			m.giveBack(taken)
 			return next, err
 		}
 		blocked := m.blockedShards(leases)
@@ -210,6 +215,14 @@ func (m *shardManager) look() (time.Time, error) {
 		m.askFor(ask)
 	}
 	return next, nil
+}
+
+// giveBack releases the Leases of the shards taken, whose terms haven't
+// begun.
+func (m *shardManager) giveBack(taken []int) {
+	for _, i := range taken {
+		m.c.release(m.electors[i])
+	}
 }
 
 func (m *shardManager) campaigning() context.Context {
@@ -527,24 +540,37 @@ func (c *Controller) ownerUID(o metav1.Object) (string, bool) {
 	return "", false
 }
 
+// guardOff is the WARN record of a replica with one shard that may not
+// list the Leases: it can't see a shard's Lease still held.
+const guardOff = "this replica may not list the Leases: a rollout from several shards back to one can have two writers"
+
 // shardLeasesHeld returns what reports whether a held Lease of c's shards
 // keeps a replica with one shard from the one Lease: when Settings.Shards
 // goes back to 1, the old replicas' shards' Leases, until they are
 // released or expire. It lists the Leases in the Lease's namespace. A list
 // this replica may not make guards nothing: only a sharded controller
 // needs list on Leases, so a controller that never ran sharded has no
-// shards' Leases. A list that fails otherwise keeps the replica from the
-// Lease until the next try.
+// shards' Leases; it says so once, with a WARN record naming the missing
+// rule, since a rollout from shards back to one without it can have two
+// writers. A list that fails otherwise keeps the replica from the Lease
+// until the next try.
 func shardLeasesHeld(c *Controller) func(ctx context.Context) bool {
-	foreign := shard.NewForeign(c.name, c.settings.LeaderElection.LeaseDuration)
+	foreign := shard.NewForeign(c.name, string(c.settings.ShardBy), c.settings.LeaderElection.LeaseDuration)
+	var warned sync.Once
 	return func(ctx context.Context) bool {
 		le := c.settings.LeaderElection
 		ctx, cancel := context.WithTimeout(ctx, le.RenewDeadline)
 		defer cancel()
 		list, err := c.clients.leases.Leases(le.Namespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
+		switch {
+		case apierrors.IsForbidden(err):
+			warned.Do(func() {
+				c.tel.log.WarnContext(ctx, guardOff, "missing", "list on leases.coordination.k8s.io in "+le.Namespace, "error", err.Error())
+			})
+			return false
+		case err != nil:
 			klog.FromContext(ctx).V(4).Info("Failed to list the leases", "err", err)
-			return !apierrors.IsForbidden(err)
+			return true
 		}
 		return foreign.Blocked(list.Items, 1)[0]
 	}
