@@ -209,12 +209,18 @@
 //     can still land later: Kubernetes has no fencing token for a write.
 //   - With Settings.Shards above 1, the objects are divided by the hash of
 //     their UID (or namespace) into that many shards, each with a Lease of
-//     its own named Name-i-of-Shards; each rule here holds for each shard,
+//     its own named Name-i-of-Shards (Name-i-of-Shards-by-namespace with
+//     ShardByNamespace); each rule here holds for each shard,
 //     but a replica that loses a shard keeps running and takes shards
 //     again. The replicas share the shards evenly, a shard handed over only
 //     once its reconciles in flight have finished, and each replica lists,
 //     watches and caches only the shards it holds, with the API server's
-//     shard selector (filtering on its own side too). See Scaling out in
+//     shard selector (filtering on its own side too). A rollout that
+//     changes Shards or ShardBy never has two writers for one object: a
+//     replica takes no shard while a Lease of another count or key that
+//     covers any of its objects is held (one of another key covers them
+//     all), so the new replicas wait for the old ones to release theirs,
+//     on shutdown, or for them to expire. See Scaling out in
 //     docs/kubernetes-controllers.md.
 //   - A standby reads the Lease every RetryPeriod and tries to take it the
 //     moment it has expired by its own clock: it takes a released Lease

@@ -62,18 +62,21 @@ const maxShards = 256
 //     writes are made under its own proof, and a shard whose Lease can't be
 //     proven stops its workers by the lost deadline. A replica that loses a
 //     shard, or every shard, keeps running and takes shards again.
-//   - The Lease names carry the shard count. A shard isn't taken while a
+//   - The Lease names carry the shard count and the key: name-i-of-n by
+//     UID, the names of the Leases before the key was written into them,
+//     so a replica by UID shares its Leases with one of that code;
+//     name-i-of-n-by-namespace by namespace. A shard isn't taken while a
 //     Lease of another count, or the one Lease of an unsharded controller,
-//     that covers any of its objects is held, and a replica that finds one
-//     just after taking a shard gives it back before reconciling: so a
-//     rollout that changes Settings.Shards never has two writers for one
-//     object.
+//     that covers any of its objects is held, nor while a Lease of another
+//     key is (an object of one UID shard can be in any namespace shard),
+//     and a replica that finds one just after taking a shard gives it back
+//     before reconciling: so a rollout that changes Settings.Shards or
+//     Settings.ShardBy never has two writers for one object. (A replica of
+//     the code before that shards by namespace names its Leases as one by
+//     UID does: a rollout from it straight to ShardByUID isn't guarded.)
 //   - The replica lists and watches each shard it holds with the shard's
 //     selector, from when it takes it: it caches its shards' objects only,
 //     and a shard taken over starts cold.
-
-// annotationWantedBy, on a shard's Lease, names the replica that asked its
-// holder for it.
 
 // annotationWantedBy, on a shard's Lease, names the replica that asked its
 // holder for it.
