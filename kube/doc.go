@@ -225,12 +225,18 @@
 //     can still land later: Kubernetes has no fencing token for a write.
 //   - With Settings.Shards above 1, the objects are divided by the hash of
 //     their UID (or namespace) into that many shards, each with a Lease of
-//     its own named Name-i-of-Shards; each rule here holds for each shard,
+//     its own named Name-i-of-Shards (Name-i-of-Shards-by-namespace with
+//     ShardByNamespace); each rule here holds for each shard,
 //     but a replica that loses a shard keeps running and takes shards
 //     again. The replicas share the shards evenly, a shard handed over only
 //     once its reconciles in flight have finished, and each replica lists,
 //     watches and caches only the shards it holds, with the API server's
-//     shard selector (filtering on its own side too). See Scaling out in
+//     shard selector (filtering on its own side too). A rollout that
+//     changes Shards or ShardBy never has two writers for one object: a
+//     replica takes no shard while a Lease of another count or key that
+//     covers any of its objects is held (one of another key covers them
+//     all), so the new replicas wait for the old ones to release theirs,
+//     on shutdown, or for them to expire. See Scaling out in
 //     docs/kubernetes-controllers.md.
 //   - A standby reads the Lease every RetryPeriod and tries to take it the
 //     moment it has expired by its own clock: it takes a released Lease
@@ -270,9 +276,12 @@
 //     too: any answer to a request of the Lease that no retry mends ends
 //     Serve, naming the Lease and the answer: a 400, 405, 406, 413, 415
 //     or 422, or a 404 to its create (its namespace missing), at once; a
-//     403 once 403s have come for 10s with no success between, since a
-//     restarted API server refuses with 403s while it loads RBAC. So
-//     Synced never stays healthy on a controller that does nothing.
+//     403 once 403s to one kind of request (a read, a create, an update,
+//     which takes a released Lease and renews a held one) have come for
+//     10s with no success of that kind between, since a restarted API
+//     server refuses with 403s while it loads RBAC: a read that succeeds
+//     before each take refused doesn't reset it. So Synced never stays
+//     healthy on a controller that does nothing.
 //   - Synced is unhealthy until the caches have synced, and healthy from
 //     then until Serve returns, on every replica.
 //   - One object is never reconciled twice at once. A reconcile is handed its

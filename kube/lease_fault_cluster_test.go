@@ -160,7 +160,7 @@ func TestClusterFaultLosingOneShardKeepsTheOthers(t *testing.T) {
 	w.create(objects)
 	w.c.ServiceAccount(t, w.ns, "replica-a", shardRBAC(w.ns))
 	r := w.replica("replica-a", s)
-	lost, kept := shard.LeaseName(s.Name, 0, 2), shard.LeaseName(s.Name, 1, 2)
+	lost, kept := shard.LeaseName(s.Name, shard.DefaultKey, 0, 2), shard.LeaseName(s.Name, shard.DefaultKey, 1, 2)
 	w.holds(lost, "replica-a", 30*time.Second)
 	w.holds(kept, "replica-a", 30*time.Second)
 	w.converged(time.Minute)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -566,6 +567,49 @@ func TestALeaseForbiddenForAFewSecondsIsWaitedOut(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A Lease that may be read but not taken ends Serve once its takes have
+// been refused for unservedGrace, naming the Lease and the 403: with get
+// and create on Leases but no update, and the Lease already there,
+// released by the last leader's shutdown, every take is an update. Before,
+// the read before each take reset the grace, so the 403 never became
+// final: Serve ran on, Synced healthy, and no replica ever led.
+func TestServeEndsWhenAReleasedLeaseMayBeReadButNotTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		released := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "memcached-controller"},
+			Spec:       coordinationv1.LeaseSpec{LeaseDurationSeconds: new(int32(1)), LeaseTransitions: new(int32(3))},
+		}
+		if _, err := f.kube.CoordinationV1().Leases("kube-system").Create(t.Context(), released, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		denied := apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "memcached-controller", errors.New("update not allowed"))
+		f.kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, denied
+		})
+		var calls counter
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+		stop := served(t, ctrl)
+
+		le := testSettings().LeaderElection
+		bound := unservedGrace + le.RetryPeriod + time.Second
+		returned, err := awaitServe(ctrl, stop, bound)
+		if !returned {
+			t.Fatalf("Serve didn't return within unservedGrace+RetryPeriod+1s (%s) of every take refused; Serve, cancelled = %v", bound, stop())
+		}
+		want := "kube: the Lease kube-system/memcached-controller: " + denied.Error()
+		if err == nil || err.Error() != want || !errors.Is(err, denied) {
+			t.Errorf("Serve = %v, want %q", err, want)
+		}
+		if got := calls.get("m"); got != 0 {
+			t.Errorf("reconciles = %d, want none without the Lease", got)
+		}
+		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+			t.Error("Synced is healthy after Serve returned")
+		}
+	})
 }
 
 // A Lease that can't be created for an answer no retry mends, other than

@@ -62,18 +62,21 @@ const maxShards = 256
 //     writes are made under its own proof, and a shard whose Lease can't be
 //     proven stops its workers by the lost deadline. A replica that loses a
 //     shard, or every shard, keeps running and takes shards again.
-//   - The Lease names carry the shard count. A shard isn't taken while a
+//   - The Lease names carry the shard count and the key: name-i-of-n by
+//     UID, the names of the Leases before the key was written into them,
+//     so a replica by UID shares its Leases with one of that code;
+//     name-i-of-n-by-namespace by namespace. A shard isn't taken while a
 //     Lease of another count, or the one Lease of an unsharded controller,
-//     that covers any of its objects is held, and a replica that finds one
-//     just after taking a shard gives it back before reconciling: so a
-//     rollout that changes Settings.Shards never has two writers for one
-//     object.
+//     that covers any of its objects is held, nor while a Lease of another
+//     key is (an object of one UID shard can be in any namespace shard),
+//     and a replica that finds one just after taking a shard gives it back
+//     before reconciling: so a rollout that changes Settings.Shards or
+//     Settings.ShardBy never has two writers for one object. (A replica of
+//     the code before that shards by namespace names its Leases as one by
+//     UID does: a rollout from it straight to ShardByUID isn't guarded.)
 //   - The replica lists and watches each shard it holds with the shard's
 //     selector, from when it takes it: it caches its shards' objects only,
 //     and a shard taken over starts cold.
-
-// annotationWantedBy, on a shard's Lease, names the replica that asked its
-// holder for it.
 
 // annotationWantedBy, on a shard's Lease, names the replica that asked its
 // holder for it.
@@ -139,11 +142,11 @@ func (m *shardManager) serve(ctx, stopping context.Context, inf *informing) erro
 	c := m.c
 	n := c.settings.Shards
 	m.ctx, m.stopping, m.inf = ctx, stopping, inf
-	m.foreign = shard.NewForeign(c.name, c.settings.LeaderElection.LeaseDuration)
+	m.foreign = shard.NewForeign(c.name, string(c.settings.ShardBy), c.settings.LeaderElection.LeaseDuration)
 	m.ended = make(chan int, n)
 	m.refusal = elector.Refusal{Grace: unservedGrace}
 	for i := range n {
-		cfg := c.electorConfig(shard.LeaseName(c.name, i, n))
+		cfg := c.electorConfig(shard.LeaseName(c.name, string(c.settings.ShardBy), i, n))
 		cfg.Taking = func(l *coordinationv1.Lease) {
 			delete(l.Annotations, annotationWantedBy) // whoever asked, it is this replica's now
 		}
@@ -178,7 +181,9 @@ func (m *shardManager) serve(ctx, stopping context.Context, inf *informing) erro
 // look lists the Leases, takes the shards plan says, and asks for one.
 // It returns when to look next: RetryPeriod from now, or sooner, when a
 // Lease expires by this replica's clock. Only a Lease this replica may not
-// read or write is an error.
+// read or write is an error, and the shards it has just taken, whose terms
+// haven't begun, it gives back first: Serve ends, and no other replica
+// should wait them out.
 func (m *shardManager) look() (time.Time, error) {
 	le := m.c.settings.LeaderElection
 	next := time.Now().Add(le.RetryPeriod)
@@ -201,14 +206,17 @@ func (m *shardManager) look() (time.Time, error) {
 			taken = append(taken, i)
 		}
 		if err := el.DeniedErr(); err != nil {
+			m.giveBack(taken)
 			return next, err
 		}
 	}
 	if len(taken) > 0 {
-		// Of two replicas with different shard counts taking overlapping
-		// shards at once, at least one sees the other's Lease now.
+		// Of two replicas with different shard counts or keys taking
+		// overlapping shards at once, at least one sees the other's Lease
+		// now.
 		leases, ok, err := m.list()
 		if err != nil {
+			m.giveBack(taken)
 			return next, err
 		}
 		blocked := m.blockedShards(leases)
@@ -224,6 +232,14 @@ func (m *shardManager) look() (time.Time, error) {
 		m.askFor(ask)
 	}
 	return next, nil
+}
+
+// giveBack releases the Leases of the shards taken, whose terms haven't
+// begun.
+func (m *shardManager) giveBack(taken []int) {
+	for _, i := range taken {
+		m.c.release(m.electors[i])
+	}
 }
 
 func (m *shardManager) campaigning() context.Context {
@@ -543,24 +559,37 @@ func (c *Controller) ownerUID(o metav1.Object) (string, bool) {
 	return "", false
 }
 
+// guardOff is the WARN record of a replica with one shard that may not
+// list the Leases: it can't see a shard's Lease still held.
+const guardOff = "this replica may not list the Leases: a rollout from several shards back to one can have two writers"
+
 // shardLeasesHeld returns what reports whether a held Lease of c's shards
 // keeps a replica with one shard from the one Lease: when Settings.Shards
 // goes back to 1, the old replicas' shards' Leases, until they are
 // released or expire. It lists the Leases in the Lease's namespace. A list
 // this replica may not make guards nothing: only a sharded controller
 // needs list on Leases, so a controller that never ran sharded has no
-// shards' Leases. A list that fails otherwise keeps the replica from the
-// Lease until the next try.
+// shards' Leases; it says so once, with a WARN record naming the missing
+// rule, since a rollout from shards back to one without it can have two
+// writers. A list that fails otherwise keeps the replica from the Lease
+// until the next try.
 func shardLeasesHeld(c *Controller) func(ctx context.Context) bool {
-	foreign := shard.NewForeign(c.name, c.settings.LeaderElection.LeaseDuration)
+	foreign := shard.NewForeign(c.name, string(c.settings.ShardBy), c.settings.LeaderElection.LeaseDuration)
+	var warned sync.Once
 	return func(ctx context.Context) bool {
 		le := c.settings.LeaderElection
 		ctx, cancel := context.WithTimeout(ctx, le.RenewDeadline)
 		defer cancel()
 		list, err := c.clients.leases.Leases(le.Namespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
+		switch {
+		case apierrors.IsForbidden(err):
+			warned.Do(func() {
+				c.tel.log.WarnContext(ctx, guardOff, "missing", "list on leases.coordination.k8s.io in "+le.Namespace, "error", err.Error())
+			})
+			return false
+		case err != nil:
 			klog.FromContext(ctx).V(4).Info("Failed to list the leases", "err", err)
-			return !apierrors.IsForbidden(err)
+			return true
 		}
 		return foreign.Blocked(list.Items, 1)[0]
 	}

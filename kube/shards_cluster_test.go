@@ -121,15 +121,21 @@ func cachedShards(p *replicaProc) map[int][2]int {
 }
 
 // shardHolders reads the holder of each of the n shards' Leases of the
-// test controller ("" for none).
+// test controller ("" for none), by uid.
 func shardHolders(ctx context.Context, w *workload, n int) ([]string, error) {
+	return shardHoldersBy(ctx, w, ShardByUID, n)
+}
+
+// shardHoldersBy reads the holder of each of the n shards' Leases of the
+// test controller, by key ("" for none).
+func shardHoldersBy(ctx context.Context, w *workload, by ShardKey, n int) ([]string, error) {
 	holders := make([]string, n)
 	leases, err := w.kube.CoordinationV1().Leases(w.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
 	for _, l := range leases.Items {
-		if i, k, ok := shard.ParseLease(testSettings().Name, l.Name); ok && k == n && l.Spec.HolderIdentity != nil {
+		if i, k, key, ok := shard.ParseLease(testSettings().Name, l.Name); ok && k == n && key == string(by) && l.Spec.HolderIdentity != nil {
 			holders[i] = *l.Spec.HolderIdentity
 		}
 	}

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,8 +13,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	otellog "go.opentelemetry.io/otel/log"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
@@ -54,12 +57,26 @@ func shardedControllerOf(t *testing.T, f *fakeCluster, id string, tel *humustest
 	return f.use(ctrl)
 }
 
+// shardedControllerBy is shardedController dividing the objects by key.
+func shardedControllerBy(t *testing.T, f *fakeCluster, id string, by ShardKey, rec Reconciler[cacheSpec, cacheStatus]) *Controller {
+	t.Helper()
+	s := testSettings()
+	s.Shards, s.ShardBy, s.Workers = 4, by, 20
+	s.LeaderElection.Identity = id
+	setup := &humus.Setup{Host: humustest.NewHost().Host(), Telemetry: humustest.NewTelemetry().Telemetry()}
+	ctrl, err := NewController(setup, testClient(t, setup), s, caches, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.use(ctrl)
+}
+
 // shardHoldersOf is the holder of each of the 4 shards' Leases in f.
 func shardHoldersOf(t *testing.T, f *fakeCluster) []string {
 	t.Helper()
 	holders := make([]string, 4)
 	for i := range holders {
-		holders[i] = holder(f.lease(t, "kube-system", shard.LeaseName("memcached-controller", i, 4)))
+		holders[i] = holder(f.lease(t, "kube-system", shard.LeaseName("memcached-controller", shard.DefaultKey, i, 4)))
 	}
 	return holders
 }
@@ -341,7 +358,7 @@ func TestAShardWhoseLeaseIsDeletedIsTakenAgainOnceItCountsAsExpired(t *testing.T
 			t.Fatalf("the shards' holders = %q, want replica-1 for each", got)
 		}
 		le := testSettings().LeaderElection
-		name := shard.LeaseName("memcached-controller", 0, 4)
+		name := shard.LeaseName("memcached-controller", shard.DefaultKey, 0, 4)
 		if err := f.kube.CoordinationV1().Leases("kube-system").Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -481,7 +498,7 @@ func TestAShardTakenAsTheUnshardedLeaseIsTakenIsGivenBack(t *testing.T) {
 // holder and renewed at renewed.
 func shardLease(i, n int, holder string, renewed time.Time) *coordinationv1.Lease {
 	l := foreignLease(holder, renewed)
-	l.Name = shard.LeaseName(l.Name, i, n)
+	l.Name = shard.LeaseName(l.Name, shard.DefaultKey, i, n)
 	return l
 }
 
@@ -550,6 +567,163 @@ func TestTheOneLeaseTakenAsAShardIsTakenIsGivenBack(t *testing.T) {
 		}
 		if got := calls.get("m"); got != 0 {
 			t.Errorf("reconciles = %d, want none: the Lease given back before reconciling", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+// A rollout that changes ShardBy and not Shards: while a replica dividing
+// by uid holds its four shards, a replica dividing by namespace takes no
+// shard and asks for none, since an object of a uid shard can be in any
+// namespace shard; once the old replica has released its Leases, the new
+// one takes its four. Before, the shards' Leases were named name-i-of-n
+// whatever the key: the new replica asked the old one for its share, took
+// two of its Leases as its own, and from then on an object whose uid
+// shard the old replica held and whose namespace shard the new one held
+// was reconciled by both.
+func TestAReplicaOfAnotherShardKeyTakesNoShardWhileTheOldKeysAreHeld(t *testing.T) {
+	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
+	synctest.Test(t, func(t *testing.T) {
+		objs := make([]runtime.Object, 16)
+		for i := range objs {
+			objs[i] = cacheObject(fmt.Sprintf("ns-%d", i%8), fmt.Sprintf("m-%d", i), 1)
+		}
+		f := newFakeCluster(t, listKinds, objs...)
+		electortest.CheckVersions(f.kube)
+		var oldCalls, newCalls counter
+		stopOld := served(t, shardedControllerBy(t, f, "replica-1", ShardByUID, readyReplicas(&oldCalls)))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
+			t.Fatalf("the uid shards' holders = %q, want replica-1 for each", got)
+		}
+
+		stopNew := served(t, shardedControllerBy(t, f, "replica-2", ShardByNamespace, readyReplicas(&newCalls)))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
+			t.Errorf("the uid shards' holders a minute after a replica by namespace started = %q, want replica-1 for each", got)
+		}
+		if got := len(newCalls.keys()); got != 0 {
+			t.Errorf("the replica by namespace reconciled %d times while the uid shards were held, want none", got)
+		}
+		leases, err := f.kube.CoordinationV1().Leases("kube-system").List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range leases.Items {
+			if h := holder(&l); h == "replica-2" {
+				t.Errorf("replica-2 holds %s while the uid shards are held", l.Name)
+			}
+		}
+
+		if err := stopOld(); err != nil {
+			t.Errorf("the uid replica's Serve = %v, want nil", err)
+		}
+		stopped := time.Now()
+		time.Sleep(2*testSettings().LeaderElection.RetryPeriod + time.Second)
+		synctest.Wait()
+		for i := range 4 {
+			name := shard.LeaseName("memcached-controller", string(ShardByNamespace), i, 4)
+			if h := holder(f.lease(t, "kube-system", name)); h != "replica-2" {
+				t.Errorf("%s's holder %s after the uid replica released its shards = %q, want replica-2", name, time.Since(stopped), h)
+			}
+		}
+		if got := len(newCalls.keys()); got == 0 {
+			t.Error("the replica by namespace reconciled nothing once it held the shards")
+		}
+		if err := stopNew(); err != nil {
+			t.Errorf("the namespace replica's Serve = %v, want nil", err)
+		}
+	})
+}
+
+// A take whose list just after fails with an answer no retry mends (a 400
+// here) ends Serve with the list's error, and gives back the shard it
+// just took: its Lease released, not left held by a replica that has
+// stopped, for the others to wait out.
+func TestAShardTakenWhenTheListAfterTheTakeFailsIsGivenBack(t *testing.T) {
+	resetErrorBackoff(t)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, shardObjects(8)...)
+		electortest.CheckVersions(f.kube)
+		var mu sync.Mutex
+		var taken bool
+		f.kube.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			taken = true
+			return false, nil, nil
+		})
+		f.kube.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if taken {
+				return true, nil, apierrors.NewBadRequest("the list is refused")
+			}
+			return false, nil, nil
+		})
+		var calls counter
+		ctrl := shardedController(t, f, "replica-1", humustest.NewTelemetry(), readyReplicas(&calls))
+		stop := served(t, ctrl)
+		returned, err := awaitServe(ctrl, stop, 10*time.Second)
+		if !returned {
+			t.Fatalf("Serve didn't return within 10s of a list refused with a 400; Serve, cancelled = %v", stop())
+		}
+		const want = "kube: listing the Leases in kube-system: the list is refused"
+		if err == nil || err.Error() != want {
+			t.Errorf("Serve = %v, want %q", err, want)
+		}
+		mu.Lock()
+		taken = false // the test's own list
+		mu.Unlock()
+		leases, err := f.kube.CoordinationV1().Leases("kube-system").List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(leases.Items) == 0 {
+			t.Fatal("no shard was taken")
+		}
+		for _, l := range leases.Items {
+			if h := holder(&l); h != "" {
+				t.Errorf("%s's holder once Serve returned = %q, want none: the shard taken given back", l.Name, h)
+			}
+		}
+	})
+}
+
+// A replica with one shard that may not list the Leases can't see a
+// shard's Lease of a rollout from several shards back to one: the guard
+// is off. It says so once, with a WARN record naming the missing rule,
+// and leads as before, since a controller that never ran sharded needs no
+// list. Before, it said so only at V(4) of its klog logger.
+func TestAReplicaWithOneShardThatMayNotListTheLeasesSaysTheGuardIsOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		f.kube.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(coordinationv1.Resource("leases"), "", errors.New("list not allowed"))
+		})
+		tel := humustest.NewTelemetry()
+		var calls counter
+		ctrl := observedController(t, f, tel, testSettings(), readyReplicas(&calls))
+		stop := served(t, ctrl)
+		time.Sleep(10 * time.Second) // the Lease taken, and renewed
+		synctest.Wait()
+		recs := recordsWithBody(tel, guardOff)
+		if len(recs) != 1 {
+			t.Fatalf("%q records = %d, want 1", guardOff, len(recs))
+		}
+		if r := recs[0]; r.Severity() != otellog.SeverityWarn {
+			t.Errorf("the record's severity = %v, want WARN", r.Severity())
+		}
+		const rule = "list on leases.coordination.k8s.io in kube-system"
+		if got := recordAttrs(recs[0]); got["missing"] != rule || !strings.Contains(got["error"], "list not allowed") {
+			t.Errorf("the record's attributes = %v, want missing %q and the 403", got, rule)
+		}
+		if got := calls.get("m"); got != 1 {
+			t.Errorf("reconciles = %d, want 1: the replica leads as before", got)
 		}
 		if err := stop(); err != nil {
 			t.Errorf("Serve = %v, want nil", err)

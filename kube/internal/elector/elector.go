@@ -42,8 +42,10 @@
 //     annotation naming the process): each counts the other's Lease as
 //     held, not as its own.
 //   - An answer no retry mends (a 400, 405, 406, 413, 415 or 422; a 404 to
-//     a create; a 403 once 403s have come for the grace) ends the campaign
-//     with the answer (Refused), as client-go's elector never does.
+//     a create; a 403 once 403s have come for the grace, to one kind of
+//     request, a read, a create or an update, with no success of that
+//     kind between) ends the campaign with the answer (Refused), as
+//     client-go's elector never does.
 //   - Release gives the Lease up only while this replica is still the
 //     holder: a read, then an update conditioned on its resourceVersion.
 package elector
@@ -100,10 +102,13 @@ type Elector struct {
 	renewed time.Time // when the last write naming this replica the holder began
 	denied  error     // the first answer no retry mends, such as a 403
 	refused chan struct{}
-	refusal Refusal
-	// lastRefused is the last answer no retry mends, since the last
-	// success: what a term lost while its renewals were refused names.
-	lastRefused error
+	// refusals counts the refusals of each kind of request apart.
+	refusals [requests]Refusal
+	// lastRefused is the last answer no retry mends, of the kind
+	// lastRefusedBy, until a request of that kind succeeds: what a term
+	// lost while its renewals were refused names.
+	lastRefused   error
+	lastRefusedBy request
 
 	// What this replica last saw of the Lease, and when it first saw that
 	// version, or first saw it missing: a holder's lease runs from then,
@@ -122,7 +127,11 @@ type Elector struct {
 
 // New returns an elector of cfg's, that has seen nothing of the Lease yet.
 func New(cfg Config) *Elector {
-	return &Elector{cfg: cfg, refused: make(chan struct{}), refusal: Refusal{Grace: cfg.Grace}}
+	e := &Elector{cfg: cfg, refused: make(chan struct{})}
+	for i := range e.refusals {
+		e.refusals[i].Grace = cfg.Grace
+	}
+	return e
 }
 
 // Name is the Lease's name.
@@ -200,7 +209,7 @@ func (e *Elector) look(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
 	defer cancel()
 	lease, err := e.cfg.Leases.Get(ctx, e.cfg.Name, metav1.GetOptions{})
-	e.check(err, false)
+	e.check(err, reading)
 	switch {
 	case apierrors.IsNotFound(err):
 		lease = nil
@@ -285,7 +294,9 @@ func (e *Elector) Take(ctx context.Context) bool {
 	now := metav1.NewMicroTime(start)
 	var lease *coordinationv1.Lease
 	var err error
+	req := updating
 	if e.seen == nil {
+		req = creating
 		created := &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name},
 			Spec:       e.spec(now, now, 0),
@@ -295,7 +306,7 @@ func (e *Elector) Take(ctx context.Context) bool {
 	} else {
 		lease, err = e.cfg.Leases.Update(ctx, e.taking(now), metav1.UpdateOptions{})
 	}
-	e.check(err, e.seen == nil)
+	e.check(err, req)
 	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 			e.look(ctx) // another replica wrote it first
@@ -395,7 +406,7 @@ func (e *Elector) renew(ctx context.Context) (taken bool, err error) {
 		now := metav1.NewMicroTime(start)
 		next.Spec = e.spec(ptr.Deref(e.seen.Spec.AcquireTime, now), now, ptr.Deref(e.seen.Spec.LeaseTransitions, 0))
 		lease, err := e.cfg.Leases.Update(ctx, next, metav1.UpdateOptions{})
-		e.check(err, false)
+		e.check(err, updating)
 		if err == nil {
 			e.Saw(lease)
 			e.wrote(start)
@@ -409,7 +420,7 @@ func (e *Elector) renew(ctx context.Context) (taken bool, err error) {
 			return false, err
 		}
 		lease, err = e.cfg.Leases.Get(ctx, e.cfg.Name, metav1.GetOptions{})
-		e.check(err, false)
+		e.check(err, reading)
 		if apierrors.IsNotFound(err) {
 			e.Saw(nil)
 			return true, err

@@ -7,11 +7,12 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Foreign are the Leases of a controller's other shard counts, as one
-// replica sees them: each version from when it first saw it, by its own
-// clock, as an elector sees its own Lease.
+// Foreign are the Leases of a controller's other shard counts and fields,
+// as one replica sees them: each version from when it first saw it, by its
+// own clock, as an elector sees its own Lease.
 type Foreign struct {
 	name     string        // the controller's
+	key      string        // the field this replica divides by
 	duration time.Duration // a Lease's, when it doesn't say
 	seen     map[string]seenLease
 }
@@ -22,26 +23,29 @@ type seenLease struct {
 	at      time.Time
 }
 
-// NewForeign returns the Leases of the controller name's other shard
-// counts, none seen yet; a Lease that doesn't say how long it runs runs
-// for duration.
-func NewForeign(name string, duration time.Duration) *Foreign {
-	return &Foreign{name: name, duration: duration, seen: map[string]seenLease{}}
+// NewForeign returns the Leases of the controller name's shard counts
+// other than a replica's, and of fields other than key, the replica's,
+// none seen yet; a Lease that doesn't say how long it runs runs for
+// duration.
+func NewForeign(name, key string, duration time.Duration) *Foreign {
+	return &Foreign{name: name, key: key, duration: duration, seen: map[string]seenLease{}}
 }
 
 // Blocked says which of n shards a held Lease among leases, of a shard
 // count other than n, covers some of: the unsharded controller's one
-// Lease, named after the controller, covers all.
+// Lease, named after the controller, covers all, and so does a shard's
+// Lease of another field, whose objects are spread over every shard of
+// this replica's field.
 func (f *Foreign) Blocked(leases []coordinationv1.Lease, n int) map[int]bool {
 	blocked := map[int]bool{}
 	now := time.Now()
 	seen := map[string]bool{}
 	for _, l := range leases {
-		j, k, ok := ParseLease(f.name, l.Name)
+		j, k, key, ok := ParseLease(f.name, l.Name)
 		if l.Name == f.name {
-			j, k, ok = 0, 1, true
+			j, k, key, ok = 0, 1, f.key, true
 		}
-		if !ok || k == n {
+		if !ok || (k == n && key == f.key) {
 			continue
 		}
 		seen[l.Name] = true
@@ -53,7 +57,7 @@ func (f *Foreign) Blocked(leases []coordinationv1.Lease, n int) map[int]bool {
 		}
 		theirs := NewRange(j, k)
 		for i := range n {
-			if Overlaps(NewRange(i, n), theirs) {
+			if key != f.key || Overlaps(NewRange(i, n), theirs) {
 				blocked[i] = true
 			}
 		}

@@ -10,12 +10,15 @@
 //     hash in exactly one. Hash is the API server's hash of a field
 //     (64-bit FNV-1a), and Range.Selector its shard selector of a range:
 //     the API server sends a range's replica that range's objects.
-//   - A shard's Lease is named name-i-of-n, and ParseLease reads back only
-//     such names of the controller named name: replicas that divide the
-//     objects differently never hold one Lease for different objects.
+//   - A shard's Lease is named name-i-of-n, or name-i-of-n-by-key when it
+//     divides by another field than DefaultKey (uid), and ParseLease reads
+//     back only such names of the controller named name: replicas that
+//     divide the objects differently, by count or by field, never hold one
+//     Lease for different objects.
 //   - Foreign.Blocked says which shards a held Lease of another shard count
-//     covers some of, each Lease's expiry counted by this replica's clock
-//     from when it first saw that version.
+//     covers some of, a held Lease of another field every shard, each
+//     Lease's expiry counted by this replica's clock from when it first
+//     saw that version.
 //   - Plan never takes a shard that is held, blocked or this replica's, and
 //     takes up to ceil(shards / members), one only while this replica holds
 //     none; it asks the busiest member for one only below floor(shards /
@@ -95,31 +98,55 @@ func (r Range) Selector(field string) string {
 // third of four.
 func (r Range) String() string { return strconv.Itoa(r.Index) + "/" + strconv.Itoa(r.Count) }
 
-// LeaseName is the name of the Lease of the i-th of n shards of the
-// controller name: name-i-of-n. The count is in the name, so replicas
-// that divide the objects differently, during a rollout that changes the
-// shard count, never hold the same Lease for different objects.
-func LeaseName(name string, i, n int) string {
-	return name + "-" + strconv.Itoa(i) + "-of-" + strconv.Itoa(n)
+// DefaultKey is the field a shard's Lease whose name names none divides
+// the objects by: uid, the default, whose Leases are named as they were
+// before the field was written into the name, so replicas that divide by
+// uid share their Leases with replicas of the code before. A replica of
+// that code that divided by namespace named its Leases so too: it is read
+// as one dividing by uid.
+const DefaultKey = "uid"
+
+// LeaseName is the name of the Lease of the i-th of n shards, by the
+// field key, of the controller name: name-i-of-n for DefaultKey,
+// name-i-of-n-by-key for any other. The count and the key are in the
+// name, so replicas that divide the objects differently, during a rollout
+// that changes the shard count or the field, never hold the same Lease
+// for different objects.
+func LeaseName(name, key string, i, n int) string {
+	lease := name + "-" + strconv.Itoa(i) + "-of-" + strconv.Itoa(n)
+	if key != DefaultKey {
+		lease += "-by-" + key
+	}
+	return lease
 }
 
 // ParseLease reads a Lease's name as the controller name's shard Lease:
-// its index and count.
-func ParseLease(name, lease string) (i, n int, ok bool) {
+// its index, count and key, DefaultKey when the name names none.
+func ParseLease(name, lease string) (i, n int, key string, ok bool) {
 	rest, found := strings.CutPrefix(lease, name+"-")
 	if !found {
-		return 0, 0, false
+		return 0, 0, "", false
+	}
+	key = DefaultKey
+	if r, k, found := strings.Cut(rest, "-by-"); found {
+		rest, key = r, k
 	}
 	is, ns, found := strings.Cut(rest, "-of-")
-	if !found {
-		return 0, 0, false
+	if !found || !isKey(key) {
+		return 0, 0, "", false
 	}
 	i, err1 := strconv.Atoi(is)
 	n, err2 := strconv.Atoi(ns)
-	if err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n || LeaseName(name, i, n) != lease {
-		return 0, 0, false
+	if err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n || LeaseName(name, key, i, n) != lease {
+		return 0, 0, "", false
 	}
-	return i, n, true
+	return i, n, key, true
+}
+
+// isKey reports whether k can name a field in a Lease's name: one or more
+// lowercase letters.
+func isKey(k string) bool {
+	return k != "" && strings.Trim(k, "abcdefghijklmnopqrstuvwxyz") == ""
 }
 
 // Overlaps reports whether two ranges share a hash.

@@ -193,22 +193,28 @@ func TestShardSelectorsAreTheAPIServersText(t *testing.T) {
 	}
 }
 
-// A shard's Lease name reads back as its index and count, under the
-// controller's name only.
+// A shard's Lease name reads back as its index, count and key, under the
+// controller's name only; the default key's names name no key, as before
+// the key was written into them.
 func TestShardLeaseNamesReadBack(t *testing.T) {
-	for _, name := range []string{"memcached", "a", "memcached-1", "x-0-of-2", "of"} {
-		for _, n := range []int{1, 2, 3, 7, 9, 10, 256} {
-			for i := range n {
-				lease := LeaseName(name, i, n)
-				gi, gn, ok := ParseLease(name, lease)
-				if !ok || gi != i || gn != n {
-					t.Errorf("ParseLease(%q, %q) = %d, %d, %t; want %d, %d, true", name, lease, gi, gn, ok, i, n)
+	for _, name := range []string{"memcached", "a", "memcached-1", "x-0-of-2", "of", "by", "m-by-x"} {
+		for _, key := range []string{"uid", "namespace"} {
+			for _, n := range []int{1, 2, 3, 7, 9, 10, 256} {
+				for i := range n {
+					lease := LeaseName(name, key, i, n)
+					gi, gn, gk, ok := ParseLease(name, lease)
+					if !ok || gi != i || gn != n || gk != key {
+						t.Errorf("ParseLease(%q, %q) = %d, %d, %q, %t; want %d, %d, %q, true", name, lease, gi, gn, gk, ok, i, n, key)
+					}
 				}
 			}
 		}
 	}
-	if got := LeaseName("memcached", 2, 4); got != "memcached-2-of-4" {
-		t.Errorf("shard 2/4's Lease is %q, want memcached-2-of-4", got)
+	if got := LeaseName("memcached", "uid", 2, 4); got != "memcached-2-of-4" {
+		t.Errorf("shard 2/4's Lease by uid is %q, want memcached-2-of-4", got)
+	}
+	if got := LeaseName("memcached", "namespace", 2, 4); got != "memcached-2-of-4-by-namespace" {
+		t.Errorf("shard 2/4's Lease by namespace is %q, want memcached-2-of-4-by-namespace", got)
 	}
 }
 
@@ -237,9 +243,16 @@ func TestParseShardLeaseRefusesOtherNames(t *testing.T) {
 		{"memcached", "memcached-1-0-of-2"},     // controller memcached-1's
 		{"memcached", "memcached-of-0-of-2"},    // controller memcached-of's
 		{"memcached-cache", "memcached-0-of-2"},
+		{"memcached", "memcached-0-of-2-by-uid"}, // the default key is never named
+		{"memcached", "memcached-0-of-2-by-"},
+		{"memcached", "memcached-0-of-2-by-Namespace"},
+		{"memcached", "memcached-0-of-2-by-name-space"},
+		{"memcached", "memcached-0-of-2-by-namespace-by-uid"},
+		{"memcached", "memcached-by-namespace-0-of-2"},
+		{"memcached", "memcached-by-namespace"},
 	} {
-		if i, n, ok := ParseLease(tc.name, tc.lease); ok {
-			t.Errorf("ParseLease(%q, %q) = %d, %d, true; want false", tc.name, tc.lease, i, n)
+		if i, n, key, ok := ParseLease(tc.name, tc.lease); ok {
+			t.Errorf("ParseLease(%q, %q) = %d, %d, %q, true; want false", tc.name, tc.lease, i, n, key)
 		}
 	}
 }
