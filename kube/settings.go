@@ -353,7 +353,7 @@ func (s Settings) check(scope Scope) error {
 		}
 	}
 	// A Name of at most 128 characters (checkName) leaves room for its
-	// shards' Lease names, Name-255-of-256 at most, in a DNS-1123
-	// subdomain's 253.
+	// shards' Lease names, Name-255-of-256-by-namespace at most (152
+	// characters), in a DNS-1123 subdomain's 253.
 	return errors.Join(errs...)
 }
