@@ -58,6 +58,7 @@
 //	resource.Quantity, intstr.IntOrString   x-kubernetes-int-or-string, anyOf integer and string
 //	runtime.RawExtension                    type: object, x-kubernetes-preserve-unknown-fields
 //	metav1.ObjectMeta, in a template        type: object: name, namespace, labels, annotations, finalizers
+//	metav1.Condition                        type: object, constrained as its kubebuilder markers say
 //	an encoding.TextMarshaler               type: string
 //
 //	  - A struct's properties are the fields encoding/json writes: exported,
@@ -67,6 +68,12 @@
 //	  - A field is required unless its json tag has omitempty or omitzero, it
 //	    has a Default, or it is promoted through an embedded pointer: a field
 //	    the encoder always writes is always there.
+//	  - A metav1.Condition carries the constraints Kubernetes' own types
+//	    and controller-gen's CRDs give it: status one of True, False and
+//	    Unknown; type a qualified name (with an optional DNS prefix) of at
+//	    most 316 characters; reason CamelCase, 1 to 1024 characters;
+//	    message at most 32768; observedGeneration at least 0; all but
+//	    observedGeneration required.
 //	  - Below the root, the API server prunes, or under fieldValidation=Strict
 //	    refuses, every metadata field a schema doesn't name, so a template's
 //	    ObjectMeta names the ones a template sets, as controller-gen does.

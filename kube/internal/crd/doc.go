@@ -24,8 +24,9 @@
 //     an interface, or that contains itself, is an error. apimachinery's types that
 //     encode themselves (metav1.Time, MicroTime and Duration,
 //     resource.Quantity, intstr.IntOrString, runtime.RawExtension) have the
-//     schema the API server expects, and an ObjectMeta below the root the
-//     fields a template sets. A type that encodes itself otherwise, with
+//     schema the API server expects, an ObjectMeta below the root the
+//     fields a template sets, and a metav1.Condition the constraints of
+//     its kubebuilder markers. A type that encodes itself otherwise, with
 //     MarshalJSON, has the Schema its TypeRules give, or is an error; with
 //     MarshalText, it is a string.
 //   - A type's rules apply wherever the type appears, and where encoding/json

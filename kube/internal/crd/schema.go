@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -31,6 +32,44 @@ var wellKnown = map[reflect.Type]func() *apiextensionsv1.JSONSchemaProps{
 		return &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}
 	},
 	reflect.TypeFor[metav1.ObjectMeta](): templateMetadata,
+	reflect.TypeFor[metav1.Condition]():  condition,
+}
+
+// condition is the schema of a metav1.Condition, with the constraints its
+// kubebuilder markers in k8s.io/apimachinery give it, as Kubernetes' own
+// types and controller-gen's CRDs carry them: the API server then refuses
+// a condition whose status isn't True, False or Unknown, whose type or
+// reason isn't of the form metav1.Condition documents, or that lacks a
+// field the type requires.
+func condition() *apiextensionsv1.JSONSchemaProps {
+	enum := func(vs ...string) []apiextensionsv1.JSON {
+		out := make([]apiextensionsv1.JSON, len(vs))
+		for i, v := range vs {
+			out[i] = apiextensionsv1.JSON{Raw: []byte(strconv.Quote(v))}
+		}
+		return out
+	}
+	return &apiextensionsv1.JSONSchemaProps{
+		Type: "object",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"type": {
+				Type:      "string",
+				MaxLength: ptrTo[int64](316),
+				Pattern:   `^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$`,
+			},
+			"status":             {Type: "string", Enum: enum("True", "False", "Unknown")},
+			"observedGeneration": {Type: "integer", Format: "int64", Minimum: ptrTo[float64](0)},
+			"lastTransitionTime": {Type: "string", Format: "date-time"},
+			"reason": {
+				Type:      "string",
+				MinLength: ptrTo[int64](1),
+				MaxLength: ptrTo[int64](1024),
+				Pattern:   `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`,
+			},
+			"message": {Type: "string", MaxLength: ptrTo[int64](32768)},
+		},
+		Required: []string{"type", "status", "lastTransitionTime", "reason", "message"},
+	}
 }
 
 // templateMetadata is the schema of an ObjectMeta below the root, such as
