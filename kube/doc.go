@@ -82,6 +82,15 @@
 //
 //	kube.Rules(&spec, kube.Field(&spec.Size).Minimum(1).Maximum(3))
 //
+// Each and Values name the items of a slice and the values of a map, whose
+// constraints are typed by the item's type:
+//
+//	kube.Rules(&spec,
+//		kube.Field(&spec.Targets).MaxItems(16),
+//		kube.Each(&spec.Targets).Pattern(dns1123Label).MaxLength(63),
+//		kube.Values(&spec.Labels).MaxLength(63),
+//	)
+//
 //	  - A misspelled constraint, or a value of the wrong type, doesn't compile.
 //	  - Rules belong to a type: Rules[T] constrains T's own fields, promoted
 //	    ones included, wherever T appears. A field of a struct that T holds by

@@ -29,6 +29,9 @@
 //     its kubebuilder markers. A type that encodes itself otherwise, with
 //     MarshalJSON, has the Schema its TypeRules give, or is an error; with
 //     MarshalText, it is a string.
+//   - A Field with Items (kube.Each, kube.Values) constrains the items'
+//     schema of its slice, or the values' of its map, as a Field does its
+//     field's; a Default there is an error, since an item is never missing.
 //   - A type's rules apply wherever the type appears, and where encoding/json
 //     inlines it; an outer type's rules for a promoted field apply after
 //     the embedded type's. A constraint that doesn't fit its field's

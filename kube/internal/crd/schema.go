@@ -320,7 +320,8 @@ func (r *reflector) structSchema(s site, t reflect.Type) *apiextensionsv1.JSONSc
 	}
 	for _, f := range enc.fields {
 		fs := site{path: s.path + "." + f.name, owner: typeName(t) + "." + lastField(t, f.index).Name}
-		fp, required := r.field(fs, f.typ, f.opts, r.fieldRules(t, f.index))
+		fp, required := r.field(fs, f.typ, f.opts, r.fieldRules(t, f.index, false))
+		r.constrainItems(fs, fp, r.fieldRules(t, f.index, true))
 		if p.Properties == nil {
 			p.Properties = map[string]apiextensionsv1.JSONSchemaProps{}
 		}
@@ -332,9 +333,38 @@ func (r *reflector) structSchema(s site, t reflect.Type) *apiextensionsv1.JSONSc
 	return p
 }
 
-// fieldRules returns the rules for the field at index of t: those of each
-// struct it is promoted from, innermost first, then t's own.
-func (r *reflector) fieldRules(t reflect.Type, index []int) []*resolvedField {
+// constrainItems applies the rules in apply, from kube.Each and
+// kube.Values, to the items of p, the schema of the field at s: its
+// array's items, or its map's values. Where p has neither, as for a
+// []byte or a type with a kube.Schema, each rule is reported once.
+func (r *reflector) constrainItems(s site, p *apiextensionsv1.JSONSchemaProps, apply []*resolvedField) {
+	if len(apply) == 0 {
+		return
+	}
+	var items *apiextensionsv1.JSONSchemaProps
+	switch {
+	case p.Type == "array" && p.Items != nil:
+		items = p.Items.Schema
+	case p.Type == "object" && p.AdditionalProperties != nil:
+		items = p.AdditionalProperties.Schema
+	}
+	for _, rf := range apply {
+		if items == nil {
+			if !r.misfit[rf] {
+				s.owner = rf.subject()
+				r.errs = append(r.errs, s.errorf("has no items: it needs a slice or a map, and the field's schema is %s", schemaKind(p)))
+				r.misfit[rf] = true
+			}
+			continue
+		}
+		r.constrain(site{path: s.path + "[*]", owner: s.owner}, items, rf)
+	}
+}
+
+// fieldRules returns the rules for the field at index of t, or with items
+// for its items: those of each struct it is promoted from, innermost
+// first, then t's own.
+func (r *reflector) fieldRules(t reflect.Type, index []int, items bool) []*resolvedField {
 	var out []*resolvedField
 	cur := t
 	types := []reflect.Type{t}
@@ -347,7 +377,11 @@ func (r *reflector) fieldRules(t reflect.Type, index []int) []*resolvedField {
 	}
 	for j := len(types) - 1; j >= 0; j-- {
 		if tr, ok := r.rules[types[j]]; ok {
-			if rf, ok := tr.fields[indexKey(index[j:])]; ok {
+			key := indexKey(index[j:])
+			if items {
+				key = itemsKey(key)
+			}
+			if rf, ok := tr.fields[key]; ok {
 				out = append(out, rf)
 			}
 		}
