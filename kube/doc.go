@@ -98,7 +98,13 @@
 //	  - Schema gives the schema of a type that implements json.Marshaler,
 //	    whose fields aren't its encoding.
 //	  - CRD doesn't compile CEL: the API server compiles each Validation when
-//	    the CRD is created, and refuses one that doesn't compile.
+//	    the CRD is created, and refuses one that doesn't compile, or whose
+//	    estimated cost exceeds its budget, as a rule over a list without
+//	    MaxItems, or over strings without MaxLength, can. Package
+//	    kube/crdtest checks a CRD with the API server's own code, in a
+//	    test, and names the bounds that bring a rule under the budget:
+//	    kube doesn't link CEL's compiler, about 10 MB, into every
+//	    controller.
 //
 // CRD returns one error, errors.Join of every mistake, each naming the Go
 // type, the field and where it is in the schema:
@@ -120,6 +126,9 @@
 //	func TestMemcachedCRD(t *testing.T) {
 //		crd, err := app.Memcached.CRD()
 //		if err != nil {
+//			t.Fatal(err)
+//		}
+//		if err := crdtest.Validate(crd); err != nil { // as the API server will
 //			t.Fatal(err)
 //		}
 //		got, err := kube.MarshalCRD(crd)

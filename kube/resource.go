@@ -170,7 +170,8 @@ func (r Resource[Spec, Status]) GVR() schema.GroupVersionResource {
 //
 // CRD doesn't compile the CEL rules given with Validation: the API server
 // compiles them when the CRD is created or updated, and refuses it, naming
-// the rule, when one doesn't compile or is too costly.
+// the rule, when one doesn't compile or is too costly. crdtest.Validate
+// does both in a test, with the API server's own code.
 func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition, error) {
 	return crd.Build(crd.Meta{
 		Group:      r.Group,
