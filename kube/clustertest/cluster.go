@@ -170,7 +170,7 @@ func startShared(opts []Option) (*Cluster, string, error) {
 		c, err := o.start(context.Background(), "", w)
 		return c, "", err
 	}
-	removeOrphans()
+	removeOrphans(w)
 	dir, err := os.MkdirTemp("", tempPrefix)
 	if err != nil {
 		return nil, "", fmt.Errorf("clustertest: %w", err)
@@ -185,18 +185,48 @@ func startShared(opts []Option) (*Cluster, string, error) {
 // tempPrefix names the temporary folders of test binaries' control planes.
 const tempPrefix = "humus-controlplane-"
 
-// removeOrphans removes the temporary folders whose test binary is gone.
-func removeOrphans() {
+// removeOrphans removes the temporary folders whose test binary is gone,
+// and whose components are gone too. Off Linux a component has no
+// parent-death signal, so etcd and kube-apiserver outlive a test binary
+// that died without stopping them, and run on in their folder: that
+// folder is left in place, and w told which processes hold it, for a
+// person to kill (removeOrphans kills nothing, since a pid in a file may
+// since have been reused).
+func removeOrphans(w io.Writer) {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempPrefix+"*"))
 	for _, dir := range dirs {
-		data, err := os.ReadFile(filepath.Join(dir, "pid"))
-		if err != nil {
+		pid, ok := readPid(filepath.Join(dir, "pid"))
+		if !ok || procutil.Alive(pid) {
 			continue
 		}
-		if pid, err := strconv.Atoi(string(data)); err == nil && !procutil.Alive(pid) {
-			_ = os.RemoveAll(dir) // best effort: the next test binary tries again
+		var running []string
+		files, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
+		for _, f := range files {
+			if p, ok := readPid(f); ok && procutil.Alive(p) {
+				running = append(running, fmt.Sprintf("%s (pid %d)", strings.TrimSuffix(filepath.Base(f), ".pid"), p))
+			}
 		}
+		if len(running) > 0 {
+			verb, them := "is", "it"
+			if len(running) > 1 {
+				verb, them = "are", "them"
+			}
+			_, _ = fmt.Fprintf(w, "clustertest: %s: its test binary (pid %d) is gone, but %s %s still running in it, so it is left in place: kill %s to have it removed\n",
+				dir, pid, strings.Join(running, " and "), verb, them)
+			continue
+		}
+		_ = os.RemoveAll(dir) // best effort: the next test binary tries again
 	}
+}
+
+// readPid reads the process id in the file at path.
+func readPid(path string) (int, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	return pid, err == nil && pid > 0
 }
 
 // Start starts a control plane that keeps its certificates, tokens, etcd
@@ -426,9 +456,10 @@ func (c *Cluster) commandLines(bin string, ports []int) {
 	path := func(name string) string { return filepath.Join(c.dir, name) }
 	loopback := func(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
 	c.etcd = &process{
-		name: "etcd",
-		path: filepath.Join(bin, "etcd"),
-		log:  path("etcd.log"),
+		name:    "etcd",
+		path:    filepath.Join(bin, "etcd"),
+		log:     path("etcd.log"),
+		pidFile: path("etcd.pid"),
 		args: []string{
 			"--name=default",
 			"--data-dir=" + path("etcd"),
@@ -447,9 +478,10 @@ func (c *Cluster) commandLines(bin string, ports []int) {
 		},
 	}
 	c.apiserver = &process{
-		name: "kube-apiserver",
-		path: filepath.Join(bin, "kube-apiserver"),
-		log:  path("kube-apiserver.log"),
+		name:    "kube-apiserver",
+		path:    filepath.Join(bin, "kube-apiserver"),
+		log:     path("kube-apiserver.log"),
+		pidFile: path("kube-apiserver.pid"),
 		args: []string{
 			"--etcd-servers=" + loopback(etcdClient),
 			"--bind-address=127.0.0.1",
@@ -494,9 +526,10 @@ func (c *Cluster) commandLines(bin string, ports []int) {
 func (c *Cluster) controllerManagerCommand(bin string, port int) *process {
 	path := func(name string) string { return filepath.Join(c.dir, name) }
 	return &process{
-		name: "kube-controller-manager",
-		path: filepath.Join(bin, "kube-controller-manager"),
-		log:  path("kube-controller-manager.log"),
+		name:    "kube-controller-manager",
+		path:    filepath.Join(bin, "kube-controller-manager"),
+		log:     path("kube-controller-manager.log"),
+		pidFile: path("kube-controller-manager.pid"),
 		args: []string{
 			"--kubeconfig=" + path("kube-controller-manager.kubeconfig"),
 			"--controllers=garbagecollector,namespace",

@@ -196,9 +196,10 @@ func TestClusterNoProcessSurvives(t *testing.T) {
 		}
 		return nil
 	})
-	removeOrphans()
+	var said bytes.Buffer
+	removeOrphans(&said)
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("the dead test binary's folder %s is still there after removeOrphans (%v)", dir, err)
+		t.Errorf("the dead test binary's folder %s is still there after removeOrphans (%v); it said %q", dir, err, said.String())
 	}
 }
 

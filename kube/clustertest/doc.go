@@ -164,7 +164,12 @@
 // The control plane runs on Unix, and this repository tests it on Linux.
 // On macOS and the BSDs a component has no parent-death signal: Run's
 // end stops it, but it outlives a test binary that never gets there (a
-// panic, a timeout, SIGKILL). Elsewhere (Windows, and AIX and Solaris,
+// panic, a timeout, SIGKILL), and keeps running, with its ports, its
+// memory and its temporary folder. The next test binary's start, which
+// removes the folders of test binaries that died, leaves such a folder
+// in place while a component of it runs, and says on stderr which
+// processes (by name and pid) to kill; it kills none itself, since a
+// pid may have been reused. Elsewhere (Windows, and AIX and Solaris,
 // which lack flock) the package builds, so a module that imports it
 // builds and runs its other tests there, but Get skips a test saying the
 // control plane runs on Unix only, and Start and Build return an error
