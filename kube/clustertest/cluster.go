@@ -38,7 +38,8 @@ const (
 	// readyTimeout is how long a component has to become ready after it
 	// is started, on a machine busy with other builds.
 	readyTimeout = 3 * time.Minute
-	// logLines is how many of each log's last lines a failure shows.
+	// logLines is how many of a log's last lines a component's failure to
+	// start shows.
 	logLines = 40
 )
 
@@ -82,6 +83,8 @@ var shared struct {
 	c       *Cluster
 	dir     string
 	err     error
+	watched map[testing.TB]bool // the tests whose failure kept watches for
+	kept    keptLogs
 }
 
 // Run is a test binary's TestMain body:
@@ -90,8 +93,17 @@ var shared struct {
 //
 // It runs m's tests; a control plane is started only when a test first
 // calls Get, from where opts say (built from source unless FromAssets or
-// FromKubeconfig says otherwise), and stopped when they end. When a test
-// failed, it prints the last lines of each component's log to stderr.
+// FromKubeconfig says otherwise), and stopped when they end.
+//
+// A test that called Get and failed says, on stderr, before go test
+// prints the test's own output, so that the test's failure comes last:
+// the folder the control plane's logs are kept in (each component's and
+// the audit log, which outlive the test binary there), and the last of
+// the lines that matter that they wrote while the test ran: errors
+// (klog's E and F lines, etcd's of level error and above, panics), the
+// components' restarts, and the writes the API server failed (5xx) or
+// refused for want of rights (401, 403). With go test -v, which prints
+// a test's failure as it happens, they come after it.
 func Run(m *testing.M, opts ...Option) int {
 	shared.mu.Lock()
 	shared.running = true
@@ -103,13 +115,13 @@ func Run(m *testing.M, opts ...Option) int {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if c := shared.c; c != nil {
-		if code != 0 {
-			c.writeLogs(os.Stderr)
-		}
 		if err := c.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}
+	}
+	if err := shared.kept.finish(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 	}
 	if shared.dir != "" {
 		if err := os.RemoveAll(shared.dir); err != nil {
@@ -143,6 +155,18 @@ func Get(t testing.TB) *Cluster {
 	}
 	if shared.err != nil {
 		t.Fatal(shared.err)
+	}
+	if !shared.watched[t] {
+		if shared.watched == nil {
+			shared.watched = map[testing.TB]bool{}
+		}
+		shared.watched[t] = true
+		shared.kept.watch(t, shared.c, os.Stderr)
+		t.Cleanup(func() { // before watch's, which needn't hold shared.mu
+			shared.mu.Lock()
+			delete(shared.watched, t)
+			shared.mu.Unlock()
+		})
 	}
 	return shared.c
 }
@@ -579,15 +603,6 @@ func (c *Cluster) stopAll() error {
 		c.apiserver.stop(stopGrace),
 		c.etcd.stop(stopGrace),
 	)
-}
-
-// writeLogs writes the last lines of each component's log to w.
-func (c *Cluster) writeLogs(w io.Writer) {
-	for _, p := range []*process{c.etcd, c.apiserver, c.controllerManager} {
-		if p != nil {
-			_, _ = fmt.Fprintf(w, "=== cluster: the last %d lines of %s's log\n%s\n", logLines, p.name, tail(p.log, logLines))
-		}
-	}
 }
 
 // Server is kube-apiserver's address, "127.0.0.1:PORT" for a control

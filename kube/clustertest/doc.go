@@ -79,8 +79,11 @@
 //   - Get returns once each component is ready: etcd's /health,
 //     kube-apiserver's /readyz and both controllers in
 //     kube-controller-manager's /healthz.
-//   - Every component's output goes to a log file; when a test failed, Run
-//     prints the last lines of each to stderr.
+//   - Every component's output goes to a log file. A test that failed
+//     says, before its own output, so that its failure is the last thing
+//     go test prints, where the logs are kept (a folder that outlives the
+//     test binary) and the errors and failed requests they wrote while it
+//     ran (see Run).
 //   - On Linux, every process dies with the test binary, even on panic,
 //     timeout or SIGKILL: each runs in its own process group with a
 //     parent-death signal of SIGKILL. A component that hasn't exited 10s after SIGTERM
