@@ -151,7 +151,8 @@
 // says otherwise): kubeconfig, the admin's, with its token and CA
 // embedded; the CA, certificates, keys and static tokens; etcd's data
 // (etcd/); each component's log (etcd.log, kube-apiserver.log,
-// kube-controller-manager.log); and the audit log (audit.log). It says so
+// kube-controller-manager.log) and process id (etcd.pid and so on); and
+// the audit log (audit.log). It says so
 // at start, with the export KUBECONFIG=... line on stdout, and keeps the
 // folder after stop. It creates a missing folder, and writes a
 // .clustertest file into it; a folder that holds anything is emptied at

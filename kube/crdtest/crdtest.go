@@ -27,8 +27,9 @@ import (
 // reaches whose size is unbounded, the greatest maxItems, maxProperties
 // or maxLength (kube's MaxItems, MaxProperties and MaxLength, on
 // kube.Field or, for the items of a slice or the values of a map,
-// kube.Each and kube.Values) under which it fits alone, or, when none
-// fits alone, the greatest that fits given to them all.
+// kube.Each and kube.Values) under which it fits alone, and, where there
+// are more than one, or none fits alone, the greatest that fits given to
+// them all.
 func Validate(crd *apiextensionsv1.CustomResourceDefinition) error {
 	if crd == nil {
 		return errors.New("crdtest: the CRD is nil")
@@ -252,7 +253,10 @@ func own(p *apiextensionsv1.JSONSchemaProps, steps []step) (bound, bool) {
 // cost), with the greatest bound under which it fits alone; or, when none
 // fits alone, the greatest bound that fits given to them all.
 func bounds(crd *apiextensionsv1.CustomResourceDefinition, version int, steps []step, path string) string {
-	root := crd.Spec.Versions[version].Schema.OpenAPIV3Schema
+	if version >= len(crd.Spec.Versions) || crd.Spec.Versions[version].Schema == nil {
+		return ""
+	}
+	root := crd.Spec.Versions[version].Schema.OpenAPIV3Schema.DeepCopy() // at writes what it walks back
 	var candidates []bound
 	for i := range steps {
 		at(root, steps[:i], func(p *apiextensionsv1.JSONSchemaProps) {
