@@ -51,21 +51,8 @@ func appendTo(t *testing.T, path string, lines ...string) {
 func TestAFailedTestNamesTheKeptLogsAndWhatMatters(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	dir := filepath.Join(tmp, tempPrefix+"1")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c := &Cluster{
-		dir:               dir,
-		etcd:              &process{name: "etcd", log: filepath.Join(dir, "etcd.log")},
-		apiserver:         &process{name: "kube-apiserver", log: filepath.Join(dir, "kube-apiserver.log")},
-		controllerManager: &process{name: "kube-controller-manager", log: filepath.Join(dir, "kube-controller-manager.log")},
-	}
-	etcdLog, apiLog, kcmLog, auditLog := c.etcd.log, c.apiserver.log, c.controllerManager.log, filepath.Join(dir, auditLogFile)
-	appendTo(t, apiLog, "E1206 01:00:00.000000       1 before.go:1] an error before the test")
-	appendTo(t, etcdLog, `{"level":"info","msg":"ready"}`)
-	appendTo(t, kcmLog, "I1206 01:00:00.000000       1 start.go:1] started")
-	appendTo(t, auditLog)
+	c := fakeCluster(t, filepath.Join(tmp, tempPrefix+"1"))
+	dir, apiLog := c.dir, c.apiserver.log
 
 	var k keptLogs
 	var out bytes.Buffer
@@ -73,20 +60,7 @@ func TestAFailedTestNamesTheKeptLogsAndWhatMatters(t *testing.T) {
 	failed := &fakeTB{name: "TestFailed", failed: true}
 	k.watch(passed, c, &out)
 	k.watch(failed, c, &out)
-
-	appendTo(t, etcdLog,
-		`{"level":"warn","msg":"apply request took too long"}`,
-		`{"level":"error","msg":"lost leader"}`)
-	appendTo(t, apiLog,
-		"I1206 02:00:00.000000       1 info.go:1] fine",
-		"W1206 02:00:00.000000       1 warn.go:1] a warning",
-		"E1206 02:00:01.000000       1 status.go:71] \"Unhandled Error\" err=\"etcdserver: request timed out\"",
-		"==== kube-apiserver starting at 2026-12-06T02:00:02Z")
-	appendTo(t, auditLog,
-		`{"kind":"Event","verb":"create","requestURI":"/api/v1/namespaces/a/configmaps","user":{"username":"alice"},"responseStatus":{"metadata":{},"code":201}}`,
-		`{"kind":"Event","verb":"create","requestURI":"/api/v1/namespaces/a/configmaps","user":{"username":"bob"},"responseStatus":{"metadata":{},"code":409,"reason":"AlreadyExists"}}`,
-		`{"kind":"Event","verb":"patch","requestURI":"/apis/apps/v1/namespaces/a/deployments/d","user":{"username":"system:serviceaccount:a:ctl"},"responseStatus":{"metadata":{},"status":"Failure","message":"deployments.apps \"d\" is forbidden","reason":"Forbidden","code":403}}`,
-		`{"kind":"Event","verb":"update","requestURI":"/api/v1/namespaces/a/configmaps/x","user":{"username":"carol"},"responseStatus":{"metadata":{},"code":504,"message":"timeout"}}`)
+	writeWhileTheTestRuns(t, c)
 
 	passed.end()
 	if out.Len() != 0 {
@@ -153,4 +127,43 @@ func TestAFailureShowsTheLastLinesThatMatter(t *testing.T) {
 		!strings.HasSuffix(lines[len(lines)-1], "error "+strings.Repeat("x", 49)) {
 		t.Errorf("a failure with 50 errors was told:\n%s", out.String())
 	}
+}
+
+// fakeCluster is a Cluster of no processes, whose logs are in dir, each
+// with a line written before a test began.
+func fakeCluster(t *testing.T, dir string) *Cluster {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{
+		dir:               dir,
+		etcd:              &process{name: "etcd", log: filepath.Join(dir, "etcd.log")},
+		apiserver:         &process{name: "kube-apiserver", log: filepath.Join(dir, "kube-apiserver.log")},
+		controllerManager: &process{name: "kube-controller-manager", log: filepath.Join(dir, "kube-controller-manager.log")},
+	}
+	appendTo(t, c.apiserver.log, "E1206 01:00:00.000000       1 before.go:1] an error before the test")
+	appendTo(t, c.etcd.log, `{"level":"info","msg":"ready"}`)
+	appendTo(t, c.controllerManager.log, "I1206 01:00:00.000000       1 start.go:1] started")
+	appendTo(t, filepath.Join(dir, auditLogFile))
+	return c
+}
+
+// writeWhileTheTestRuns writes c's logs' lines of a test's run: those that
+// matter and those that don't.
+func writeWhileTheTestRuns(t *testing.T, c *Cluster) {
+	t.Helper()
+	appendTo(t, c.etcd.log,
+		`{"level":"warn","msg":"apply request took too long"}`,
+		`{"level":"error","msg":"lost leader"}`)
+	appendTo(t, c.apiserver.log,
+		"I1206 02:00:00.000000       1 info.go:1] fine",
+		"W1206 02:00:00.000000       1 warn.go:1] a warning",
+		"E1206 02:00:01.000000       1 status.go:71] \"Unhandled Error\" err=\"etcdserver: request timed out\"",
+		"==== kube-apiserver starting at 2026-12-06T02:00:02Z")
+	appendTo(t, filepath.Join(c.dir, auditLogFile),
+		`{"kind":"Event","verb":"create","requestURI":"/api/v1/namespaces/a/configmaps","user":{"username":"alice"},"responseStatus":{"metadata":{},"code":201}}`,
+		`{"kind":"Event","verb":"create","requestURI":"/api/v1/namespaces/a/configmaps","user":{"username":"bob"},"responseStatus":{"metadata":{},"code":409,"reason":"AlreadyExists"}}`,
+		`{"kind":"Event","verb":"patch","requestURI":"/apis/apps/v1/namespaces/a/deployments/d","user":{"username":"system:serviceaccount:a:ctl"},"responseStatus":{"metadata":{},"status":"Failure","message":"deployments.apps \"d\" is forbidden","reason":"Forbidden","code":403}}`,
+		`{"kind":"Event","verb":"update","requestURI":"/api/v1/namespaces/a/configmaps/x","user":{"username":"carol"},"responseStatus":{"metadata":{},"code":504,"message":"timeout"}}`)
 }
