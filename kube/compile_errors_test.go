@@ -13,7 +13,7 @@ import (
 // TestCompileErrors builds the proposal's snippets in a module of their own
 // that uses kube through a workspace, and checks that the mistakes it
 // quotes are the compiler's own errors: a misspelled constraint, and a
-// value of the wrong type.
+// value of the wrong type, on a field and on a slice's items.
 func TestCompileErrors(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
@@ -33,6 +33,10 @@ func TestCompileErrors(t *testing.T) {
 		{"minimun", "kube.FieldOf[int32] has no field or method Minimun"},
 		{"minimum_one", `cannot use "one" (untyped string constant) as int32 value`},
 		{"default_3", "cannot use 3 (untyped int constant) as string value"},
+		{"each_compiles", ""},
+		{"each_maxlenght", "kube.FieldOf[string] has no field or method MaxLenght"},
+		{"each_maximum_string", `cannot use "65535" (untyped string constant) as int32 value`},
+		{"each_not_a_slice", "in call to kube.Each, S (type string) does not satisfy ~[]E"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.snippet, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -632,4 +633,41 @@ func checkScale(t *testing.T, in installed) {
 		t.Errorf("/scale has spec.replicas %d, status.replicas %d, status.selector %q; want 3, 1 (readyReplicas) and app=cache",
 			specReplicas, statusReplicas, selector)
 	}
+}
+
+type ItemsSpec struct {
+	Targets []string          `json:"targets"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	Ports   []int32           `json:"ports,omitempty"`
+}
+
+// TestClusterItemConstraints checks that the API server enforces the
+// constraints Each and Values put on a slice's items and a map's values,
+// beside the field's own, and a CEL rule over the bounded items.
+func TestClusterItemConstraints(t *testing.T) {
+	var spec ItemsSpec
+	r := kube.Resource[ItemsSpec, struct{}]{
+		Group: "items.crd.humus.test", Version: "v1", Kind: "Mirror", Plural: "mirrors", Scope: kube.Namespaced,
+		Rules: []kube.TypeRules{kube.Rules(&spec,
+			kube.Field(&spec.Targets).MaxItems(3),
+			kube.Each(&spec.Targets).Pattern(regexp.MustCompile(`^[a-z0-9-]+$`)).MaxLength(12).
+				Validation("self != 'kube-system'", "not kube-system"),
+			kube.Field(&spec.Labels).MaxProperties(2),
+			kube.Values(&spec.Labels).Enum("on", "off"),
+			kube.Each(&spec.Ports).Minimum(1).Maximum(65535),
+		).Validation("self.targets.all(t, !t.startsWith('x-'))", "no x- targets")},
+	}
+	in := install(t, r)
+
+	in.mustCreate(t, "fine", map[string]any{"targets": []any{"a", "b-2"}, "labels": map[string]any{"x": "on"}, "ports": []any{80}})
+	in.refused(t, "pattern", map[string]any{"targets": []any{"a", "B_2"}}, "spec.targets[1]: Invalid value", "should match '^[a-z0-9-]+$'")
+	in.refused(t, "long", map[string]any{"targets": []any{"abcdefghijklm"}}, "spec.targets[0]: Too long", "may not be more than 12")
+	in.refused(t, "item-rule", map[string]any{"targets": []any{"a", "kube-system"}}, "spec.targets[1]: Invalid value", "not kube-system")
+	in.refused(t, "many", map[string]any{"targets": []any{"a", "b", "c", "d"}}, "spec.targets: Too many")
+	in.refused(t, "value", map[string]any{"targets": []any{"a"}, "labels": map[string]any{"x": "maybe"}},
+		"spec.labels.x: Unsupported value: \"maybe\"")
+	in.refused(t, "keys", map[string]any{"targets": []any{"a"}, "labels": map[string]any{"x": "on", "y": "on", "z": "on"}},
+		"spec.labels: Too many")
+	in.refused(t, "port", map[string]any{"targets": []any{"a"}, "ports": []any{0}}, "spec.ports[0]: Invalid value", "should be greater than or equal to 1")
+	in.refused(t, "type-rule", map[string]any{"targets": []any{"x-a"}}, "no x- targets")
 }

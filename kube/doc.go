@@ -58,6 +58,7 @@
 //	resource.Quantity, intstr.IntOrString   x-kubernetes-int-or-string, anyOf integer and string
 //	runtime.RawExtension                    type: object, x-kubernetes-preserve-unknown-fields
 //	metav1.ObjectMeta, in a template        type: object: name, namespace, labels, annotations, finalizers
+//	metav1.Condition                        type: object, constrained as its kubebuilder markers say
 //	an encoding.TextMarshaler               type: string
 //
 //	  - A struct's properties are the fields encoding/json writes: exported,
@@ -67,6 +68,12 @@
 //	  - A field is required unless its json tag has omitempty or omitzero, it
 //	    has a Default, or it is promoted through an embedded pointer: a field
 //	    the encoder always writes is always there.
+//	  - A metav1.Condition carries the constraints Kubernetes' own types
+//	    and controller-gen's CRDs give it: status one of True, False and
+//	    Unknown; type a qualified name (with an optional DNS prefix) of at
+//	    most 316 characters; reason CamelCase, 1 to 1024 characters;
+//	    message at most 32768; observedGeneration at least 0; all but
+//	    observedGeneration required.
 //	  - Below the root, the API server prunes, or under fieldValidation=Strict
 //	    refuses, every metadata field a schema doesn't name, so a template's
 //	    ObjectMeta names the ones a template sets, as controller-gen does.
@@ -75,6 +82,15 @@
 //
 //	kube.Rules(&spec, kube.Field(&spec.Size).Minimum(1).Maximum(3))
 //
+// Each and Values name the items of a slice and the values of a map, whose
+// constraints are typed by the item's type:
+//
+//	kube.Rules(&spec,
+//		kube.Field(&spec.Targets).MaxItems(16),
+//		kube.Each(&spec.Targets).Pattern(dns1123Label).MaxLength(63),
+//		kube.Values(&spec.Labels).MaxLength(63),
+//	)
+//
 //	  - A misspelled constraint, or a value of the wrong type, doesn't compile.
 //	  - Rules belong to a type: Rules[T] constrains T's own fields, promoted
 //	    ones included, wherever T appears. A field of a struct that T holds by
@@ -82,7 +98,13 @@
 //	  - Schema gives the schema of a type that implements json.Marshaler,
 //	    whose fields aren't its encoding.
 //	  - CRD doesn't compile CEL: the API server compiles each Validation when
-//	    the CRD is created, and refuses one that doesn't compile.
+//	    the CRD is created, and refuses one that doesn't compile, or whose
+//	    estimated cost exceeds its budget, as a rule over a list without
+//	    MaxItems, or over strings without MaxLength, can. Package
+//	    kube/crdtest checks a CRD with the API server's own code, in a
+//	    test, and names the bounds that bring a rule under the budget:
+//	    kube doesn't link CEL's compiler, about 10 MB, into every
+//	    controller.
 //
 // CRD returns one error, errors.Join of every mistake, each naming the Go
 // type, the field and where it is in the schema:
@@ -104,6 +126,9 @@
 //	func TestMemcachedCRD(t *testing.T) {
 //		crd, err := app.Memcached.CRD()
 //		if err != nil {
+//			t.Fatal(err)
+//		}
+//		if err := crdtest.Validate(crd); err != nil { // as the API server will
 //			t.Fatal(err)
 //		}
 //		got, err := kube.MarshalCRD(crd)

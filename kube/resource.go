@@ -170,7 +170,8 @@ func (r Resource[Spec, Status]) GVR() schema.GroupVersionResource {
 //
 // CRD doesn't compile the CEL rules given with Validation: the API server
 // compiles them when the CRD is created or updated, and refuses it, naming
-// the rule, when one doesn't compile or is too costly.
+// the rule, when one doesn't compile or is too costly. crdtest.Validate
+// does both in a test, with the API server's own code.
 func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition, error) {
 	return crd.Build(crd.Meta{
 		Group:      r.Group,
@@ -309,21 +310,51 @@ type FieldRule interface {
 	fieldRule() crd.Field
 }
 
-// FieldOf is a field of type T, and its constraints. Each method returns a
-// copy with one more constraint. A constraint that doesn't fit the field's
-// type, such as Pattern on a number, is an error from CRD.
+// FieldOf is a field of type T, or the items of type T of a slice or map
+// field, and its constraints. Each method returns a copy with one more
+// constraint. A constraint that doesn't fit the field's type, such as
+// Pattern on a number, is an error from CRD.
 //
-// Each constraint lands in the field's schema, where the API server reads
-// it. Each one may be given once for a field, but for Validation, which may
-// be given as often as the field has rules.
+// Each constraint lands in the field's schema, or its items', where the
+// API server reads it. Each one may be given once for a field, and once
+// for its items, but for Validation, which may be given as often as the
+// field has rules.
 type FieldOf[T any] struct {
-	p           *T
+	ptr         unsafe.Pointer // the field's address
+	typ         reflect.Type   // the field's type: T, or Each's slice or Values' map of T
+	items       bool           // from Each or Values
 	constraints []crd.Constraint
 }
 
 // Field names the field p points to.
 func Field[T any](p *T) FieldOf[T] {
-	return FieldOf[T]{p: p}
+	return FieldOf[T]{ptr: unsafe.Pointer(p), typ: reflect.TypeFor[T]()}
+}
+
+// Each names the items of the slice field p points to, so its constraints
+// apply to each item, as Field's apply to the field:
+//
+//	kube.Field(&spec.Targets).MaxItems(16),                    // the list
+//	kube.Each(&spec.Targets).Pattern(namespace).MaxLength(63), // each item
+//
+// A constraint on the items is typed by the item's type, so a
+// kube.Each(&spec.Ports).Maximum(65535) on a []int32 takes an int32. The
+// items' schema is where the API server reads it: items in the field's
+// schema. Default doesn't apply to items, which are never missing, and is
+// an error from CRD.
+func Each[S ~[]E, E any](p *S) FieldOf[E] {
+	return FieldOf[E]{ptr: unsafe.Pointer(p), typ: reflect.TypeFor[S](), items: true}
+}
+
+// Values names the values of the map field p points to, so its
+// constraints apply to each value, as Each's do to a slice's items:
+//
+//	kube.Field(&spec.Labels).MaxProperties(64),  // the map
+//	kube.Values(&spec.Labels).MaxLength(63),     // each value
+//
+// The values' schema is additionalProperties in the field's schema.
+func Values[M ~map[K]V, K ~string, V any](p *M) FieldOf[V] {
+	return FieldOf[V]{ptr: unsafe.Pointer(p), typ: reflect.TypeFor[M](), items: true}
 }
 
 func (f FieldOf[T]) with(c crd.Constraint) FieldOf[T] {
@@ -332,7 +363,11 @@ func (f FieldOf[T]) with(c crd.Constraint) FieldOf[T] {
 }
 
 func (f FieldOf[T]) fieldRule() crd.Field {
-	return crd.Field{Ptr: unsafe.Pointer(f.p), Type: reflect.TypeFor[T](), Constraints: f.constraints}
+	typ := f.typ
+	if typ == nil { // a FieldOf made without Field, Each or Values
+		typ = reflect.TypeFor[T]()
+	}
+	return crd.Field{Ptr: f.ptr, Type: typ, Items: f.items, Constraints: f.constraints}
 }
 
 // Description sets the field's description, which kubectl explain shows.
@@ -392,6 +427,16 @@ func (f FieldOf[T]) MinItems(n int) FieldOf[T] { // slices
 // array.
 func (f FieldOf[T]) MaxItems(n int) FieldOf[T] {
 	return f.with(crd.Constraint{Kind: crd.MaxItems, N: n})
+}
+
+// MinProperties is the least number of keys in the field, for a map.
+func (f FieldOf[T]) MinProperties(n int) FieldOf[T] { // maps
+	return f.with(crd.Constraint{Kind: crd.MinProperties, N: n})
+}
+
+// MaxProperties is the greatest number of keys in the field, for a map.
+func (f FieldOf[T]) MaxProperties(n int) FieldOf[T] {
+	return f.with(crd.Constraint{Kind: crd.MaxProperties, N: n})
 }
 
 // ListSet makes the list a set (x-kubernetes-list-type: set): its items are

@@ -293,6 +293,96 @@ func TestEachRuleMethodLandsInTheSchema(t *testing.T) {
 	}
 }
 
+type (
+	Namespaces []string
+
+	Mirror struct {
+		Targets Namespaces         `json:"targets"`
+		Ports   []int32            `json:"ports,omitempty"`
+		Peers   []Listed           `json:"peers,omitempty"`
+		Labels  map[string]string  `json:"labels,omitempty"`
+		Weights map[string]float64 `json:"weights,omitempty"`
+		Raw     []byte             `json:"raw,omitempty"`
+	}
+)
+
+// TestEachAndValuesConstrainTheItems checks that Each's constraints land
+// in a slice's items and Values' in a map's values, beside the field's
+// own, each typed by the item's type.
+func TestEachAndValuesConstrainTheItems(t *testing.T) {
+	var m Mirror
+	s, err := specSchema[Mirror](kube.Rules(&m,
+		kube.Field(&m.Targets).MinItems(1).MaxItems(16).ListSet(),
+		kube.Each(&m.Targets).Pattern(regexp.MustCompile(`^[a-z0-9-]+$`)).MinLength(1).MaxLength(63).
+			Validation("self != 'kube-system'", "not kube-system"),
+		kube.Each(&m.Ports).Minimum(1).Maximum(65535),
+		kube.Each(&m.Peers).Description("A peer."),
+		kube.Field(&m.Labels).MinProperties(1).MaxProperties(8),
+		kube.Values(&m.Labels).Enum("a", "b"),
+		kube.Values(&m.Weights).Maximum(1.5),
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"object","properties":{
+		"targets":{"type":"array","minItems":1,"maxItems":16,"x-kubernetes-list-type":"set",
+			"items":{"type":"string","pattern":"^[a-z0-9-]+$","minLength":1,"maxLength":63,
+				"x-kubernetes-validations":[{"rule":"self != 'kube-system'","message":"not kube-system"}]}},
+		"ports":{"type":"array","items":{"type":"integer","format":"int32","minimum":1,"maximum":65535}},
+		"peers":{"type":"array","items":{"type":"object","description":"A peer.","properties":{
+			"name":{"type":"string"},"port":{"type":"integer","format":"int32"}},"required":["name","port"]}},
+		"labels":{"type":"object","minProperties":1,"maxProperties":8,
+			"additionalProperties":{"type":"string","enum":["a","b"]}},
+		"weights":{"type":"object","additionalProperties":{"type":"number","maximum":1.5}},
+		"raw":{"type":"string","format":"byte"}},
+		"required":["targets"]}`
+	if got, want := canonical(t, s), canonical(t, want); got != want {
+		t.Errorf("schema:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestEachMistakes checks the mistakes in the items' constraints that
+// compile: each is an error from CRD, naming the items.
+func TestEachMistakes(t *testing.T) {
+	var m Mirror
+	_, err := specSchema[Mirror](kube.Rules(&m,
+		kube.Each(&m.Targets).Default("default").Minimum("1"),
+		kube.Each(&m.Targets).MaxLength(63), // twice for the items
+		kube.Each(&m.Raw).Maximum(7),        // a []byte is a string
+		kube.Field(&m.Ports).MaxProperties(3),
+		kube.Each(&m.Peers).MaxProperties(3),
+		kube.Field(&m.Weights).MinProperties(5).MaxProperties(2),
+	))
+	want := []string{
+		`kube: Rules for kube_test.Mirror: fields[1] names kube_test.Mirror.Targets[*] again: give each field one Field`,
+		`kube: kube_test.Mirror.Targets[*] (spec.targets[*]): Default sets nothing on the items of a slice or the values of a map: an item is never missing`,
+		`kube: kube_test.Mirror.Targets[*] (spec.targets[*]): Minimum needs a number, and the field's schema is type: string`,
+		`kube: kube_test.Mirror.Ports (spec.ports): MaxProperties needs a map, and the field's schema is type: array`,
+		`kube: kube_test.Mirror.Peers[*] (spec.peers[*]): MaxProperties needs a map, and the field's schema is a struct's, type: object with properties`,
+		`kube: kube_test.Mirror.Weights (spec.weights): MinProperties 5 is more than MaxProperties 2`,
+		`kube: kube_test.Mirror.Raw[*] (spec.raw): has no items: it needs a slice or a map, and the field's schema is type: string`,
+	}
+	if got := errorLines(err); !slices.Equal(got, want) {
+		t.Errorf("CRD() errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// errorLines returns the errors err joins, each as its text.
+func errorLines(err error) []string {
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) {
+		if err == nil {
+			return nil
+		}
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, e := range joined.Unwrap() {
+		out = append(out, e.Error())
+	}
+	return out
+}
+
 // canonical is v's JSON, or the JSON v holds when it is a string, with
 // keys sorted.
 func canonical(t *testing.T, v any) string {

@@ -38,7 +38,8 @@ const (
 	// readyTimeout is how long a component has to become ready after it
 	// is started, on a machine busy with other builds.
 	readyTimeout = 3 * time.Minute
-	// logLines is how many of each log's last lines a failure shows.
+	// logLines is how many of a log's last lines a component's failure to
+	// start shows.
 	logLines = 40
 )
 
@@ -82,6 +83,8 @@ var shared struct {
 	c       *Cluster
 	dir     string
 	err     error
+	watched map[testing.TB]bool // the tests whose failure kept watches for
+	kept    keptLogs
 }
 
 // Run is a test binary's TestMain body:
@@ -90,8 +93,17 @@ var shared struct {
 //
 // It runs m's tests; a control plane is started only when a test first
 // calls Get, from where opts say (built from source unless FromAssets or
-// FromKubeconfig says otherwise), and stopped when they end. When a test
-// failed, it prints the last lines of each component's log to stderr.
+// FromKubeconfig says otherwise), and stopped when they end.
+//
+// A test that called Get and failed says, on stderr, before go test
+// prints the test's own output, so that the test's failure comes last:
+// the folder the control plane's logs are kept in (each component's and
+// the audit log, which outlive the test binary there), and the last of
+// the lines that matter that they wrote while the test ran: errors
+// (klog's E and F lines, etcd's of level error and above, panics), the
+// components' restarts, and the writes the API server failed (5xx) or
+// refused for want of rights (401, 403). With go test -v, which prints
+// a test's failure as it happens, they come after it.
 func Run(m *testing.M, opts ...Option) int {
 	shared.mu.Lock()
 	shared.running = true
@@ -103,13 +115,13 @@ func Run(m *testing.M, opts ...Option) int {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if c := shared.c; c != nil {
-		if code != 0 {
-			c.writeLogs(os.Stderr)
-		}
 		if err := c.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}
+	}
+	if err := shared.kept.finish(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 	}
 	if shared.dir != "" {
 		if err := os.RemoveAll(shared.dir); err != nil {
@@ -144,6 +156,18 @@ func Get(t testing.TB) *Cluster {
 	if shared.err != nil {
 		t.Fatal(shared.err)
 	}
+	if !shared.watched[t] {
+		if shared.watched == nil {
+			shared.watched = map[testing.TB]bool{}
+		}
+		shared.watched[t] = true
+		shared.kept.watch(t, shared.c, os.Stderr)
+		t.Cleanup(func() { // before watch's, which needn't hold shared.mu
+			shared.mu.Lock()
+			delete(shared.watched, t)
+			shared.mu.Unlock()
+		})
+	}
 	return shared.c
 }
 
@@ -170,7 +194,7 @@ func startShared(opts []Option) (*Cluster, string, error) {
 		c, err := o.start(context.Background(), "", w)
 		return c, "", err
 	}
-	removeOrphans()
+	removeOrphans(w)
 	dir, err := os.MkdirTemp("", tempPrefix)
 	if err != nil {
 		return nil, "", fmt.Errorf("clustertest: %w", err)
@@ -185,18 +209,48 @@ func startShared(opts []Option) (*Cluster, string, error) {
 // tempPrefix names the temporary folders of test binaries' control planes.
 const tempPrefix = "humus-controlplane-"
 
-// removeOrphans removes the temporary folders whose test binary is gone.
-func removeOrphans() {
+// removeOrphans removes the temporary folders whose test binary is gone,
+// and whose components are gone too. Off Linux a component has no
+// parent-death signal, so etcd and kube-apiserver outlive a test binary
+// that died without stopping them, and run on in their folder: that
+// folder is left in place, and w told which processes hold it, for a
+// person to kill (removeOrphans kills nothing, since a pid in a file may
+// since have been reused).
+func removeOrphans(w io.Writer) {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempPrefix+"*"))
 	for _, dir := range dirs {
-		data, err := os.ReadFile(filepath.Join(dir, "pid"))
-		if err != nil {
+		pid, ok := readPid(filepath.Join(dir, "pid"))
+		if !ok || procutil.Alive(pid) {
 			continue
 		}
-		if pid, err := strconv.Atoi(string(data)); err == nil && !procutil.Alive(pid) {
-			_ = os.RemoveAll(dir) // best effort: the next test binary tries again
+		var running []string
+		files, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
+		for _, f := range files {
+			if p, ok := readPid(f); ok && procutil.Alive(p) {
+				running = append(running, fmt.Sprintf("%s (pid %d)", strings.TrimSuffix(filepath.Base(f), ".pid"), p))
+			}
 		}
+		if len(running) > 0 {
+			verb, them := "is", "it"
+			if len(running) > 1 {
+				verb, them = "are", "them"
+			}
+			_, _ = fmt.Fprintf(w, "clustertest: %s: its test binary (pid %d) is gone, but %s %s still running in it, so it is left in place: kill %s to have it removed\n",
+				dir, pid, strings.Join(running, " and "), verb, them)
+			continue
+		}
+		_ = os.RemoveAll(dir) // best effort: the next test binary tries again
 	}
+}
+
+// readPid reads the process id in the file at path.
+func readPid(path string) (int, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	return pid, err == nil && pid > 0
 }
 
 // Start starts a control plane that keeps its certificates, tokens, etcd
@@ -426,9 +480,10 @@ func (c *Cluster) commandLines(bin string, ports []int) {
 	path := func(name string) string { return filepath.Join(c.dir, name) }
 	loopback := func(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
 	c.etcd = &process{
-		name: "etcd",
-		path: filepath.Join(bin, "etcd"),
-		log:  path("etcd.log"),
+		name:    "etcd",
+		path:    filepath.Join(bin, "etcd"),
+		log:     path("etcd.log"),
+		pidFile: path("etcd.pid"),
 		args: []string{
 			"--name=default",
 			"--data-dir=" + path("etcd"),
@@ -447,9 +502,10 @@ func (c *Cluster) commandLines(bin string, ports []int) {
 		},
 	}
 	c.apiserver = &process{
-		name: "kube-apiserver",
-		path: filepath.Join(bin, "kube-apiserver"),
-		log:  path("kube-apiserver.log"),
+		name:    "kube-apiserver",
+		path:    filepath.Join(bin, "kube-apiserver"),
+		log:     path("kube-apiserver.log"),
+		pidFile: path("kube-apiserver.pid"),
 		args: []string{
 			"--etcd-servers=" + loopback(etcdClient),
 			"--bind-address=127.0.0.1",
@@ -494,9 +550,10 @@ func (c *Cluster) commandLines(bin string, ports []int) {
 func (c *Cluster) controllerManagerCommand(bin string, port int) *process {
 	path := func(name string) string { return filepath.Join(c.dir, name) }
 	return &process{
-		name: "kube-controller-manager",
-		path: filepath.Join(bin, "kube-controller-manager"),
-		log:  path("kube-controller-manager.log"),
+		name:    "kube-controller-manager",
+		path:    filepath.Join(bin, "kube-controller-manager"),
+		log:     path("kube-controller-manager.log"),
+		pidFile: path("kube-controller-manager.pid"),
 		args: []string{
 			"--kubeconfig=" + path("kube-controller-manager.kubeconfig"),
 			"--controllers=garbagecollector,namespace",
@@ -546,15 +603,6 @@ func (c *Cluster) stopAll() error {
 		c.apiserver.stop(stopGrace),
 		c.etcd.stop(stopGrace),
 	)
-}
-
-// writeLogs writes the last lines of each component's log to w.
-func (c *Cluster) writeLogs(w io.Writer) {
-	for _, p := range []*process{c.etcd, c.apiserver, c.controllerManager} {
-		if p != nil {
-			_, _ = fmt.Fprintf(w, "=== cluster: the last %d lines of %s's log\n%s\n", logLines, p.name, tail(p.log, logLines))
-		}
-	}
 }
 
 // Server is kube-apiserver's address, "127.0.0.1:PORT" for a control

@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -196,9 +198,10 @@ func TestClusterNoProcessSurvives(t *testing.T) {
 		}
 		return nil
 	})
-	removeOrphans()
+	var said bytes.Buffer
+	removeOrphans(&said)
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("the dead test binary's folder %s is still there after removeOrphans (%v)", dir, err)
+		t.Errorf("the dead test binary's folder %s is still there after removeOrphans (%v); it said %q", dir, err, said.String())
 	}
 }
 
@@ -267,5 +270,69 @@ func TestClusterCPUCountsEachComponentsWork(t *testing.T) {
 	after := c.CPU(t)
 	if after["kube-apiserver"] <= before["kube-apiserver"] {
 		t.Errorf("200 lists cost kube-apiserver no CPU: %s, then %s", before["kube-apiserver"], after["kube-apiserver"])
+	}
+}
+
+// failingChildEnv, set, makes TestClusterAFailuresOwnLineComesLast the
+// failing test it runs.
+const failingChildEnv = "HUMUS_CLUSTER_TEST_FAILING_CHILD"
+
+// TestClusterAFailuresOwnLineComesLast runs this test binary again as a
+// child whose test fails after a write its RBAC refuses, as go test runs
+// a test binary (stdout and stderr in one stream, without -v), and checks
+// that the child's output names the folder the logs are kept in, shows
+// the refused write, and ends with the test's own failure, the go test
+// FAIL lines after it and nothing else.
+func TestClusterAFailuresOwnLineComesLast(t *testing.T) {
+	const failure = "the test's own failure, which must come last"
+	if os.Getenv(failingChildEnv) != "" {
+		c := Get(t)
+		ns := c.Namespace(t)
+		cfg := c.AdminConfig()
+		cfg.BearerToken = c.ServiceAccount(t, ns, "nobody")
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = client.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "refused"}}, metav1.CreateOptions{})
+		t.Errorf("%s (the create: %v)", failure, err)
+		return
+	}
+	SkipShort(t)
+	if _, err := build(t.Context(), io.Discard); err != nil { // so the child doesn't build
+		t.Fatal(err)
+	}
+	child := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestClusterAFailuresOwnLineComesLast$", "-test.timeout=10m")
+	child.Env = append(os.Environ(), failingChildEnv+"=1")
+	out, err := child.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the child passed:\n%s", out)
+	}
+	text := string(out)
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	var last []string // from the test's failure on
+	for i, line := range lines {
+		if strings.Contains(line, failure) {
+			last = lines[i:]
+		}
+	}
+	if len(last) != 2 || last[1] != "FAIL" {
+		t.Errorf("the child's output doesn't end with its failure, then FAIL:\n%s", text)
+	}
+	m := regexp.MustCompile(`clustertest: TestClusterAFailuresOwnLineComesLast failed\. The control plane's logs are in (\S+) \(etcd\.log, kube-apiserver\.log, kube-controller-manager\.log, audit\.log\)\.`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("the child's output doesn't name the kept logs:\n%s", text)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(m[1]) })
+	if !strings.Contains(text, "    audit.log: 403 create /api/v1/namespaces/") || !strings.Contains(text, "by system:serviceaccount:") {
+		t.Errorf("the child's output doesn't show the refused create:\n%s", text)
+	}
+	if strings.Contains(text, "=== cluster: the last") {
+		t.Errorf("the child's output has the components' last lines:\n%s", text)
+	}
+	for _, name := range []string{"etcd.log", "kube-apiserver.log", "kube-controller-manager.log", "audit.log"} {
+		if info, err := os.Stat(filepath.Join(m[1], name)); err != nil || info.Size() == 0 {
+			t.Errorf("the kept %s: %v, want the whole log", name, err)
+		}
 	}
 }

@@ -1,12 +1,15 @@
 package clustertest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -117,6 +120,47 @@ func TestUnixOnly(t *testing.T) {
 	}
 	if _, err := Start(t.Context(), t.TempDir()); !errors.Is(err, errUnixOnly) {
 		t.Errorf("Start off Unix = %v, want %v", err, errUnixOnly)
+	}
+}
+
+// TestRemoveOrphansLeavesAFolderWhoseComponentsRun is the sweep off Linux,
+// where a component outlives the test binary that died without stopping
+// it: the binary is gone, but a component's pid is alive, so its folder
+// stays, and the sweep says which process holds it. A folder whose
+// binary and components are all gone is removed, and one whose binary
+// runs is left alone.
+func TestRemoveOrphansLeavesAFolderWhoseComponentsRun(t *testing.T) {
+	needsUnix(t)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	gone, alive := strconv.Itoa(dead.Process.Pid), strconv.Itoa(os.Getpid())
+
+	orphaned := filepath.Join(tmp, tempPrefix+"orphaned")
+	writeFile(t, filepath.Join(orphaned, "pid"), gone)
+	writeFile(t, filepath.Join(orphaned, "etcd.pid"), gone)
+	writeFile(t, filepath.Join(orphaned, "kube-apiserver.pid"), alive)
+	writeFile(t, filepath.Join(orphaned, "kube-apiserver.log"), "serving\n")
+	finished := filepath.Join(tmp, tempPrefix+"finished")
+	writeFile(t, filepath.Join(finished, "pid"), gone)
+	writeFile(t, filepath.Join(finished, "etcd.pid"), gone)
+	running := filepath.Join(tmp, tempPrefix+"running")
+	writeFile(t, filepath.Join(running, "pid"), alive)
+
+	var said bytes.Buffer
+	removeOrphans(&said)
+	for dir, kept := range map[string]bool{orphaned: true, finished: false, running: true} {
+		if _, err := os.Stat(dir); (err == nil) != kept {
+			t.Errorf("%s: kept %v, want %v", filepath.Base(dir), err == nil, kept)
+		}
+	}
+	want := "clustertest: " + orphaned + ": its test binary (pid " + gone + ") is gone, but kube-apiserver (pid " + alive +
+		") is still running in it, so it is left in place: kill it to have it removed\n"
+	if said.String() != want {
+		t.Errorf("removeOrphans said %q, want %q", said.String(), want)
 	}
 }
 

@@ -79,8 +79,11 @@
 //   - Get returns once each component is ready: etcd's /health,
 //     kube-apiserver's /readyz and both controllers in
 //     kube-controller-manager's /healthz.
-//   - Every component's output goes to a log file; when a test failed, Run
-//     prints the last lines of each to stderr.
+//   - Every component's output goes to a log file. A test that failed
+//     says, before its own output, so that its failure is the last thing
+//     go test prints, where the logs are kept (a folder that outlives the
+//     test binary) and the errors and failed requests they wrote while it
+//     ran (see Run).
 //   - On Linux, every process dies with the test binary, even on panic,
 //     timeout or SIGKILL: each runs in its own process group with a
 //     parent-death signal of SIGKILL. A component that hasn't exited 10s after SIGTERM
@@ -148,7 +151,8 @@
 // says otherwise): kubeconfig, the admin's, with its token and CA
 // embedded; the CA, certificates, keys and static tokens; etcd's data
 // (etcd/); each component's log (etcd.log, kube-apiserver.log,
-// kube-controller-manager.log); and the audit log (audit.log). It says so
+// kube-controller-manager.log) and process id (etcd.pid and so on); and
+// the audit log (audit.log). It says so
 // at start, with the export KUBECONFIG=... line on stdout, and keeps the
 // folder after stop. It creates a missing folder, and writes a
 // .clustertest file into it; a folder that holds anything is emptied at
@@ -164,7 +168,12 @@
 // The control plane runs on Unix, and this repository tests it on Linux.
 // On macOS and the BSDs a component has no parent-death signal: Run's
 // end stops it, but it outlives a test binary that never gets there (a
-// panic, a timeout, SIGKILL). Elsewhere (Windows, and AIX and Solaris,
+// panic, a timeout, SIGKILL), and keeps running, with its ports, its
+// memory and its temporary folder. The next test binary's start, which
+// removes the folders of test binaries that died, leaves such a folder
+// in place while a component of it runs, and says on stderr which
+// processes (by name and pid) to kill; it kills none itself, since a
+// pid may have been reused. Elsewhere (Windows, and AIX and Solaris,
 // which lack flock) the package builds, so a module that imports it
 // builds and runs its other tests there, but Get skips a test saying the
 // control plane runs on Unix only, and Start and Build return an error

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,10 +18,11 @@ import (
 // file its output goes to, and, while it runs, its process group.
 // A process is not safe for concurrent use: the Cluster serialises it.
 type process struct {
-	name string
-	path string
-	args []string
-	log  string
+	name    string
+	path    string
+	args    []string
+	log     string
+	pidFile string // where start writes the pid, for removeOrphans; "" for none
 
 	cmd     *exec.Cmd
 	done    chan struct{} // closed once cmd has exited
@@ -43,6 +45,11 @@ func (p *process) start() error {
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := procutil.Spawn(cmd); err != nil {
 		return fmt.Errorf("clustertest: starting %s: %w", p.name, err)
+	}
+	if p.pidFile != "" {
+		// Best effort: without it, removeOrphans takes the process for
+		// gone once its test binary is.
+		_ = os.WriteFile(p.pidFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 	}
 	done := make(chan struct{})
 	p.cmd, p.done, p.exitErr, p.paused = cmd, done, nil, false

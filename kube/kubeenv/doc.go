@@ -89,7 +89,7 @@
 // set to that kubeconfig's full path, with POD_NAMESPACE and POD_NAME as
 // its Deployment sets them:
 //
-//	KUBECONFIG=$DIR/sa.kubeconfig POD_NAMESPACE=$NS POD_NAME=$USER go run ./cmd/controller
+//	KUBECONFIG=$DIR/sa.kubeconfig POD_NAMESPACE=$NS POD_NAME=$(uname -n) go run ./cmd/controller
 //
 // A request its RBAC doesn't allow is refused with a 403 naming
 // system:serviceaccount:NS:SA, as it would be in the cluster. The token

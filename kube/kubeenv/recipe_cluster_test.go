@@ -43,7 +43,7 @@ var recipe = []string{
 // run is the recipe's second step, run in the same shell from the
 // controller's module, wherever that is, without its command: the
 // variables the controller is run with.
-const run = `KUBECONFIG=$DIR/sa.kubeconfig POD_NAMESPACE=$NS POD_NAME=$USER`
+const run = `KUBECONFIG=$DIR/sa.kubeconfig POD_NAMESPACE=$NS POD_NAME=$(uname -n)`
 
 // The controller's ServiceAccount, and what its RBAC gives it: to read
 // ConfigMaps in its namespace, and nothing else.
@@ -256,6 +256,24 @@ func writeFile(t *testing.T, p string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(p, data, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRecipeNamesThePodWithoutUSER runs the recipe's second step where
+// USER is unset, as for root in a container: POD_NAME, the Lease's
+// identity, is still set.
+func TestRecipeNamesThePodWithoutUSER(t *testing.T) {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "USER=") {
+			env = append(env, kv)
+		}
+	}
+	cmd := exec.CommandContext(t.Context(), "sh", "-e", "-c", run+` sh -c 'printf %s "$POD_NAME"'`)
+	cmd.Env = append(env, "DIR="+t.TempDir(), "NS=default")
+	out, err := cmd.Output()
+	if err != nil || len(out) == 0 {
+		t.Errorf("the recipe's second step without USER: POD_NAME=%q, %v; want a name", out, err)
 	}
 }
 

@@ -17,25 +17,27 @@ type Kind int
 
 // The Kinds, one for each kube.FieldOf method.
 const (
-	Description Kind = iota // Text: description
-	Default                 // Value: default, its JSON; the field isn't required
-	Enum                    // Values: enum, each its JSON
-	Minimum                 // Value, a number or a pointer to one: minimum
-	Maximum                 // Value, a number or a pointer to one: maximum
-	MinLength               // N: minLength
-	MaxLength               // N: maxLength
-	Pattern                 // Regexp: pattern
-	MinItems                // N: minItems
-	MaxItems                // N: maxItems
-	ListSet                 // x-kubernetes-list-type: set
-	ListMap                 // Keys: x-kubernetes-list-type: map, and its keys
-	Validation              // Rule: one more x-kubernetes-validations
+	Description   Kind = iota // Text: description
+	Default                   // Value: default, its JSON; the field isn't required
+	Enum                      // Values: enum, each its JSON
+	Minimum                   // Value, a number or a pointer to one: minimum
+	Maximum                   // Value, a number or a pointer to one: maximum
+	MinLength                 // N: minLength
+	MaxLength                 // N: maxLength
+	Pattern                   // Regexp: pattern
+	MinItems                  // N: minItems
+	MaxItems                  // N: maxItems
+	ListSet                   // x-kubernetes-list-type: set
+	ListMap                   // Keys: x-kubernetes-list-type: map, and its keys
+	Validation                // Rule: one more x-kubernetes-validations
+	MinProperties             // N: minProperties
+	MaxProperties             // N: maxProperties
 )
 
 // String is k's name, as its kube.FieldOf method's, such as "Minimum".
 func (k Kind) String() string {
 	return [...]string{"Description", "Default", "Enum", "Minimum", "Maximum", "MinLength", "MaxLength",
-		"Pattern", "MinItems", "MaxItems", "ListSet", "ListMap", "Validation"}[k]
+		"Pattern", "MinItems", "MaxItems", "ListSet", "ListMap", "Validation", "MinProperties", "MaxProperties"}[k]
 }
 
 // Constraint is one constraint on a field, as a kube.FieldOf method gives
@@ -59,7 +61,11 @@ func (r *reflector) constrain(s site, p *apiextensionsv1.JSONSchemaProps, rf *re
 	var errs []error
 	defaulted := false
 	for _, c := range rf.constraints {
-		if msg := misfitOf(p, c); msg != "" {
+		msg := misfitOf(p, c)
+		if rf.items && c.Kind == Default {
+			msg = "sets nothing on the items of a slice or the values of a map: an item is never missing"
+		}
+		if msg != "" {
 			errs = append(errs, s.errorf("%s %s", constraintName(c), msg))
 			continue
 		}
@@ -93,6 +99,8 @@ func misfitOf(p *apiextensionsv1.JSONSchemaProps, c Constraint) string {
 		return stringMisfit(p, c)
 	case MinItems, MaxItems:
 		return itemsMisfit(p, c)
+	case MinProperties, MaxProperties:
+		return propertiesMisfit(p, c)
 	case ListSet:
 		return listSetMisfit(p)
 	case ListMap:
@@ -143,6 +151,10 @@ func setConstraint(p *apiextensionsv1.JSONSchemaProps, c Constraint) []error {
 		p.MinItems = ptrTo(int64(c.N))
 	case MaxItems:
 		p.MaxItems = ptrTo(int64(c.N))
+	case MinProperties:
+		p.MinProperties = ptrTo(int64(c.N))
+	case MaxProperties:
+		p.MaxProperties = ptrTo(int64(c.N))
 	case ListSet:
 		p.XListType, p.XListMapKeys = ptrTo("set"), nil
 	case ListMap:
@@ -226,6 +238,27 @@ func itemsMisfit(p *apiextensionsv1.JSONSchemaProps, c Constraint) string {
 	return ""
 }
 
+// propertiesMisfit says why c, a MinProperties or a MaxProperties,
+// doesn't fit p: p isn't a map's, or the number is negative.
+func propertiesMisfit(p *apiextensionsv1.JSONSchemaProps, c Constraint) string {
+	switch {
+	case p.Type != "object" || p.AdditionalProperties == nil || p.AdditionalProperties.Schema == nil:
+		return "needs a map, and the field's schema is " + mapKind(p)
+	case c.N < 0:
+		return fmt.Sprintf("is %d: it can't be negative", c.N)
+	}
+	return ""
+}
+
+// mapKind names a schema's type in an error about a map: a struct's
+// schema, type: object too, is named as a struct's.
+func mapKind(p *apiextensionsv1.JSONSchemaProps) string {
+	if p.Type == "object" && (p.AdditionalProperties == nil || p.AdditionalProperties.Schema == nil) {
+		return "a struct's, type: object with properties"
+	}
+	return schemaKind(p)
+}
+
 // listSetMisfit says why a ListSet doesn't fit p: p isn't an array's, or
 // its items are objects or nullable.
 func listSetMisfit(p *apiextensionsv1.JSONSchemaProps) string {
@@ -291,7 +324,8 @@ func validationMisfit(rule apiextensionsv1.ValidationRule) string {
 
 // rangeMisfits says where p's least bound is more than its greatest: its
 // Minimum than its Maximum, MinLength than MaxLength, MinItems than
-// MaxItems. The bounds may come from more than one Rules.
+// MaxItems, MinProperties than MaxProperties. The bounds may come from
+// more than one Rules.
 func rangeMisfits(p *apiextensionsv1.JSONSchemaProps) []string {
 	var out []string
 	if p.Minimum != nil && p.Maximum != nil && *p.Minimum > *p.Maximum {
@@ -302,6 +336,9 @@ func rangeMisfits(p *apiextensionsv1.JSONSchemaProps) []string {
 	}
 	if p.MinItems != nil && p.MaxItems != nil && *p.MinItems > *p.MaxItems {
 		out = append(out, fmt.Sprintf("MinItems %d is more than MaxItems %d", *p.MinItems, *p.MaxItems))
+	}
+	if p.MinProperties != nil && p.MaxProperties != nil && *p.MinProperties > *p.MaxProperties {
+		out = append(out, fmt.Sprintf("MinProperties %d is more than MaxProperties %d", *p.MinProperties, *p.MaxProperties))
 	}
 	return out
 }

@@ -24,10 +24,14 @@
 //     an interface, or that contains itself, is an error. apimachinery's types that
 //     encode themselves (metav1.Time, MicroTime and Duration,
 //     resource.Quantity, intstr.IntOrString, runtime.RawExtension) have the
-//     schema the API server expects, and an ObjectMeta below the root the
-//     fields a template sets. A type that encodes itself otherwise, with
+//     schema the API server expects, an ObjectMeta below the root the
+//     fields a template sets, and a metav1.Condition the constraints of
+//     its kubebuilder markers. A type that encodes itself otherwise, with
 //     MarshalJSON, has the Schema its TypeRules give, or is an error; with
 //     MarshalText, it is a string.
+//   - A Field with Items (kube.Each, kube.Values) constrains the items'
+//     schema of its slice, or the values' of its map, as a Field does its
+//     field's; a Default there is an error, since an item is never missing.
 //   - A type's rules apply wherever the type appears, and where encoding/json
 //     inlines it; an outer type's rules for a promoted field apply after
 //     the embedded type's. A constraint that doesn't fit its field's

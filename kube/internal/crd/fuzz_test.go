@@ -137,6 +137,8 @@ var constraintMakers = []func(v any) crd.Constraint{
 	func(any) crd.Constraint { return with(crd.ListSet, nil) },
 	func(any) crd.Constraint { return with(crd.ListMap, []string{"id"}) },
 	func(any) crd.Constraint { return with(crd.Validation, validation("true", "")) },
+	func(any) crd.Constraint { return with(crd.MinProperties, 3) },
+	func(any) crd.Constraint { return with(crd.MaxProperties, 2) },
 }
 
 // rules makes Rules for some of the generated structs, each constraining
@@ -168,6 +170,13 @@ func (g *gen) rules() []crd.TypeRules {
 				f.Constraints = append(f.Constraints, constraintMakers[int(g.byte())%len(constraintMakers)](zero))
 			}
 			tr.Fields = append(tr.Fields, func() crd.Field { return f })
+			if c%5 == 0 { // its items too, as kube.Each and kube.Values name them
+				items := crd.Field{Ptr: p, Type: fv.Type(), Items: true}
+				for range int(g.byte() % 3) {
+					items.Constraints = append(items.Constraints, constraintMakers[int(g.byte())%len(constraintMakers)](zero))
+				}
+				tr.Fields = append(tr.Fields, func() crd.Field { return items })
+			}
 		}
 		if g.byte()%4 == 0 {
 			tr = validated(tr, "self == self", "")

@@ -70,7 +70,7 @@ func with(k crd.Kind, v any) crd.Constraint {
 		c.Text = v.(string)
 	case crd.Enum:
 		c.Values, _ = v.([]any)
-	case crd.MinLength, crd.MaxLength, crd.MinItems, crd.MaxItems:
+	case crd.MinLength, crd.MaxLength, crd.MinItems, crd.MaxItems, crd.MinProperties, crd.MaxProperties:
 		c.N = v.(int)
 	case crd.Pattern:
 		c.Regexp, _ = v.(*regexp.Regexp)

@@ -42,8 +42,14 @@ type TypeRules struct {
 // Field is a kube.FieldOf: a field of the type its TypeRules constrain,
 // and its constraints, in the order given.
 type Field struct {
-	Ptr         unsafe.Pointer // the field's address in the TypeRules' Base
-	Type        reflect.Type   // the field's type, which Ptr points at
+	Ptr  unsafe.Pointer // the field's address in the TypeRules' Base
+	Type reflect.Type   // the field's type, which Ptr points at
+
+	// Items, from kube.Each or kube.Values, puts Constraints on the items
+	// of the slice, or the values of the map, that the field holds,
+	// rather than on the field.
+	Items bool
+
 	Constraints []Constraint
 }
 
@@ -61,10 +67,22 @@ type resolvedRules struct {
 type resolvedField struct {
 	owner       reflect.Type // the type of the Rules
 	name        string       // the field's Go name
+	items       bool         // the constraints are on its items, or its map's values
 	constraints []Constraint
 }
 
-func (f *resolvedField) subject() string { return typeName(f.owner) + "." + f.name }
+// subject names the field, and [*] after it for its items.
+func (f *resolvedField) subject() string {
+	s := typeName(f.owner) + "." + f.name
+	if f.items {
+		s += "[*]"
+	}
+	return s
+}
+
+// itemsKey is the key, in resolvedRules.fields, of the rules for the items
+// of the field whose indexKey is key.
+func itemsKey(key string) string { return key + "[*]" }
 
 func indexKey(index []int) string {
 	var b strings.Builder
@@ -193,7 +211,14 @@ func resolveField(t reflect.Type, base unsafe.Pointer, f Field) (*resolvedField,
 	if why := notEncoded(t, loc.index); why != "" {
 		return nil, "", fmt.Errorf("names %s.%s, which isn't in %s's JSON encoding: %s", typeName(t), loc.name, typeName(t), why)
 	}
-	return &resolvedField{owner: t, name: loc.name, constraints: f.Constraints}, indexKey(loc.index), nil
+	key := indexKey(loc.index)
+	if f.Items {
+		if k := f.Type.Kind(); k != reflect.Slice && k != reflect.Map {
+			return nil, "", fmt.Errorf("names the items of %s.%s, which is a %s, neither a slice nor a map", typeName(t), loc.name, typeName(f.Type))
+		}
+		key = itemsKey(key)
+	}
+	return &resolvedField{owner: t, name: loc.name, items: f.Items, constraints: f.Constraints}, key, nil
 }
 
 type location struct {

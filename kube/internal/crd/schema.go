@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -31,6 +32,44 @@ var wellKnown = map[reflect.Type]func() *apiextensionsv1.JSONSchemaProps{
 		return &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}
 	},
 	reflect.TypeFor[metav1.ObjectMeta](): templateMetadata,
+	reflect.TypeFor[metav1.Condition]():  condition,
+}
+
+// condition is the schema of a metav1.Condition, with the constraints its
+// kubebuilder markers in k8s.io/apimachinery give it, as Kubernetes' own
+// types and controller-gen's CRDs carry them: the API server then refuses
+// a condition whose status isn't True, False or Unknown, whose type or
+// reason isn't of the form metav1.Condition documents, or that lacks a
+// field the type requires.
+func condition() *apiextensionsv1.JSONSchemaProps {
+	enum := func(vs ...string) []apiextensionsv1.JSON {
+		out := make([]apiextensionsv1.JSON, len(vs))
+		for i, v := range vs {
+			out[i] = apiextensionsv1.JSON{Raw: []byte(strconv.Quote(v))}
+		}
+		return out
+	}
+	return &apiextensionsv1.JSONSchemaProps{
+		Type: "object",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"type": {
+				Type:      "string",
+				MaxLength: ptrTo[int64](316),
+				Pattern:   `^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$`,
+			},
+			"status":             {Type: "string", Enum: enum("True", "False", "Unknown")},
+			"observedGeneration": {Type: "integer", Format: "int64", Minimum: ptrTo[float64](0)},
+			"lastTransitionTime": {Type: "string", Format: "date-time"},
+			"reason": {
+				Type:      "string",
+				MinLength: ptrTo[int64](1),
+				MaxLength: ptrTo[int64](1024),
+				Pattern:   `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`,
+			},
+			"message": {Type: "string", MaxLength: ptrTo[int64](32768)},
+		},
+		Required: []string{"type", "status", "lastTransitionTime", "reason", "message"},
+	}
 }
 
 // templateMetadata is the schema of an ObjectMeta below the root, such as
@@ -281,7 +320,8 @@ func (r *reflector) structSchema(s site, t reflect.Type) *apiextensionsv1.JSONSc
 	}
 	for _, f := range enc.fields {
 		fs := site{path: s.path + "." + f.name, owner: typeName(t) + "." + lastField(t, f.index).Name}
-		fp, required := r.field(fs, f.typ, f.opts, r.fieldRules(t, f.index))
+		fp, required := r.field(fs, f.typ, f.opts, r.fieldRules(t, f.index, false))
+		r.constrainItems(fs, fp, r.fieldRules(t, f.index, true))
 		if p.Properties == nil {
 			p.Properties = map[string]apiextensionsv1.JSONSchemaProps{}
 		}
@@ -293,9 +333,38 @@ func (r *reflector) structSchema(s site, t reflect.Type) *apiextensionsv1.JSONSc
 	return p
 }
 
-// fieldRules returns the rules for the field at index of t: those of each
-// struct it is promoted from, innermost first, then t's own.
-func (r *reflector) fieldRules(t reflect.Type, index []int) []*resolvedField {
+// constrainItems applies the rules in apply, from kube.Each and
+// kube.Values, to the items of p, the schema of the field at s: its
+// array's items, or its map's values. Where p has neither, as for a
+// []byte or a type with a kube.Schema, each rule is reported once.
+func (r *reflector) constrainItems(s site, p *apiextensionsv1.JSONSchemaProps, apply []*resolvedField) {
+	if len(apply) == 0 {
+		return
+	}
+	var items *apiextensionsv1.JSONSchemaProps
+	switch {
+	case p.Type == "array" && p.Items != nil:
+		items = p.Items.Schema
+	case p.Type == "object" && p.AdditionalProperties != nil:
+		items = p.AdditionalProperties.Schema
+	}
+	for _, rf := range apply {
+		if items == nil {
+			if !r.misfit[rf] {
+				s.owner = rf.subject()
+				r.errs = append(r.errs, s.errorf("has no items: it needs a slice or a map, and the field's schema is %s", schemaKind(p)))
+				r.misfit[rf] = true
+			}
+			continue
+		}
+		r.constrain(site{path: s.path + "[*]", owner: s.owner}, items, rf)
+	}
+}
+
+// fieldRules returns the rules for the field at index of t, or with items
+// for its items: those of each struct it is promoted from, innermost
+// first, then t's own.
+func (r *reflector) fieldRules(t reflect.Type, index []int, items bool) []*resolvedField {
 	var out []*resolvedField
 	cur := t
 	types := []reflect.Type{t}
@@ -308,7 +377,11 @@ func (r *reflector) fieldRules(t reflect.Type, index []int) []*resolvedField {
 	}
 	for j := len(types) - 1; j >= 0; j-- {
 		if tr, ok := r.rules[types[j]]; ok {
-			if rf, ok := tr.fields[indexKey(index[j:])]; ok {
+			key := indexKey(index[j:])
+			if items {
+				key = itemsKey(key)
+			}
+			if rf, ok := tr.fields[key]; ok {
 				out = append(out, rf)
 			}
 		}

@@ -238,10 +238,13 @@ func TestSchemaOfApimachinerysTypes(t *testing.T) {
 			"maybeTime":{"type":"string","format":"date-time","nullable":true},
 			"addr":{"type":"string"},
 			"conditions":{"type":"array","items":{"type":"object","properties":{
-				"type":{"type":"string"},"status":{"type":"string"},
-				"observedGeneration":{"type":"integer","format":"int64"},
+				"type":{"type":"string","maxLength":316,
+					"pattern":"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"},
+				"status":{"type":"string","enum":["True","False","Unknown"]},
+				"observedGeneration":{"type":"integer","format":"int64","minimum":0},
 				"lastTransitionTime":{"type":"string","format":"date-time"},
-				"reason":{"type":"string"},"message":{"type":"string"}},
+				"reason":{"type":"string","minLength":1,"maxLength":1024,"pattern":"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"},
+				"message":{"type":"string","maxLength":32768}},
 				"required":["type","status","lastTransitionTime","reason","message"]}}},
 			"required":["time","microTime","duration","quantity","intOrString","raw","maybeTime","addr"]}`),
 		row[*Plain]("a pointer spec is nullable", `{"type":"object","nullable":true,"properties":{

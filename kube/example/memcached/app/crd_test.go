@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/crdtest"
 	"github.com/z5labs/humus/kube/example/memcached/app"
 )
 
@@ -14,11 +15,15 @@ var update = flag.Bool("update", false, "rewrite the golden CRD")
 // The CRD that deploys with the controller is the one the Go types
 // reflect: a change to the types that isn't in the YAML fails go test, in
 // place of a make manifests that someone forgot to run. Rewrite it with
-// go test -run TestMemcachedCRD -update.
+// go test -run TestMemcachedCRD -update. crdtest checks it as the API
+// server will, CEL rules' costs included.
 func TestMemcachedCRD(t *testing.T) {
 	crd, err := app.Memcached.CRD()
 	if err != nil {
 		t.Fatalf("Memcached.CRD: %v", err)
+	}
+	if err := crdtest.Validate(crd); err != nil {
+		t.Fatal(err)
 	}
 	got, err := kube.MarshalCRD(crd)
 	if err != nil {
