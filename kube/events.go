@@ -494,30 +494,32 @@ func (r *Recorder) write(ctx context.Context, p *pendingEvent) bool {
 		until, span := p.proof, p.span
 		r.mu.Unlock()
 
+		// The write's span is a child of the last Record's reconcile, and
+		// client-go's records go to the Recorder's logger.
 		wctx := klog.NewContext(trace.ContextWithSpanContext(ctx, span), r.logr)
 		deadline := until()
 		if !time.Now().Before(deadline) {
 			r.dropPending(wctx, p, dropNotLeading, fmt.Errorf("the proof of the Lease ran out at %s", deadline.Format(time.RFC3339Nano)))
 			return true
 		}
-		wctx, cancel := context.WithDeadlineCause(wctx, deadline, errNotLeading)
-		err := r.send(wctx, p, snap)
+		proven, cancel := context.WithDeadlineCause(wctx, deadline, errNotLeading)
+		err := r.send(proven, p, snap)
 		cancel()
 		switch {
 		case err == nil:
-			r.wrote(ctx, p, snap)
+			r.wrote(wctx, p, snap)
 			return true
 		case ctx.Err() != nil:
 			return false
-		case errors.Is(err, errNotLeading) || !time.Now().Before(until()):
+		case !time.Now().Before(until()):
 			r.dropPending(wctx, p, dropNotLeading, err)
 			return true
 		case !retriable(err):
 			r.dropPending(wctx, p, dropRefused, err)
 			return true
 		}
-		if s, ok := apierrors.SuggestsClientDelay(err); ok {
-			delay = max(delay, time.Duration(s)*time.Second)
+		if secs, ok := apierrors.SuggestsClientDelay(err); ok {
+			delay = max(delay, time.Duration(secs)*time.Second)
 		}
 		if time.Since(start)+delay > retryFor {
 			r.dropPending(wctx, p, dropGaveUp, fmt.Errorf("tried for %s: %w", time.Since(start).Round(time.Millisecond), err))
