@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -53,9 +54,7 @@ func eventsAbout(ctx context.Context, kc kubernetes.Interface, ns, name, reason 
 }
 
 // The API server holds the series the Recorder counts: one Event, its
-// series.count the number of repeats and its lastObservedTime the last's;
-// it takes a Note cut to 1024 bytes, the Recorder's limit for it, and an
-// Event about a cluster-scoped object in default.
+// series.count the number of repeats and its lastObservedTime the last's.
 func TestClusterAnEventsSeriesCountsItsRepeats(t *testing.T) {
 	c := clustertest.Get(t)
 	ns := c.Namespace(t)
@@ -78,8 +77,11 @@ func TestClusterAnEventsSeriesCountsItsRepeats(t *testing.T) {
 			// The first ones one at a time: a create, then a patch.
 			clustertest.Eventually(t, 10*time.Second, func(ctx context.Context) error {
 				got, err := eventsAbout(ctx, kc, ns, cm.Name, e.Reason)
-				if err != nil || len(got) != 1 || seriesOf(got[0]) != int32(i+1) {
-					return fmt.Errorf("Events %+v (%v), want one with a count of %d", got, err, i+1)
+				if err != nil {
+					return err
+				}
+				if len(got) != 1 || seriesOf(got[0]) != int32(i+1) {
+					return fmt.Errorf("Events %+v, want one with a count of %d", got, i+1)
 				}
 				return nil
 			})
@@ -88,8 +90,11 @@ func TestClusterAnEventsSeriesCountsItsRepeats(t *testing.T) {
 	var stored eventsv1.Event
 	clustertest.Eventually(t, 10*time.Second, func(ctx context.Context) error {
 		got, err := eventsAbout(ctx, kc, ns, cm.Name, e.Reason)
-		if err != nil || len(got) != 1 || seriesOf(got[0]) != repeats {
-			return fmt.Errorf("Events %+v (%v), want one with a series of %d", got, err, repeats)
+		if err != nil {
+			return err
+		}
+		if len(got) != 1 || seriesOf(got[0]) != repeats {
+			return fmt.Errorf("Events %+v, want one with a series of %d", got, repeats)
 		}
 		stored = got[0]
 		return nil
@@ -103,25 +108,48 @@ func TestClusterAnEventsSeriesCountsItsRepeats(t *testing.T) {
 		t.Errorf("the Event = %+v, want the recorded one's fields", stored)
 	}
 
-	// The longest Note the API server takes, and an Event about a
-	// Namespace, which is in default.
+	if got := eventOutcomes(t, tel); got[eventCreated] != 1 || got[eventCounted] != repeats-1 || len(got) != 2 {
+		t.Errorf("humus.kube.controller.events = %v, want 1 created, %d counted", got, repeats-1)
+	}
+}
+
+// The API server takes a Note cut to 1024 bytes, the Recorder's limit for
+// it, and an Event about a cluster-scoped object in default.
+func TestClusterTheAPIServerTakesACutNoteAndAClusterScopedObjectsEvent(t *testing.T) {
+	c := clustertest.Get(t)
+	ns := c.Namespace(t)
+	r, kc := clusterRecorder(t, c, humustest.NewTelemetry())
+	ctx := proven(t.Context())
+	regarding := corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "content"}
 	long := Event{Regarding: regarding, Type: Warning, Reason: "LongNote", Action: "Reload", Note: strings.Repeat("n", maxNote+100)}
 	nsRef := corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: ns}
 	r.Record(ctx, long)
 	r.Record(ctx, Event{Regarding: nsRef, Type: Normal, Reason: "Observed", Action: "Watch", Note: "a cluster-scoped object"})
 	clustertest.Eventually(t, 10*time.Second, func(ctx context.Context) error {
-		got, err := eventsAbout(ctx, kc, ns, cm.Name, "LongNote")
-		if err != nil || len(got) != 1 || len(got[0].Note) != maxNote {
-			return fmt.Errorf("Events %+v (%v), want one with a note of %d bytes", got, err, maxNote)
+		got, err := eventsAbout(ctx, kc, ns, regarding.Name, "LongNote")
+		if err != nil {
+			return err
 		}
-		got, err = eventsAbout(ctx, kc, metav1.NamespaceDefault, ns, "Observed")
-		if err != nil || len(got) != 1 {
-			return fmt.Errorf("Events about the Namespace in default: %+v (%v), want one", got, err)
+		if len(got) != 1 || len(got[0].Note) != maxNote {
+			return fmt.Errorf("Events %+v, want one with a note of %d bytes", got, maxNote)
+		}
+		if got, err = eventsAbout(ctx, kc, metav1.NamespaceDefault, ns, "Observed"); err != nil {
+			return err
+		}
+		if len(got) != 1 {
+			return fmt.Errorf("Events about the Namespace in default: %+v, want one", got)
 		}
 		return nil
 	})
-	if got := eventOutcomes(t, tel); got[eventCreated] != 3 || got[eventCounted] != repeats-1 || len(got) != 2 {
-		t.Errorf("humus.kube.controller.events = %v, want 3 created, %d counted", got, repeats-1)
+
+	// And the limit is the API server's: a byte more is refused.
+	over := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: "over", Namespace: ns}, EventTime: metav1.NowMicro(),
+		ReportingController: "memcached-controller", ReportingInstance: "replica-1",
+		Regarding: regarding, Type: "Warning", Reason: "LongNote", Action: "Reload", Note: strings.Repeat("n", maxNote+1),
+	}
+	if _, err := kc.EventsV1().Events(ns).Create(t.Context(), over, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("an Event with a Note of %d bytes: %v, want Invalid", maxNote+1, err)
 	}
 }
 
@@ -160,8 +188,12 @@ func TestClusterFaultAnEventIsNotWrittenOnceItsProofRanOut(t *testing.T) {
 	}
 	checkNever := func(name string) {
 		t.Helper()
-		if got, err := eventsAbout(t.Context(), kc, ns, name, "Checked"); err != nil || len(got) != 0 {
-			t.Errorf("Events about %s = %+v (%v), want none: its proof had run out", name, got, err)
+		got, err := eventsAbout(t.Context(), kc, ns, name, "Checked")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 0 {
+			t.Errorf("Events about %s = %+v, want none: its proof had run out", name, got)
 		}
 	}
 

@@ -113,9 +113,7 @@ func eventOutcomes(t testing.TB, tel *humustest.Telemetry) map[string]int64 {
 }
 
 // A repeat of an Event is counted into its series: the first is created,
-// each repeat patches series.count and series.lastObservedTime, and
-// repeats recorded while a write waits are written together as one count.
-// Another note, reason, action, type or object is another Event.
+// and each repeat patches series.count and series.lastObservedTime.
 func TestRecorderCountsRepeatsIntoASeries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tel := humustest.NewTelemetry()
@@ -134,6 +132,9 @@ func TestRecorderCountsRepeatsIntoASeries(t *testing.T) {
 		last := time.Now()
 		r.Record(ctx, created("Created Deployment sessions"))
 		synctest.Wait()
+		if err := stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 
 		got := storedEvents(t, kc, "shop")
 		if len(got) != 1 {
@@ -151,33 +152,51 @@ func TestRecorderCountsRepeatsIntoASeries(t *testing.T) {
 		if creates, patches := writes(kc); creates != 1 || patches != 2 {
 			t.Errorf("%d creates and %d patches, want 1 and 2", creates, patches)
 		}
+		want := map[string]int64{eventCreated: 1, eventCounted: 2}
+		if got := eventOutcomes(t, tel); !mapsEqual64(got, want) {
+			t.Errorf("humus.kube.controller.events = %v, want %v", got, want)
+		}
+	})
+}
 
-		// Five repeats recorded before Serve takes them: one create, with
-		// its series.
-		kc.ClearActions()
-		other := Event{Regarding: sessions, Type: Warning, Reason: "ApplyFailed", Action: "Apply", Note: "the quota is exceeded"}
+// Repeats recorded while a write waits are written together, as one count:
+// five before Serve takes them are one create, with its series.
+func TestRecorderWritesTheRepeatsThatWaitedAsOneCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tel := humustest.NewTelemetry()
+		kc := kubefake.NewClientset()
+		r := newTestRecorder(t, tel, kc)
+		ctx := proven(context.Background())
+		failed := Event{Regarding: sessions, Type: Warning, Reason: "ApplyFailed", Action: "Apply", Note: "the quota is exceeded"}
+		for range 5 {
+			r.Record(ctx, failed)
+		}
+		stop := serveRecorder(t, r)
+		synctest.Wait()
 		if err := stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		r = newTestRecorder(t, tel, kc)
-		for range 5 {
-			r.Record(ctx, other)
+		got := storedEvents(t, kc, "shop")
+		if creates, patches := writes(kc); len(got) != 1 || creates != 1 || patches != 0 || seriesOf(got[0]) != 5 {
+			t.Errorf("Events %+v after %d creates and %d patches, want one with a series of 5, after 1 create", got, creates, patches)
 		}
-		stop = serveRecorder(t, r)
-		synctest.Wait()
-		got = storedEvents(t, kc, "shop")
-		if creates, patches := writes(kc); len(got) != 2 || creates != 1 || patches != 0 {
-			t.Errorf("%d Events stored after %d creates and %d patches, want 2 after 1 create", len(got), creates, patches)
+		want := map[string]int64{eventCreated: 1, eventCounted: 4}
+		if got := eventOutcomes(t, tel); !mapsEqual64(got, want) {
+			t.Errorf("humus.kube.controller.events = %v, want %v", got, want)
 		}
-		for _, e := range got {
-			if e.Reason == "ApplyFailed" && seriesOf(e) != 5 {
-				t.Errorf("the ApplyFailed Event's series = %+v, want count 5, from its create", e.Series)
-			}
-		}
+	})
+}
 
-		// Each field tells one Event from another.
-		kc.ClearActions()
+// Another note, type, reason, action, regarding or related object is
+// another Event.
+func TestRecorderTellsEventsApartByEachField(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		kc := kubefake.NewClientset()
+		r := newTestRecorder(t, nil, kc)
+		ctx := proven(context.Background())
+		stop := serveRecorder(t, r)
 		variants := []Event{
+			created("Created Deployment sessions"),
 			created("Created Deployment sessions-2"),
 			{Regarding: sessions, Type: Warning, Reason: "DeploymentCreated", Action: "Create", Note: "Created Deployment sessions"},
 			{Regarding: sessions, Type: Normal, Reason: "DeploymentApplied", Action: "Create", Note: "Created Deployment sessions"},
@@ -189,15 +208,11 @@ func TestRecorderCountsRepeatsIntoASeries(t *testing.T) {
 			r.Record(ctx, e)
 		}
 		synctest.Wait()
-		if got := storedEvents(t, kc, "shop"); len(got) != 2+len(variants) {
-			t.Errorf("%d Events stored, want %d: each variant an Event of its own", len(got), 2+len(variants))
-		}
 		if err := stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]int64{eventCreated: 2 + int64(len(variants)), eventCounted: 2 + 4}
-		if got := eventOutcomes(t, tel); !mapsEqual64(got, want) {
-			t.Errorf("humus.kube.controller.events = %v, want %v", got, want)
+		if got := storedEvents(t, kc, "shop"); len(got) != len(variants) {
+			t.Errorf("%d Events stored, want %d: each an Event of its own", len(got), len(variants))
 		}
 	})
 }
