@@ -58,14 +58,15 @@ func serveRecorder(t testing.TB, r *Recorder) (stop func(shutdown context.Contex
 	}
 }
 
-// sessions is the test's Memcached, which its Events are about.
-var sessions = corev1.ObjectReference{
+// sessionsRef is the test's Memcached, which its Events are about.
+var sessionsRef = corev1.ObjectReference{
 	APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached", Namespace: "shop", Name: "sessions", UID: "uid-sessions",
 }
 
-// created is the Event of a Deployment created for sessions, with note.
-func created(note string) Event {
-	return Event{Regarding: sessions, Type: Normal, Reason: "DeploymentCreated", Action: "Create", Note: note}
+// createdEvent is the Event of a Deployment created for sessionsRef, with
+// note.
+func createdEvent(note string) Event {
+	return Event{Regarding: sessionsRef, Type: Normal, Reason: "DeploymentCreated", Action: "Create", Note: note}
 }
 
 // storedEvents are the Events the fake API server holds in ns, by name.
@@ -123,14 +124,14 @@ func TestRecorderCountsRepeatsIntoASeries(t *testing.T) {
 		stop := serveRecorder(t, r)
 
 		first := time.Now()
-		r.Record(ctx, created("Created Deployment sessions"))
+		r.Record(ctx, createdEvent("Created Deployment sessions"))
 		synctest.Wait()
 		time.Sleep(time.Minute)
-		r.Record(ctx, created("Created Deployment sessions"))
+		r.Record(ctx, createdEvent("Created Deployment sessions"))
 		synctest.Wait()
 		time.Sleep(5 * time.Minute) // within 6 minutes of the last
 		last := time.Now()
-		r.Record(ctx, created("Created Deployment sessions"))
+		r.Record(ctx, createdEvent("Created Deployment sessions"))
 		synctest.Wait()
 		if err := stop(context.Background()); err != nil {
 			t.Fatal(err)
@@ -145,11 +146,11 @@ func TestRecorderCountsRepeatsIntoASeries(t *testing.T) {
 			t.Errorf("the Event's series = %+v, want count 3, last observed %s", e.Series, last)
 		}
 		if !e.EventTime.Time.Equal(first) || e.Name != fmt.Sprintf("sessions.%x", first.UnixNano()) ||
-			e.Regarding != sessions || e.ReportingController != "memcached-controller" || e.ReportingInstance != "replica-1" ||
+			e.Regarding != sessionsRef || e.ReportingController != "memcached-controller" || e.ReportingInstance != "replica-1" ||
 			e.Type != "Normal" || e.Reason != "DeploymentCreated" || e.Action != "Create" || e.Note != "Created Deployment sessions" {
 			t.Errorf("the Event = %+v, want the first's, named after sessions and its time, reported by memcached-controller replica-1", e)
 		}
-		if creates, patches := writes(kc); creates != 1 || patches != 2 {
+		if creates, patches := eventWrites(kc); creates != 1 || patches != 2 {
 			t.Errorf("%d creates and %d patches, want 1 and 2", creates, patches)
 		}
 		want := map[string]int64{eventCreated: 1, eventCounted: 2}
@@ -167,7 +168,7 @@ func TestRecorderWritesTheRepeatsThatWaitedAsOneCount(t *testing.T) {
 		kc := kubefake.NewClientset()
 		r := newTestRecorder(t, tel, kc)
 		ctx := proven(context.Background())
-		failed := Event{Regarding: sessions, Type: Warning, Reason: "ApplyFailed", Action: "Apply", Note: "the quota is exceeded"}
+		failed := Event{Regarding: sessionsRef, Type: Warning, Reason: "ApplyFailed", Action: "Apply", Note: "the quota is exceeded"}
 		for range 5 {
 			r.Record(ctx, failed)
 		}
@@ -177,7 +178,7 @@ func TestRecorderWritesTheRepeatsThatWaitedAsOneCount(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := storedEvents(t, kc, "shop")
-		if creates, patches := writes(kc); len(got) != 1 || creates != 1 || patches != 0 || seriesOf(got[0]) != 5 {
+		if creates, patches := eventWrites(kc); len(got) != 1 || creates != 1 || patches != 0 || seriesOf(got[0]) != 5 {
 			t.Errorf("Events %+v after %d creates and %d patches, want one with a series of 5, after 1 create", got, creates, patches)
 		}
 		want := map[string]int64{eventCreated: 1, eventCounted: 4}
@@ -196,13 +197,13 @@ func TestRecorderTellsEventsApartByEachField(t *testing.T) {
 		ctx := proven(context.Background())
 		stop := serveRecorder(t, r)
 		variants := []Event{
-			created("Created Deployment sessions"),
-			created("Created Deployment sessions-2"),
-			{Regarding: sessions, Type: Warning, Reason: "DeploymentCreated", Action: "Create", Note: "Created Deployment sessions"},
-			{Regarding: sessions, Type: Normal, Reason: "DeploymentApplied", Action: "Create", Note: "Created Deployment sessions"},
-			{Regarding: sessions, Type: Normal, Reason: "DeploymentCreated", Action: "Apply", Note: "Created Deployment sessions"},
+			createdEvent("Created Deployment sessions"),
+			createdEvent("Created Deployment sessions-2"),
+			{Regarding: sessionsRef, Type: Warning, Reason: "DeploymentCreated", Action: "Create", Note: "Created Deployment sessions"},
+			{Regarding: sessionsRef, Type: Normal, Reason: "DeploymentApplied", Action: "Create", Note: "Created Deployment sessions"},
+			{Regarding: sessionsRef, Type: Normal, Reason: "DeploymentCreated", Action: "Apply", Note: "Created Deployment sessions"},
 			{Regarding: corev1.ObjectReference{Kind: "Memcached", Namespace: "shop", Name: "carts"}, Type: Normal, Reason: "DeploymentCreated", Action: "Create", Note: "Created Deployment sessions"},
-			{Regarding: sessions, Related: &corev1.ObjectReference{Kind: "Deployment", Namespace: "shop", Name: "sessions"}, Type: Normal, Reason: "DeploymentCreated", Action: "Create", Note: "Created Deployment sessions"},
+			{Regarding: sessionsRef, Related: &corev1.ObjectReference{Kind: "Deployment", Namespace: "shop", Name: "sessions"}, Type: Normal, Reason: "DeploymentCreated", Action: "Create", Note: "Created Deployment sessions"},
 		}
 		for _, e := range variants {
 			r.Record(ctx, e)
@@ -217,8 +218,8 @@ func TestRecorderTellsEventsApartByEachField(t *testing.T) {
 	})
 }
 
-// writes counts the creates and the patches made with kc.
-func writes(kc *kubefake.Clientset) (creates, patches int) {
+// eventWrites counts the creates and the patches made with kc.
+func eventWrites(kc *kubefake.Clientset) (creates, patches int) {
 	for _, a := range kc.Actions() {
 		switch a.GetVerb() {
 		case "create":
@@ -250,13 +251,13 @@ func TestRecorderBeginsANewEventAfterTheWindow(t *testing.T) {
 		r := newTestRecorder(t, nil, kc)
 		ctx := proven(context.Background())
 		stop := serveRecorder(t, r)
-		r.Record(ctx, created("Created Deployment sessions"))
+		r.Record(ctx, createdEvent("Created Deployment sessions"))
 		synctest.Wait()
 		time.Sleep(seriesWindow - time.Second)
-		r.Record(ctx, created("Created Deployment sessions"))
+		r.Record(ctx, createdEvent("Created Deployment sessions"))
 		synctest.Wait()
 		time.Sleep(seriesWindow)
-		r.Record(ctx, created("Created Deployment sessions"))
+		r.Record(ctx, createdEvent("Created Deployment sessions"))
 		synctest.Wait()
 
 		got := storedEvents(t, kc, "shop")
@@ -284,13 +285,13 @@ func TestRecorderCreatesAgainAnEventThatIsGone(t *testing.T) {
 		r := newTestRecorder(t, nil, kc)
 		ctx := proven(context.Background())
 		stop := serveRecorder(t, r)
-		r.Record(ctx, created("Created Deployment sessions"))
+		r.Record(ctx, createdEvent("Created Deployment sessions"))
 		synctest.Wait()
 		first := storedEvents(t, kc, "shop")[0]
 		if err := kc.EventsV1().Events("shop").Delete(context.Background(), first.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		r.Record(ctx, created("Created Deployment sessions"))
+		r.Record(ctx, createdEvent("Created Deployment sessions"))
 		synctest.Wait()
 		got := storedEvents(t, kc, "shop")
 		if len(got) != 1 || got[0].Name != first.Name || seriesOf(got[0]) != 2 {
@@ -311,10 +312,10 @@ func TestRecorderDropsAnEventBeyondItsBacklog(t *testing.T) {
 		r := newTestRecorder(t, tel, kc)
 		ctx := proven(context.Background())
 		for i := range maxBacklog + 1 {
-			r.Record(ctx, created(fmt.Sprintf("Created Deployment %d", i)))
+			r.Record(ctx, createdEvent(fmt.Sprintf("Created Deployment %d", i)))
 		}
 		// A repeat of a waiting Event adds nothing to the backlog.
-		r.Record(ctx, created("Created Deployment 0"))
+		r.Record(ctx, createdEvent("Created Deployment 0"))
 		if len(r.backlog) != maxBacklog {
 			t.Errorf("%d Events wait, want %d", len(r.backlog), maxBacklog)
 		}
@@ -347,9 +348,9 @@ func TestRecorderDropsAnEventBeyondItsBacklog(t *testing.T) {
 	})
 }
 
-// refusedConnection is the error of a dial to an API server that isn't
+// refusedDial is the error of a dial to an API server that isn't
 // listening.
-var refusedConnection = &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+var refusedDial = &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 
 // What a retry can mend (no answer, a 429, a 5xx) is tried again, after a
 // backoff and a 429's Retry-After, for up to a minute; what it can't (a
@@ -367,7 +368,7 @@ func TestRecorderTriesAgainOnlyWhatARetryCanMend(t *testing.T) {
 		took    time.Duration // from the record to the last try
 	}{
 		{"unavailable, then written", []error{apierrors.NewServiceUnavailable("starting"), apierrors.NewInternalError(errors.New("etcd"))}, 3, true, "", 1500 * time.Millisecond},
-		{"refused connection, then written", []error{refusedConnection, refusedConnection}, 3, true, "", 1500 * time.Millisecond},
+		{"refused connection, then written", []error{refusedDial, refusedDial}, 3, true, "", 1500 * time.Millisecond},
 		{"throttled for 5s, then written", []error{apierrors.NewTooManyRequests("slow down", 5)}, 2, true, "", 5 * time.Second},
 		{"a namespace being deleted", []error{terminating}, 1, false, dropRefused, 0},
 		{"invalid", []error{apierrors.NewInvalid(schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}, "e", nil)}, 1, false, dropRefused, 0},
@@ -391,7 +392,7 @@ func TestRecorderTriesAgainOnlyWhatARetryCanMend(t *testing.T) {
 				r := newTestRecorder(t, tel, kc)
 				stop := serveRecorder(t, r)
 				start := time.Now()
-				r.Record(proven(context.Background()), created("Created Deployment sessions"))
+				r.Record(proven(context.Background()), createdEvent("Created Deployment sessions"))
 				time.Sleep(2 * time.Minute)
 				synctest.Wait()
 				if err := stop(context.Background()); err != nil {
@@ -441,13 +442,13 @@ func TestRecorderWritesNothingAfterTheProofsDeadline(t *testing.T) {
 		r := newTestRecorder(t, tel, kc)
 
 		// No proof, or one already past.
-		r.Record(context.Background(), created("no proof"))
+		r.Record(context.Background(), createdEvent("no proof"))
 		past := time.Now().Add(-time.Millisecond)
-		r.Record(withProof(context.Background(), func() time.Time { return past }), created("past"))
+		r.Record(withProof(context.Background(), func() time.Time { return past }), createdEvent("past"))
 
 		// Waited past its deadline in the backlog: never sent.
 		soon := time.Now().Add(time.Second)
-		r.Record(withProof(context.Background(), func() time.Time { return soon }), created("waited"))
+		r.Record(withProof(context.Background(), func() time.Time { return soon }), createdEvent("waited"))
 		time.Sleep(2 * time.Second)
 		stop := serveRecorder(t, r)
 		synctest.Wait()
@@ -458,22 +459,22 @@ func TestRecorderWritesNothingAfterTheProofsDeadline(t *testing.T) {
 		// Tried until the deadline, 2s after the record, and no more.
 		start := time.Now()
 		until := start.Add(2 * time.Second)
-		r.Record(withProof(context.Background(), func() time.Time { return until }), created("cut off"))
+		r.Record(withProof(context.Background(), func() time.Time { return until }), createdEvent("cut off"))
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if len(tries) != 3 || tries[len(tries)-1].Sub(start) != 1500*time.Millisecond {
-			t.Errorf("tries at %v after the record, want 3, the last 1.5s after it: none after the deadline, 2s", since(start, tries))
+			t.Errorf("tries at %v after the record, want 3, the last 1.5s after it: none after the deadline, 2s", offsets(start, tries))
 		}
 
 		// A proof renewed meanwhile: tried for the minute.
 		tries = nil
 		start = time.Now()
 		renewed := withProof(context.Background(), func() time.Time { return time.Now().Add(10 * time.Second) })
-		r.Record(renewed, created("renewed"))
+		r.Record(renewed, createdEvent("renewed"))
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
 		if len(tries) != 8 {
-			t.Errorf("tries under a renewed proof at %v, want 8, for a minute", since(start, tries))
+			t.Errorf("tries under a renewed proof at %v, want 8, for a minute", offsets(start, tries))
 		}
 		if err := stop(context.Background()); err != nil {
 			t.Fatal(err)
@@ -485,8 +486,8 @@ func TestRecorderWritesNothingAfterTheProofsDeadline(t *testing.T) {
 	})
 }
 
-// since is each of ts, as the time since start.
-func since(start time.Time, ts []time.Time) []time.Duration {
+// offsets is each of ts, as the time since start.
+func offsets(start time.Time, ts []time.Time) []time.Duration {
 	var out []time.Duration
 	for _, t := range ts {
 		out = append(out, t.Sub(start))
@@ -506,14 +507,14 @@ func TestRecorderCutsAWriteOffAtTheProofsDeadline(t *testing.T) {
 		stop := serveRecorder(t, r)
 		start := time.Now()
 		until := start.Add(3 * time.Second)
-		r.Record(withProof(context.Background(), func() time.Time { return until }), created("hangs"))
+		r.Record(withProof(context.Background(), func() time.Time { return until }), createdEvent("hangs"))
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if err := stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if len(hung.ended) != 1 || hung.ended[0].Sub(start) != 3*time.Second {
-			t.Errorf("creates ended %v after the record, want one, at the proof's deadline, 3s", since(start, hung.ended))
+			t.Errorf("creates ended %v after the record, want one, at the proof's deadline, 3s", offsets(start, hung.ended))
 		}
 		if got := eventOutcomes(t, tel); got[eventDropped+"/"+dropNotLeading] != 1 {
 			t.Errorf("humus.kube.controller.events = %v, want one dropped, %s", got, dropNotLeading)
@@ -553,7 +554,7 @@ func TestRecorderShutdownWritesWhatWaits(t *testing.T) {
 		r := newTestRecorder(t, tel, kc)
 		ctx := proven(context.Background())
 		for i := range 3 {
-			r.Record(ctx, created(fmt.Sprintf("Created Deployment %d", i)))
+			r.Record(ctx, createdEvent(fmt.Sprintf("Created Deployment %d", i)))
 		}
 		if err := r.Shutdown(context.Background()); err != nil {
 			t.Fatal(err)
@@ -561,7 +562,7 @@ func TestRecorderShutdownWritesWhatWaits(t *testing.T) {
 		if got := storedEvents(t, kc, "shop"); len(got) != 3 {
 			t.Errorf("%d Events stored by Shutdown, want 3", len(got))
 		}
-		r.Record(ctx, created("after"))
+		r.Record(ctx, createdEvent("after"))
 		if got := eventOutcomes(t, tel); got[eventDropped+"/"+dropShutdown] != 1 {
 			t.Errorf("humus.kube.controller.events = %v, want one dropped, %s", got, dropShutdown)
 		}
@@ -572,7 +573,7 @@ func TestRecorderShutdownWritesWhatWaits(t *testing.T) {
 			return true, nil, apierrors.NewServiceUnavailable("down")
 		})
 		r = newTestRecorder(t, tel, kc)
-		r.Record(ctx, created("unwritten"))
+		r.Record(ctx, createdEvent("unwritten"))
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		err := r.Shutdown(shutdown)
@@ -600,7 +601,7 @@ func TestRecorderShutdownFinishesTheWriteServeLeft(t *testing.T) {
 		})
 		r := newTestRecorder(t, nil, kc)
 		stop := serveRecorder(t, r)
-		r.Record(proven(context.Background()), created("Created Deployment sessions"))
+		r.Record(proven(context.Background()), createdEvent("Created Deployment sessions"))
 		synctest.Wait() // Serve waits to try again
 		if err := stop(context.Background()); err != nil {
 			t.Fatal(err)
@@ -636,7 +637,7 @@ func TestRecorderChecksEachEvent(t *testing.T) {
 	}
 
 	long := strings.Repeat("a", maxNote-1) + "é" // 1025 bytes, the last rune across the limit
-	r.Record(ctx, created(long))
+	r.Record(ctx, createdEvent(long))
 	if len(r.backlog) != 1 || r.backlog[0].event.Note != long[:maxNote-1] {
 		t.Errorf("the Note waiting is %d bytes, want %d: cut before the rune that crosses the limit", len(r.backlog[0].event.Note), maxNote-1)
 	}
@@ -687,7 +688,7 @@ func TestRefNamesTheObject(t *testing.T) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "sessions", UID: "uid-sessions", ResourceVersion: "7"},
 	}
-	if got := Ref(&obj); got != sessions {
-		t.Errorf("Ref = %+v, want %+v", got, sessions)
+	if got := Ref(&obj); got != sessionsRef {
+		t.Errorf("Ref = %+v, want %+v", got, sessionsRef)
 	}
 }
