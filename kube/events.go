@@ -141,7 +141,7 @@ type Recorder struct {
 	closed  bool            // Shutdown has ended: Record drops every Event
 	// lastFirst is the first time of the last Event created: a new one's
 	// is later, so each Event has a name of its own.
-	lastFirst time.Time
+	lastFirst int64
 }
 
 // The Recorder's bounds. The window and the backlog are client-go's.
@@ -249,9 +249,9 @@ type eventDigest [16]byte
 // series is what the Recorder keeps of an Event seen in the last 6
 // minutes: no more than counting its repeats needs.
 type series struct {
-	first, last time.Time // when it was first and last recorded
-	count       int32     // how many times it was recorded, in the series
-	written     int32     // the count the API server holds; 0 before it is created
+	first, last int64 // when it was first and last recorded, in Unix nanoseconds
+	count       int32 // how many times it was recorded, in the series
+	written     int32 // the count the API server holds; 0 before it is created
 	// pending is the Event's write while it waits in the backlog or is
 	// being written; nil otherwise. An Event has at most one.
 	pending *pendingEvent
@@ -303,26 +303,23 @@ func (r *Recorder) Record(ctx context.Context, e Event) {
 	case s != nil && s.pending != nil:
 		// Its write waits, or is being written: it writes this repeat too.
 		s.count++
-		s.last = now
+		s.last = now.UnixNano()
 		s.pending.proof, s.pending.span = until, span
 		r.mu.Unlock()
 		return
-	case s != nil && now.Sub(s.last) < seriesWindow:
+	case s != nil && now.UnixNano()-s.last < int64(seriesWindow):
 		if !r.push(s, &pendingEvent{digest: d, event: e, proof: until, span: span}) {
 			r.mu.Unlock()
 			r.drop(ctx, e, 1, dropBacklog, fmt.Errorf("%d Events wait to be written", maxBacklog))
 			return
 		}
 		s.count++
-		s.last = now
+		s.last = now.UnixNano()
 	default:
 		// The Event's name is its object's and its first time's: no two of
 		// this Recorder's have one time.
-		first := now
-		if !first.After(r.lastFirst) {
-			first = r.lastFirst.Add(time.Nanosecond)
-		}
-		s = &series{first: first, last: now, count: 1}
+		first := max(now.UnixNano(), r.lastFirst+1)
+		s = &series{first: first, last: now.UnixNano(), count: 1}
 		if !r.push(s, &pendingEvent{digest: d, event: e, proof: until, span: span}) {
 			r.mu.Unlock()
 			r.drop(ctx, e, 1, dropBacklog, fmt.Errorf("%d Events wait to be written", maxBacklog))
@@ -463,7 +460,7 @@ func (r *Recorder) forget(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for d, s := range r.series {
-		if s.pending == nil && now.Sub(s.last) >= seriesWindow {
+		if s.pending == nil && now.UnixNano()-s.last >= int64(seriesWindow) {
 			delete(r.series, d)
 		}
 	}
@@ -574,7 +571,7 @@ func (r *Recorder) send(ctx context.Context, p *pendingEvent, snap series) error
 func (r *Recorder) event(e Event, ns, name string, snap series) *eventsv1.Event {
 	ev := &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Name: name, Namespace: ns},
-		EventTime:           metav1.NewMicroTime(snap.first),
+		EventTime:           metav1.NewMicroTime(time.Unix(0, snap.first)),
 		ReportingController: r.controller,
 		ReportingInstance:   r.instance,
 		Action:              e.Action,
@@ -585,7 +582,7 @@ func (r *Recorder) event(e Event, ns, name string, snap series) *eventsv1.Event 
 		Type:                string(e.Type),
 	}
 	if snap.count > 1 {
-		ev.Series = &eventsv1.EventSeries{Count: snap.count, LastObservedTime: metav1.NewMicroTime(snap.last)}
+		ev.Series = &eventsv1.EventSeries{Count: snap.count, LastObservedTime: metav1.NewMicroTime(time.Unix(0, snap.last))}
 	}
 	return ev
 }
@@ -593,7 +590,7 @@ func (r *Recorder) event(e Event, ns, name string, snap series) *eventsv1.Event 
 // seriesPatch is the merge patch of an Event's series, as snap counts it.
 func seriesPatch(snap series) ([]byte, error) {
 	return json.Marshal(map[string]any{"series": eventsv1.EventSeries{
-		Count: snap.count, LastObservedTime: metav1.NewMicroTime(snap.last),
+		Count: snap.count, LastObservedTime: metav1.NewMicroTime(time.Unix(0, snap.last)),
 	}})
 }
 
@@ -741,12 +738,13 @@ func eventNamespace(regarding corev1.ObjectReference) string {
 }
 
 // eventName is the name of an Event about an object named name, first
-// recorded at first: as client-go's recorder names one, the name, a dot
-// and the time in nanoseconds in hexadecimal. A name that isn't a DNS-1123
-// subdomain then (some kinds' names have a colon or capitals, or are too
-// long) is made one: lower case, every other character a dash, cut.
-func eventName(name string, first time.Time) string {
-	suffix := fmt.Sprintf(".%x", first.UnixNano())
+// recorded at first (in Unix nanoseconds): as client-go's recorder names
+// one, the name, a dot and the time in hexadecimal. A name that isn't a
+// DNS-1123 subdomain then (some kinds' names have a colon or capitals, or
+// are too long) is made one: lower case, every other character a dash,
+// cut.
+func eventName(name string, first int64) string {
+	suffix := fmt.Sprintf(".%x", first)
 	if full := name + suffix; len(validation.IsDNS1123Subdomain(full)) == 0 {
 		return full
 	}

@@ -674,7 +674,7 @@ func TestEventNamesAreDNSSubdomains(t *testing.T) {
 		{":", "event.17979cfe362a007b"},
 		{strings.Repeat("a", 253), strings.Repeat("a", 253-17) + ".17979cfe362a007b"},
 	} {
-		got := eventName(tc.object, at)
+		got := eventName(tc.object, at.UnixNano())
 		if got != tc.want || len(validation.IsDNS1123Subdomain(got)) > 0 {
 			t.Errorf("eventName(%q) = %q, want %q, a DNS-1123 subdomain", tc.object, got, tc.want)
 		}
