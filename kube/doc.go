@@ -549,6 +549,36 @@
 // reconciled once more: one reconcile more, never one less. ownwrites.go
 // holds this, and reading the reconcile's own last writes (step 1).
 //
+// # Events
+//
+// A Recorder writes the Events a controller's reconciles record, as
+// events.k8s.io/v1 Events, through the Client's transport, reported by the
+// controller and this replica. It is a humus.Service, returned from Init
+// beside the Controller; a reconcile records with its own context:
+//
+//	events.Record(ctx, kube.Event{
+//		Regarding: kube.Ref(&obj), Type: kube.Normal,
+//		Reason: "DeploymentCreated", Action: "Create", Note: "Created Deployment " + name,
+//	})
+//
+// What it promises:
+//
+//   - Record never blocks: Serve writes the Events one at a time, in order,
+//     and at most 1,000 wait; one more is dropped.
+//   - Repeats of an Event within 6 minutes of the last are one Event with a
+//     series, whose count and lastObservedTime each repeat patches, as
+//     client-go's recorder does. No copy of an Event is kept once written:
+//     only a digest and the counts of each seen in the last 6 minutes.
+//   - What a retry can mend (no answer, a 429, a 5xx) is tried again for up
+//     to a minute; a 4xx drops the Event.
+//   - An Event is written only under the proof of the Lease its context
+//     carries, a reconcile's, and its write ends at the proof's deadline,
+//     as the controller's own writes do: one whose proof ran out is
+//     dropped, never written late.
+//   - Shutdown writes what still waits, within its context.
+//
+// A dropped Event is a WARN record, dropped an Event, saying why.
+//
 // # What client-go still reads from the process
 //
 // client-go and apimachinery read a few variables of the real process's
@@ -613,6 +643,14 @@
 //	humus.kube.controller.reconcile.unfinished_duration          Float64Gauge        s         humus_kube_controller_reconcile_unfinished_duration_seconds
 //	humus.kube.controller.reconcile.longest_unfinished_duration  Float64Gauge        s         humus_kube_controller_reconcile_longest_unfinished_duration_seconds
 //
+// A Recorder has one instrument, with humus.kube.controller.name (its
+// reporting controller): humus.kube.controller.events, an Int64Counter
+// of {event}, humus_kube_controller_events_total, which counts each Event
+// recorded once its fate is known, by humus.kube.controller.event.outcome:
+// created, counted (a repeat written into its series) or dropped, and
+// for a drop humus.kube.controller.event.dropped_because: invalid,
+// not_leading, backlog_full, refused, gave_up or shutdown.
+//
 // queue.depth is +1 when a key is added and -1 when a worker takes it;
 // queue.adds counts a key unless it is already waiting; queue.duration is
 // the time from a key's add to its take, so the wait of Result.After or of
@@ -666,5 +704,6 @@
 //
 // A Reconciler that applies its children with server-side apply needs
 // create and patch on them: an apply that creates an object is authorized
-// as a create too.
+// as a create too. A Recorder needs create and patch on events in the
+// events.k8s.io group: it patches an Event to count a repeat.
 package kube

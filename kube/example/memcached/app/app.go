@@ -16,7 +16,7 @@ import (
 // Init builds the App: the Memcached controller, the probes' Service, whose
 // /readyz is healthy once the controller's caches have synced and which,
 // with BuildTelemetry's Telemetry, serves its metrics at /metrics, and the
-// Service that writes the controller's Events.
+// kube.Recorder that writes the controller's Events.
 // Everything outside the process, the API server included, is reached
 // through s.Host, and everything recorded goes to s.Telemetry.
 func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
@@ -28,15 +28,19 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The clientset the Reconciler applies Deployments and records Events
-	// with shares the Client's transport: its dialler, credentials and
-	// telemetry.
+	// The clientset the Reconciler applies Deployments with shares the
+	// Client's transport: its dialler, credentials and telemetry; so does
+	// the Recorder.
 	kc, err := kubernetes.NewForConfig(client.Config())
 	if err != nil {
 		return nil, fmt.Errorf("app: the clientset: %w", err)
 	}
-	// The Events are this replica's, POD_NAME's, as its Lease is.
-	events := newEventService(s, kc, set.controller.LeaderElection.Identity)
+	// The Events are the controller's, reported by this replica, POD_NAME,
+	// as its Lease is.
+	events, err := kube.NewRecorder(s, client, Name, set.controller.LeaderElection.Identity)
+	if err != nil {
+		return nil, err
+	}
 	rec := Reconciler{Kube: kc, Events: events}
 	ctrl, err := kube.NewController(s, client, set.controller, Memcached, rec,
 		kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments")),

@@ -13,7 +13,6 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/z5labs/humus/kube"
 )
@@ -34,9 +33,15 @@ const Finalizer = "cache.example.com/finalizer"
 type Reconciler struct {
 	Kube kubernetes.Interface
 
-	// Events records the Events about the Memcacheds, such as Init's
-	// eventService; nil records none.
-	Events events.EventRecorder
+	// Events records the Events about the Memcacheds: Init's
+	// kube.Recorder, or a test's; nil records none.
+	Events EventRecorder
+}
+
+// EventRecorder records an Event, with the proof of the Lease that ctx, a
+// reconcile's, carries: a *kube.Recorder does.
+type EventRecorder interface {
+	Record(ctx context.Context, e kube.Event)
 }
 
 // Reconcile makes sure m's Deployment is what m says, and returns m's
@@ -78,7 +83,9 @@ func (r Reconciler) Reconcile(ctx context.Context, m kube.Object[MemcachedSpec, 
 			return failed("ApplyFailed", err)
 		}
 		if missing {
-			r.event(m, &corev1.ObjectReference{
+			// A clientset's answer carries no kind: the reference to
+			// the Deployment is written out.
+			r.event(ctx, m, &corev1.ObjectReference{
 				APIVersion: "apps/v1", Kind: "Deployment", Namespace: d.Namespace, Name: d.Name, UID: d.UID,
 			}, "DeploymentCreated", "Create", "Created Deployment "+d.Name)
 		}
@@ -151,29 +158,25 @@ func upToDate(d *appsv1.Deployment, m kube.Object[MemcachedSpec, MemcachedStatus
 // such as something outside the cluster; this one records an Event saying
 // that m was finalized, which kubectl events shows.
 //
-// The Event is recorded as client-go's recorder records them, in the
-// background, with retries of its own, so Finalize returns nil and the
-// deletion doesn't wait for it. An Event the API server refuses, such as
-// in a namespace being deleted, which takes no new Event, is dropped: it
-// only tells of the finalizer, so it isn't worth keeping m for.
-func (r Reconciler) Finalize(_ context.Context, m kube.Object[MemcachedSpec, MemcachedStatus]) error {
-	r.event(m, nil, "Finalized", "Finalize",
+// The Event is recorded as kube.Recorder records them, in the background,
+// with retries of its own, so Finalize returns nil and the deletion
+// doesn't wait for it. An Event the API server refuses, such as in a
+// namespace being deleted, which takes no new Event, is dropped: it only
+// tells of the finalizer, so it isn't worth keeping m for.
+func (r Reconciler) Finalize(ctx context.Context, m kube.Object[MemcachedSpec, MemcachedStatus]) error {
+	r.event(ctx, m, nil, "Finalized", "Finalize",
 		"The Memcached is finalized; the garbage collector deletes its Deployment.")
 	return nil
 }
 
-// event records a Normal Event about m, and related when it isn't nil.
-func (r Reconciler) event(m kube.Object[MemcachedSpec, MemcachedStatus], related *corev1.ObjectReference, reason, action, note string) {
+// event records a Normal Event about m, and related when it isn't nil,
+// with ctx, the reconcile's.
+func (r Reconciler) event(ctx context.Context, m kube.Object[MemcachedSpec, MemcachedStatus], related *corev1.ObjectReference, reason, action, note string) {
 	if r.Events == nil {
 		return
 	}
-	regarding := &corev1.ObjectReference{
-		APIVersion: m.APIVersion, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
-	}
-	// A nil *ObjectReference in an interface isn't a nil related.
-	if related == nil {
-		r.Events.Eventf(regarding, nil, corev1.EventTypeNormal, reason, action, "%s", note)
-		return
-	}
-	r.Events.Eventf(regarding, related, corev1.EventTypeNormal, reason, action, "%s", note)
+	r.Events.Record(ctx, kube.Event{
+		Regarding: kube.Ref(&m), Related: related,
+		Type: kube.Normal, Reason: reason, Action: action, Note: note,
+	})
 }

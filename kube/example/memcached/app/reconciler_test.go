@@ -3,17 +3,18 @@ package app_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 
 	"github.com/z5labs/humus/kube"
@@ -37,7 +38,7 @@ func memcached() kube.Object[app.MemcachedSpec, app.MemcachedStatus] {
 
 func TestReconcileAppliesADeploymentTheMemcachedControls(t *testing.T) {
 	kc := kubefake.NewClientset()
-	rec := events.NewFakeRecorder(10)
+	rec := &events{}
 	m := memcached()
 
 	res, err := app.Reconciler{Kube: kc, Events: rec}.Reconcile(context.Background(), m)
@@ -71,8 +72,13 @@ func TestReconcileAppliesADeploymentTheMemcachedControls(t *testing.T) {
 	if available.Status != metav1.ConditionTrue || available.Reason != "DeploymentApplied" || available.ObservedGeneration != 2 {
 		t.Errorf("Available = %+v, want True, DeploymentApplied, for generation 2", available)
 	}
-	if got := recorded(rec); len(got) != 1 || got[0] != "Normal DeploymentCreated Created Deployment sessions" {
-		t.Errorf("events = %q, want one, DeploymentCreated", got)
+	want := kube.Event{
+		Regarding: sessions,
+		Related:   &corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "shop", Name: "sessions", UID: d.UID},
+		Type:      kube.Normal, Reason: "DeploymentCreated", Action: "Create", Note: "Created Deployment sessions",
+	}
+	if got := rec.recorded; len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Errorf("events = %+v, want one, %+v", got, want)
 	}
 }
 
@@ -100,7 +106,7 @@ func TestReconcileDoesNotApplyADeploymentThatIsUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	kc.ClearActions()
-	rec := events.NewFakeRecorder(10)
+	rec := &events{}
 
 	res, err := app.Reconciler{Kube: kc, Events: rec}.Reconcile(context.Background(), m)
 	if err != nil {
@@ -117,8 +123,8 @@ func TestReconcileDoesNotApplyADeploymentThatIsUpToDate(t *testing.T) {
 	if available.Status != metav1.ConditionTrue || available.Reason != "DeploymentApplied" {
 		t.Errorf("Available = %+v, want True, DeploymentApplied", available)
 	}
-	if got := recorded(rec); len(got) != 0 {
-		t.Errorf("events = %q, want none: nothing was created", got)
+	if got := rec.recorded; len(got) != 0 {
+		t.Errorf("events = %+v, want none: nothing was created", got)
 	}
 }
 
@@ -151,7 +157,7 @@ func TestReconcileAppliesADeploymentThatDiffers(t *testing.T) {
 				t.Fatal(err)
 			}
 			kc.ClearActions()
-			rec := events.NewFakeRecorder(10)
+			rec := &events{}
 
 			if _, err := (app.Reconciler{Kube: kc, Events: rec}).Reconcile(context.Background(), m); err != nil {
 				t.Fatalf("Reconcile: %v", err)
@@ -168,8 +174,8 @@ func TestReconcileAppliesADeploymentThatDiffers(t *testing.T) {
 				d.Spec.Template.Labels["memcached"] != "sessions" || metav1.GetControllerOf(d) == nil {
 				t.Errorf("the Deployment = %+v, want it put back", d.Spec)
 			}
-			if got := recorded(rec); len(got) != 0 {
-				t.Errorf("events = %q, want none: the Deployment was there already", got)
+			if got := rec.recorded; len(got) != 0 {
+				t.Errorf("events = %+v, want none: the Deployment was there already", got)
 			}
 		})
 	}
@@ -183,7 +189,7 @@ func TestReconcileReportsAFailedApplyAsAConditionAndAnError(t *testing.T) {
 	})
 	m := memcached()
 	m.Status.Conditions = []metav1.Condition{{Type: "Degraded", Status: metav1.ConditionFalse, Reason: "AsExpected"}}
-	rec := events.NewFakeRecorder(10)
+	rec := &events{}
 
 	res, err := app.Reconciler{Kube: kc, Events: rec}.Reconcile(context.Background(), m)
 
@@ -197,8 +203,8 @@ func TestReconcileReportsAFailedApplyAsAConditionAndAnError(t *testing.T) {
 	if meta.FindStatusCondition(res.Status.Conditions, "Degraded") == nil {
 		t.Errorf("conditions = %+v: the other conditions are gone", res.Status.Conditions)
 	}
-	if got := recorded(rec); len(got) != 0 {
-		t.Errorf("events = %q, want none: nothing was created", got)
+	if got := rec.recorded; len(got) != 0 {
+		t.Errorf("events = %+v, want none: nothing was created", got)
 	}
 }
 
@@ -224,31 +230,31 @@ func TestReconcileReportsAFailedGetAsAConditionAndAnError(t *testing.T) {
 }
 
 func TestFinalizeRecordsAnEvent(t *testing.T) {
-	rec := events.NewFakeRecorder(10)
-	rec.Verbose = true
+	rec := &events{}
 
 	if err := (app.Reconciler{Kube: kubefake.NewClientset(), Events: rec}).Finalize(context.Background(), memcached()); err != nil {
 		t.Fatalf("Finalize: %v", err)
 	}
 
-	want := "Normal Finalized Finalize The Memcached is finalized; the garbage collector deletes its Deployment." +
-		" {kind=Memcached,apiVersion=cache.example.com/v1alpha1}" // the regarding object
-	if got := recorded(rec); len(got) != 1 || got[0] != want {
-		t.Errorf("events = %q, want %q", got, want)
+	want := kube.Event{
+		Regarding: sessions, Type: kube.Normal, Reason: "Finalized", Action: "Finalize",
+		Note: "The Memcached is finalized; the garbage collector deletes its Deployment.",
+	}
+	if got := rec.recorded; len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Errorf("events = %+v, want %+v", got, want)
 	}
 }
 
-// recorded is what rec has recorded so far.
-func recorded(rec *events.FakeRecorder) []string {
-	var got []string
-	for {
-		select {
-		case e := <-rec.Events:
-			got = append(got, e)
-		default:
-			return got
-		}
-	}
+// events records the Events a Reconciler records, as a kube.Recorder
+// would be handed them.
+type events struct{ recorded []kube.Event }
+
+func (e *events) Record(_ context.Context, ev kube.Event) { e.recorded = append(e.recorded, ev) }
+
+// sessions is the reference to memcached() that its Events hold.
+var sessions = corev1.ObjectReference{
+	APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached", Namespace: "shop", Name: "sessions",
+	UID: "0b5d6a2e-6f1c-4f6e-9b1a-3c2d1e0f9a8b",
 }
 
 // verbs are the requests made with kc, such as "get deployments".
