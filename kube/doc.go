@@ -15,7 +15,8 @@
 // Scope. Resource.CRD reflects its CustomResourceDefinition from the Spec and
 // Status types, with no markers and no generated code: one version, served
 // and stored, with the status subresource, named <Plural>.<Group>; a root
-// with apiVersion, kind, metadata, a required spec and a status; a
+// with apiVersion, kind, metadata, a required spec and a status (nullable,
+// so an apply can empty it); a
 // structural schema, every subschema inlined, in OpenAPI 3.0's dialect, so a
 // pointer is nullable: true, never a type array.
 //

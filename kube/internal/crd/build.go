@@ -36,6 +36,11 @@ func Build(m Meta, spec, status reflect.Type, rules []TypeRules) (*apiextensions
 	specSchema, _ := r.field(site{path: "spec", owner: typeName(spec)}, spec, jsonOpts{}, nil)
 	statusSchema, _ := r.field(site{path: "status", owner: typeName(status)}, status, jsonOpts{omitEmpty: true}, nil)
 	errs = append(errs, r.finish()...)
+	// A status apply that sets none of the fields its manager owned (every
+	// one omitted, empty) releases them all, which leaves the API server
+	// a null status: allowed, or the API server refuses the apply, and the
+	// status can never be emptied.
+	statusSchema.Nullable = true
 
 	root := &apiextensionsv1.JSONSchemaProps{
 		Type: "object",
