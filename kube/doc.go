@@ -16,9 +16,9 @@
 // Status types, with no markers and no generated code: one version, served
 // and stored, with the status subresource, named <Plural>.<Group>; a root
 // with apiVersion, kind, metadata, a required spec and a status (nullable,
-// so an apply can empty it); a
-// structural schema, every subschema inlined, in OpenAPI 3.0's dialect, so a
-// pointer is nullable: true, never a type array.
+// so an apply can empty it); a structural schema, every subschema inlined,
+// in OpenAPI 3.0's dialect, so a pointer is nullable: true, never a type
+// array.
 //
 // What kubectl shows of the objects is on the Resource too, typed, and
 // checked by CRD against the API server's rules and the reflected schema:
