@@ -14,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -254,4 +255,104 @@ func TestClusterAReadersSelectorKeepsOtherObjectsOut(t *testing.T) {
 	if _, err := cms.Get(t.Context(), ns, "other-0"); err == nil {
 		t.Error("Get of a ConfigMap outside the selector found it")
 	}
+}
+
+// echoer writes a ConfigMap of its own for each Website, its data the
+// Website's contentFrom, and reads it back from the cache at once, with
+// the reconcile's context: each read must see the write just made.
+type echoer struct {
+	kube  kubernetes.Interface
+	cms   *Reader[corev1.ConfigMap]
+	calls counter
+	stale chan string // a read that missed its own write
+}
+
+func (e *echoer) Reconcile(ctx context.Context, w website) (Result[siteStatus], error) {
+	e.calls.inc(w.Name)
+	name := w.Name + "-echo"
+	cm := corev1ac.ConfigMap(name, w.Namespace).WithData(map[string]string{"echo": w.Spec.ContentFrom})
+	if _, err := e.kube.CoreV1().ConfigMaps(w.Namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: "site-controller", Force: true}); err != nil {
+		return Result[siteStatus]{}, err
+	}
+	got, err := e.cms.Get(ctx, w.Namespace, name)
+	if err != nil {
+		return Result[siteStatus]{}, err
+	}
+	if got.Data["echo"] != w.Spec.ContentFrom {
+		e.stale <- fmt.Sprintf("read %q right after writing %q", got.Data["echo"], w.Spec.ContentFrom)
+	}
+	st := siteStatus{Content: got.Data["echo"]}
+	return Result[siteStatus]{Status: &st}, nil
+}
+
+// A Reader's Get, with the reconcile's context, sees the reconcile's own
+// write made just before it, each time, though the watch event that
+// brings it to the cache comes after the write's answer.
+func TestClusterAReadAfterTheReconcilesOwnWriteSeesIt(t *testing.T) {
+	c := clustertest.Get(t)
+	installCRD(t, c, sites)
+	ns := c.Namespace(t)
+	grants := siteRBAC(ns)
+	grants[0].Rules = append(grants[0].Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "patch"}})
+	token := c.ServiceAccount(t, ns, "site-controller", grants...)
+	setup, client := clientAs(t, c, humustest.NewTelemetry(), token)
+	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
+
+	cms := Read(client, configMapKind, Selector{Namespace: ns})
+	rec := &echoer{kube: kubernetes.NewForConfigOrDie(client.Config()), cms: cms, stale: make(chan string, 100)}
+	ctrl, err := NewController(setup, client, siteSettings(ns, "site-controller"), sites, rec, Reads(cms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served(t, ctrl)
+	createSite(t, admin, ns, "a", "v0")
+	contentIs(t, admin, ns, "a", "v0")
+	for i := 1; i <= 10; i++ {
+		patch := fmt.Appendf(nil, `{"spec":{"contentFrom":"v%d"}}`, i)
+		if _, err := admin.Resource(sitesGVR).Namespace(ns).Patch(t.Context(), "a", "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		contentIs(t, admin, ns, "a", fmt.Sprintf("v%d", i))
+	}
+	close(rec.stale)
+	for s := range rec.stale {
+		t.Errorf("a reconcile's read missed its own write: %s", s)
+	}
+}
+
+// A Reconciler that hangs is ended by Settings.ReconcileTimeout: the
+// status it returns then is applied, and it is retried with backoff.
+func TestClusterAHungReconcileTimesOut(t *testing.T) {
+	c := clustertest.Get(t)
+	installCRD(t, c, sites)
+	ns := c.Namespace(t)
+	token := c.ServiceAccount(t, ns, "site-controller", siteRBAC(ns)...)
+	setup, client := clientAs(t, c, humustest.NewTelemetry(), token)
+	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
+	s := siteSettings(ns, "site-controller")
+	s.ReconcileTimeout = 2 * time.Second
+	var calls counter
+	ctrl, err := NewController(setup, client, s, sites, ReconcilerFunc[siteSpec, siteStatus](
+		func(ctx context.Context, w website) (Result[siteStatus], error) {
+			calls.inc(w.Name)
+			<-ctx.Done() // hangs, until the bound ends it
+			st := siteStatus{Content: "timed out"}
+			return Result[siteStatus]{Status: &st}, ctx.Err()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served(t, ctrl)
+	started := time.Now()
+	createSite(t, admin, ns, "hung", "c1")
+	contentIs(t, admin, ns, "hung", "timed out")
+	if took := time.Since(started); took < 2*time.Second {
+		t.Errorf("the status was applied %v after the create, before the 2s bound", took)
+	}
+	clustertest.Eventually(t, 20*time.Second, func(context.Context) error {
+		if n := calls.get("hung"); n < 2 {
+			return fmt.Errorf("reconciles of hung = %d, want it retried", n)
+		}
+		return nil
+	})
 }
