@@ -55,10 +55,11 @@ func (k Kind[T]) typed(*T) typedResource {
 // IsAlreadyExists, IsConflict and IsInvalid recognise. A TypedClient is
 // safe for concurrent use.
 type TypedClient[T any] struct {
-	res  dynamic.NamespaceableResourceInterface
-	gvr  schema.GroupVersionResource
-	kind string
-	err  error // what NewTypedClient found wrong, or nil
+	res   dynamic.NamespaceableResourceInterface
+	gvr   schema.GroupVersionResource
+	kind  string
+	scope Scope
+	err   error // what NewTypedClient found wrong, or nil
 }
 
 // NewTypedClient returns a TypedClient of r's objects, through c:
@@ -93,7 +94,7 @@ func NewTypedClientOn[T any](d dynamic.Interface, r ResourceOf[T]) *TypedClient[
 
 func newTypedClient[T any](d dynamic.Interface, r ResourceOf[T], err error) *TypedClient[T] {
 	res := r.typed(nil)
-	c := &TypedClient[T]{gvr: res.gvr, kind: res.kind}
+	c := &TypedClient[T]{gvr: res.gvr, kind: res.kind, scope: res.scope}
 	if err := errors.Join(res.err, err); err != nil {
 		c.err = fmt.Errorf("kube: NewTypedClient(%s): %w", res.gvr, err)
 		return c
@@ -102,12 +103,24 @@ func newTypedClient[T any](d dynamic.Interface, r ResourceOf[T], err error) *Typ
 	return c
 }
 
-// in is the resource's objects in namespace: all of them for "".
-func (c *TypedClient[T]) in(namespace string) dynamic.ResourceInterface {
-	if namespace == "" {
-		return c.res
+// in is the resource's objects in namespace, "" for every namespace, or
+// an error naming what the resource's scope refuses: a namespace, for a
+// cluster-scoped resource, or, for one object (name isn't ""), none, for
+// a namespaced resource, whose request would go to a path that names no
+// object and come back NotFound.
+func (c *TypedClient[T]) in(namespace, name string) (dynamic.ResourceInterface, error) {
+	if c.err != nil {
+		return nil, c.err
 	}
-	return c.res.Namespace(namespace)
+	switch {
+	case namespace != "" && c.scope == Cluster:
+		return nil, fmt.Errorf("kube: %s %s/%s: the resource is cluster-scoped: its objects are in no namespace", c.kind, namespace, name)
+	case namespace == "" && name != "" && c.scope == Namespaced:
+		return nil, fmt.Errorf("kube: %s %s: the resource is namespaced: name the object's namespace", c.kind, name)
+	case namespace == "":
+		return c.res, nil
+	}
+	return c.res.Namespace(namespace), nil
 }
 
 // Get returns the object named name in namespace ("" for a
@@ -115,10 +128,11 @@ func (c *TypedClient[T]) in(namespace string) dynamic.ResourceInterface {
 // when there is none.
 func (c *TypedClient[T]) Get(ctx context.Context, namespace, name string) (T, error) {
 	var obj T
-	if c.err != nil {
-		return obj, c.err
+	res, err := c.in(namespace, name)
+	if err != nil {
+		return obj, err
 	}
-	u, err := c.in(namespace).Get(ctx, name, metav1.GetOptions{})
+	u, err := res.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return obj, err
 	}
@@ -131,10 +145,11 @@ func (c *TypedClient[T]) Get(ctx context.Context, namespace, name string) (T, er
 // resource's: every resource's metadata.name and metadata.namespace, and
 // a custom resource's selectableFields.
 func (c *TypedClient[T]) List(ctx context.Context, namespace string, labels labels.Selector, fields fields.Selector) ([]T, error) {
-	if c.err != nil {
-		return nil, c.err
+	res, err := c.in(namespace, "")
+	if err != nil {
+		return nil, err
 	}
-	l, err := c.in(namespace).List(ctx, listOptions(labels, fields))
+	l, err := res.List(ctx, listOptions(labels, fields))
 	if err != nil {
 		return nil, err
 	}
@@ -155,14 +170,15 @@ func (c *TypedClient[T]) List(ctx context.Context, namespace string, labels labe
 // apierrors.IsAlreadyExists recognises.
 func (c *TypedClient[T]) Create(ctx context.Context, obj T) (T, error) {
 	var created T
-	if c.err != nil {
-		return created, c.err
-	}
 	u, err := c.encode(obj)
 	if err != nil {
 		return created, err
 	}
-	if u, err = c.in(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+	res, err := c.in(u.GetNamespace(), nameOrGenerated(u))
+	if err != nil {
+		return created, err
+	}
+	if u, err = res.Create(ctx, u, metav1.CreateOptions{}); err != nil {
 		return created, err
 	}
 	return c.decode(u)
@@ -192,10 +208,11 @@ func (c *TypedClient[T]) ApplyStatus(ctx context.Context, obj T, opts metav1.App
 
 func (c *TypedClient[T]) apply(ctx context.Context, obj T, opts metav1.ApplyOptions, status bool) (T, error) {
 	var applied T
-	if c.err != nil {
-		return applied, c.err
-	}
 	u, err := c.encode(obj)
+	if err != nil {
+		return applied, err
+	}
+	res, err := c.in(u.GetNamespace(), u.GetName())
 	if err != nil {
 		return applied, err
 	}
@@ -221,7 +238,7 @@ func (c *TypedClient[T]) apply(ctx context.Context, obj T, opts metav1.ApplyOpti
 	if err != nil {
 		return applied, fmt.Errorf("kube: encoding %s %s: %w", c.kind, nameOf(u), err)
 	}
-	patched, err := c.in(u.GetNamespace()).Patch(ctx, u.GetName(), types.ApplyPatchType, body, opts.ToPatchOptions(), subresource...)
+	patched, err := res.Patch(ctx, u.GetName(), types.ApplyPatchType, body, opts.ToPatchOptions(), subresource...)
 	if err != nil {
 		return applied, err
 	}
@@ -233,10 +250,11 @@ func (c *TypedClient[T]) apply(ctx context.Context, obj T, opts metav1.ApplyOpti
 // when there is none. An object with finalizers is only marked for
 // deletion: it is gone once they are removed.
 func (c *TypedClient[T]) Delete(ctx context.Context, namespace, name string) error {
-	if c.err != nil {
-		return c.err
+	res, err := c.in(namespace, name)
+	if err != nil {
+		return err
 	}
-	return c.in(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	return res.Delete(ctx, name, metav1.DeleteOptions{})
 }
 
 // Event is one change of an object that a Watch saw: its Type is
@@ -264,11 +282,12 @@ type Event[T any] struct {
 //	}
 func (c *TypedClient[T]) Watch(ctx context.Context, namespace string, labels labels.Selector, fields fields.Selector) iter.Seq2[Event[T], error] {
 	return func(yield func(Event[T], error) bool) {
-		if c.err != nil {
-			yield(Event[T]{}, c.err)
+		res, err := c.in(namespace, "")
+		if err != nil {
+			yield(Event[T]{}, err)
 			return
 		}
-		w, err := c.in(namespace).Watch(ctx, listOptions(labels, fields))
+		w, err := res.Watch(ctx, listOptions(labels, fields))
 		if err != nil {
 			yield(Event[T]{}, err)
 			return
@@ -352,6 +371,14 @@ func (c *TypedClient[T]) encode(obj T) (*unstructured.Unstructured, error) {
 		u.SetKind(c.kind)
 	}
 	return u, nil
+}
+
+// nameOrGenerated is u's name, or its generateName.
+func nameOrGenerated(u *unstructured.Unstructured) string {
+	if n := u.GetName(); n != "" {
+		return n
+	}
+	return u.GetGenerateName()
 }
 
 // nameOf is u's namespace/name, or its name.

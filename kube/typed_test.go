@@ -200,6 +200,16 @@ func TestTypedClientSaysWhatIsWrongOnEachCall(t *testing.T) {
 			t.Errorf("Watch yielded %v, want the error", e)
 		}
 	}
+	memcacheds, namespaceObjs := NewTypedClientOn(newTypedFake(), caches), NewTypedClientOn(newTypedFake(), namespaces)
+	if _, err := memcacheds.Get(t.Context(), "", "m"); err == nil || apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "kube: Memcached m: the resource is namespaced") {
+		t.Errorf("Get of a namespaced object in no namespace = %v, want it named", err)
+	}
+	if _, err := memcacheds.Create(t.Context(), memcached{ObjectMeta: metav1.ObjectMeta{Name: "m"}}); err == nil || !strings.Contains(err.Error(), "the resource is namespaced") {
+		t.Errorf("Create of a namespaced object in no namespace = %v, want it named", err)
+	}
+	if err := namespaceObjs.Delete(t.Context(), "ns", "a"); err == nil || !strings.Contains(err.Error(), "kube: Namespace ns/a: the resource is cluster-scoped") {
+		t.Errorf("Delete of a cluster-scoped object in a namespace = %v, want it named", err)
+	}
 	if _, err := NewTypedClient(nil, caches).List(t.Context(), "", nil, nil); err == nil || !strings.Contains(err.Error(), "the Client is nil") {
 		t.Errorf("List on a nil Client = %v, want it named", err)
 	}
