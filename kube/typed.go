@@ -93,6 +93,9 @@ func NewTypedClientOn[T any](d dynamic.Interface, r ResourceOf[T]) *TypedClient[
 }
 
 func newTypedClient[T any](d dynamic.Interface, r ResourceOf[T], err error) *TypedClient[T] {
+	if r == nil {
+		return &TypedClient[T]{err: errors.New("kube: NewTypedClient: the resource is nil: give a Resource or a Kind")}
+	}
 	res := r.typed(nil)
 	c := &TypedClient[T]{gvr: res.gvr, kind: res.kind, scope: res.scope}
 	if err := errors.Join(res.err, err); err != nil {

@@ -200,6 +200,9 @@ func TestTypedClientSaysWhatIsWrongOnEachCall(t *testing.T) {
 			t.Errorf("Watch yielded %v, want the error", e)
 		}
 	}
+	if _, err := NewTypedClientOn[memcached](newTypedFake(), nil).Get(t.Context(), "ns", "m"); err == nil || !strings.Contains(err.Error(), "the resource is nil") {
+		t.Errorf("Get on a nil resource = %v, want it named", err)
+	}
 	memcacheds, namespaceObjs := NewTypedClientOn(newTypedFake(), caches), NewTypedClientOn(newTypedFake(), namespaces)
 	if _, err := memcacheds.Get(t.Context(), "", "m"); err == nil || apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "kube: Memcached m: the resource is namespaced") {
 		t.Errorf("Get of a namespaced object in no namespace = %v, want it named", err)
