@@ -215,6 +215,20 @@
 //     still recognises.
 //   - client-go limits no rate: the API server's priority and fairness does.
 //
+// NewTypedClient gives a typed client of a Resource's objects, each an
+// Object[Spec, Status], or of a Kind's, each a T, with no generated
+// clientset: Get, List (by labels and fields), Create, Apply (server-side
+// apply of all but the status, as a field manager), ApplyStatus (the
+// status subresource), Delete, and Watch, a sequence of typed events. It
+// asks the API server each time, for a test, a command or a second
+// controller, and its errors are the API server's own, which
+// apierrors.IsNotFound, IsConflict and IsInvalid recognise.
+// NewTypedClientOn builds one on a dynamic.Interface, such as client-go's
+// dynamic fake:
+//
+//	memcacheds := kube.NewTypedClient(client, app.Memcached)
+//	m, err := memcacheds.Get(ctx, "shop", "sessions")
+//
 // # Reading other objects, and following them
 //
 // A Reconciler reads objects other than its own from the cache every
