@@ -260,11 +260,11 @@ func (c *TypedClient[T]) Delete(ctx context.Context, namespace, name string) err
 	return res.Delete(ctx, name, metav1.DeleteOptions{})
 }
 
-// Event is one change of an object that a Watch saw: its Type is
+// WatchEvent is one change of an object that a Watch saw: its Type is
 // watch.Added, watch.Modified or watch.Deleted, and Object the object
 // after it (before it, for a deletion), decoded into the caller's own
 // copy.
-type Event[T any] struct {
+type WatchEvent[T any] struct {
 	Type   watch.EventType
 	Object T
 }
@@ -283,16 +283,16 @@ type Event[T any] struct {
 //		}
 //		fmt.Println(e.Type, e.Object.Name)
 //	}
-func (c *TypedClient[T]) Watch(ctx context.Context, namespace string, labels labels.Selector, fields fields.Selector) iter.Seq2[Event[T], error] {
-	return func(yield func(Event[T], error) bool) {
+func (c *TypedClient[T]) Watch(ctx context.Context, namespace string, labels labels.Selector, fields fields.Selector) iter.Seq2[WatchEvent[T], error] {
+	return func(yield func(WatchEvent[T], error) bool) {
 		res, err := c.in(namespace, "")
 		if err != nil {
-			yield(Event[T]{}, err)
+			yield(WatchEvent[T]{}, err)
 			return
 		}
 		w, err := res.Watch(ctx, listOptions(labels, fields))
 		if err != nil {
-			yield(Event[T]{}, err)
+			yield(WatchEvent[T]{}, err)
 			return
 		}
 		defer w.Stop()
@@ -311,16 +311,16 @@ func (c *TypedClient[T]) Watch(ctx context.Context, namespace string, labels lab
 			case watch.Bookmark:
 				continue
 			case watch.Error:
-				yield(Event[T]{}, apierrors.FromObject(e.Object))
+				yield(WatchEvent[T]{}, apierrors.FromObject(e.Object))
 				return
 			}
 			u, isU := e.Object.(*unstructured.Unstructured)
 			if !isU {
-				yield(Event[T]{}, fmt.Errorf("kube: watching %s: a %s event holds a %T", c.gvr, e.Type, e.Object))
+				yield(WatchEvent[T]{}, fmt.Errorf("kube: watching %s: a %s event holds a %T", c.gvr, e.Type, e.Object))
 				return
 			}
 			obj, err := c.decode(u)
-			if !yield(Event[T]{Type: e.Type, Object: obj}, err) || err != nil {
+			if !yield(WatchEvent[T]{Type: e.Type, Object: obj}, err) || err != nil {
 				return
 			}
 		}

@@ -92,7 +92,7 @@ func checkTypedList(ctx context.Context, t *testing.T, c *TypedClient[memcached]
 // until forced, whose change the watch sees.
 func checkTypedApplyIsWatched(ctx context.Context, t *testing.T, memcacheds *TypedClient[memcached], ns string, web map[string]string) {
 	t.Helper()
-	events := make(chan Event[memcached])
+	events := make(chan WatchEvent[memcached])
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go func() {
