@@ -135,11 +135,11 @@ type cacheUser struct {
 	reg cache.ResourceEventHandlerRegistration // nil without a handler
 }
 
-// join runs e's informer for one more user: started with cl's clients, and
-// e's logger, if no controller runs it, and h, when not nil, added to it
-// with the user's logger. A
-// running informer hands h every object it holds, as its initial list.
-// onError is told of every list and watch error, until leave.
+// join runs e's informer for one more user: started with cl's clients and
+// e's logger if no controller runs it, and h, when not nil, added to it
+// with the user's logger. A running informer hands h every object it
+// holds, as its initial list. onError is told of every list and watch
+// error, until leave.
 func (e *cacheEntry) join(cl clients, logger logr.Logger, h cache.ResourceEventHandler, onError func(error)) (*cacheUser, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
