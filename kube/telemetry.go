@@ -223,11 +223,11 @@ func (r *reconcileRecord) end(o outcome) {
 // is recorded at once, and each later one only once a wait has passed
 // since the key's last record, a wait that doubles from a second with each
 // record up to five minutes. A record counts the failures since the one
-// before it, itself included, so none goes uncounted. The backoff starts
-// at 5ms, so a key that fails continuously gives a record at once, one
-// with the next second's seven or eight failures, and then about one each
-// time its backoff doubles; one that fails faster, on every change to its
-// object, gives one record every five minutes at most. A key is forgotten
+// before it, itself included, so a failure held back is counted by the
+// next record, if the key fails again before it settles. With the default
+// backoff from 5ms, a key failing for a minute fails 14 times and gives 6
+// records, counting 1, 8, 2, 1, 1 and 1; one failing on each of ten
+// changes a second gives 6 too, for its 600 failures. A key is forgotten
 // when it settles (a reconcile that succeeds, a panic, a stale write or
 // the object gone), so its next failure is recorded at once, and once it
 // hasn't failed for an hour, as a key of a shard this replica no longer
