@@ -83,7 +83,7 @@ func (s *sharedCache) entry(key cacheKey, whole bool) *cacheEntry {
 	defer s.mu.Unlock()
 	e := s.entries[key]
 	if e == nil {
-		e = &cacheEntry{key: key}
+		e = &cacheEntry{key: key, log: informerLogger(s.log.Handler(), key)}
 		s.entries[key] = e
 	}
 	e.mu.Lock()
@@ -96,6 +96,7 @@ func (s *sharedCache) entry(key cacheKey, whole bool) *cacheEntry {
 // informer, and who uses it.
 type cacheEntry struct {
 	key cacheKey
+	log logr.Logger // its informer's, which names its resource
 
 	mu    sync.Mutex
 	whole bool // kept whole, as cachedObjects; else as ownedObjects
@@ -135,9 +136,10 @@ type cacheUser struct {
 }
 
 // join runs e's informer for one more user: started with cl's clients and
-// logger if no controller runs it, and h, when not nil, added to it. A
-// running informer hands h every object it holds, as its initial list.
-// onError is told of every list and watch error, until leave.
+// e's logger if no controller runs it, and h, when not nil, added to it
+// with the user's logger. A running informer hands h every object it
+// holds, as its initial list. onError is told of every list and watch
+// error, until leave.
 func (e *cacheEntry) join(cl clients, logger logr.Logger, h cache.ResourceEventHandler, onError func(error)) (*cacheUser, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -165,7 +167,7 @@ func (e *cacheEntry) join(cl clients, logger logr.Logger, h cache.ResourceEventH
 	}
 	e.users++
 	if start {
-		run, stop := context.WithCancel(klog.NewContext(context.Background(), logger))
+		run, stop := context.WithCancel(klog.NewContext(context.Background(), e.log))
 		stopped := make(chan struct{})
 		e.stop, e.stopped = stop, stopped
 		go func() {

@@ -183,7 +183,7 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 		errs = append(errs, errors.New("kube: the Setup is nil"))
 		s = &humus.Setup{}
 	}
-	tel, err := newTelemetry(s.Telemetry, settings.Name)
+	tel, err := newTelemetry(s.Telemetry, settings.Name, gvr.GroupResource())
 	errs = append(errs, err)
 	var cl clients
 	if c == nil {

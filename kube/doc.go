@@ -632,12 +632,25 @@
 //   - Every API request through the Client is an otelhttp client span, and
 //     is measured by otelhttp's client instruments, except a watch, which
 //     lasts as long as its informer.
-//   - A failed reconcile is one WARN record, reconcile failed, in the
-//     span's context, with the object and the error. A failed decode,
+//   - Every record a controller writes names it,
+//     humus.kube.controller.name (Settings.Name), and its resource,
+//     humus.kube.resource, as kubectl names it ("configmaps",
+//     "memcacheds.cache.example.com"). An informer the Client's
+//     controllers share is the Client's: its records name its resource,
+//     and no controller.
+//   - A failed reconcile is a WARN record, reconcile failed, in the span's
+//     context, with the object, the error and failures. A failed decode,
 //     status apply or finalizer add or remove is a failed reconcile, named
-//     in the record. A panic is one ERROR record, reconcile panicked, with
-//     the object and the three exception attributes. A panic isn't retried.
-//   - client-go's own records (the reflector's, the work queue's, leader
+//     in the record. A key that keeps failing is recorded as client-go
+//     records its own repeated errors: its first failure at once, and each
+//     later one once a wait has passed since its last record, a wait that
+//     doubles from a second with each record up to five minutes; failures
+//     counts those since the record before, itself included. Every failure
+//     is still a span and a reconcile.duration. A key that settles (a
+//     reconcile without an error, a panic, its object gone) starts again.
+//     A panic is one ERROR record, reconcile panicked, with the object and
+//     the three exception attributes. A panic isn't retried.
+//   - client-go's own records (the reflector's, the cache sync's, leader
 //     election's) reach the LoggerProvider through the logger the
 //     controller puts in their context, never klog's global logger: up to
 //     its V(2) for a LoggerProvider that takes every severity, and, for

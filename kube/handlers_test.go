@@ -348,20 +348,27 @@ func TestADeletingObjectThatCannotBeDecodedIsRetriedWithBackoff(t *testing.T) {
 		if got := len(f.appliesTo("")); got != 0 {
 			t.Errorf("finalizer applies = %d, want none", got)
 		}
-		failed := recordsWithBody(tel, "reconcile failed")
-		var gaps []time.Duration
-		for i, r := range failed {
+		for i, r := range recordsWithBody(tel, "reconcile failed") {
 			if got := recordAttrs(r)["error"]; got != wantDecodeError {
 				t.Errorf("record %d's error = %q, want %q", i, got, wantDecodeError)
 			}
+		}
+		// Every failed reconcile is a span; its records are fewer (see
+		// failureLog).
+		failed := reconcileSpansOf(tel, "Memcached", "m")
+		var gaps []time.Duration
+		for i, s := range failed {
+			if got := s.Status().Description; got != wantDecodeError {
+				t.Errorf("reconcile %d's status = %q, want %q", i, got, wantDecodeError)
+			}
 			if i > 0 {
-				gaps = append(gaps, r.Timestamp().Sub(failed[i-1].Timestamp()))
+				gaps = append(gaps, s.StartTime().Sub(failed[i-1].StartTime()))
 			}
 		}
 		// At 0, 1, 3, 7, 15, 23, 31, 39, 47 and 55s.
 		want := []time.Duration{1, 2, 4, 8, 8, 8, 8, 8, 8}
 		if len(gaps) != len(want) {
-			t.Fatalf("reconcile failed records in a minute = %d with gaps %v, want %d: one per backoff, doubling from 1s to 8s", len(failed), gaps, len(want)+1)
+			t.Fatalf("failed reconciles in a minute = %d with gaps %v, want %d: one per backoff, doubling from 1s to 8s", len(failed), gaps, len(want)+1)
 		}
 		for i, w := range want {
 			if gaps[i] != w*time.Second {

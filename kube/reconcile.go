@@ -234,9 +234,10 @@ func (c *Controller) conclude(ctx context.Context, w *work, item priorityqueue.I
 	}
 }
 
-// settle forgets key's backoff and any wait it had.
+// settle forgets key's backoff, its failures' records and any wait it had.
 func (c *Controller) settle(w *work, key string) {
 	c.retry.Forget(key)
+	c.tel.failures.forget(key)
 	w.later.cancel(key)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/z5labs/humus"
@@ -30,12 +32,14 @@ const (
 	attrNamespace     = "k8s.namespace.name"
 	attrObjectName    = "humus.kube.object.name"
 	attrController    = "humus.kube.controller.name"
+	attrResource      = "humus.kube.resource"
 	attrOutcome       = "humus.kube.controller.reconcile.outcome"
 	attrShard         = "humus.kube.controller.shard"
 	attrPriority      = "humus.kube.controller.queue.priority"
 	attrExcType       = "exception.type"
 	attrExcMessage    = "exception.message"
 	attrExcStacktrace = "exception.stacktrace"
+	attrFailures      = "failures" // on a failure's record: the failures it counts
 )
 
 // telemetry is what a controller records with, all from s.Telemetry under
@@ -46,11 +50,20 @@ type telemetry struct {
 	logr        logr.Logger // client-go's records, through the logger in their context
 	instruments *instruments
 	controller  attribute.KeyValue
+	failures    *failureLog
 }
 
-func newTelemetry(t humus.Telemetry, name string) (*telemetry, error) {
+// newTelemetry returns the telemetry of the controller named name, of
+// resource. Every record it writes, and every one client-go writes through
+// its logr logger, names both, humus.kube.controller.name and
+// humus.kube.resource, so two controllers' records in one App, or of two
+// kinds' objects of one name, are told apart.
+func newTelemetry(t humus.Telemetry, name string, resource schema.GroupResource) (*telemetry, error) {
 	t = t.Resolved()
-	handler := otelslog.NewHandler(scope, otelslog.WithLoggerProvider(t.LoggerProvider))
+	handler := otelslog.NewHandler(scope, otelslog.WithLoggerProvider(t.LoggerProvider)).WithAttrs([]slog.Attr{
+		slog.String(attrController, name),
+		slog.String(attrResource, resource.String()),
+	})
 	inst, err := newInstruments(t.MeterProvider.Meter(scope))
 	if err != nil {
 		return nil, err
@@ -61,7 +74,16 @@ func newTelemetry(t humus.Telemetry, name string) (*telemetry, error) {
 		logr:        logr.FromSlogHandler(verbosity{Handler: handler}),
 		instruments: inst,
 		controller:  attribute.String(attrController, name),
+		failures:    newFailureLog(),
 	}, nil
+}
+
+// informerLogger is the logger a shared informer of key runs with, from
+// the Client's handler: the informer is the Client's, shared by its
+// controllers, so its records (the reflector's, its watch errors') name
+// its resource, humus.kube.resource, and no one controller.
+func informerLogger(h slog.Handler, key cacheKey) logr.Logger {
+	return logr.FromSlogHandler(verbosity{Handler: h.WithAttrs([]slog.Attr{slog.String(attrResource, key.gvr.GroupResource().String())})})
 }
 
 // verbosity keeps client-go's records up to its V(2), "useful steady state
@@ -99,6 +121,7 @@ type reconcileRecord struct {
 	ctx   context.Context
 	span  trace.Span
 	start time.Time
+	key   string
 	attrs []any // the object, for the log records
 	shard []attribute.KeyValue
 }
@@ -120,7 +143,7 @@ func (t *telemetry) start(ctx context.Context, kind string, u metav1.Object, sha
 	now := time.Now()
 	ctx, span := t.tracer.Start(ctx, "reconcile "+kind, trace.WithNewRoot(), trace.WithTimestamp(now),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return ctx, &reconcileRecord{tel: t, ctx: ctx, span: span, start: now, attrs: logAttrs, shard: shard}
+	return ctx, &reconcileRecord{tel: t, ctx: ctx, span: span, start: now, key: key(u), attrs: logAttrs, shard: shard}
 }
 
 func (r *reconcileRecord) succeeded() { r.end(success) }
@@ -135,11 +158,13 @@ func (r *reconcileRecord) stale(err error) {
 }
 
 // failed records an error that retries the key: Reconcile's own, or a
-// failed decode, status apply or finalizer add or remove.
+// failed decode, status apply or finalizer add or remove. Its span and
+// reconcile.duration record every failure; its WARN record is written as
+// the key's failureLog allows.
 func (r *reconcileRecord) failed(err error) {
 	r.span.RecordError(err)
 	r.span.SetStatus(codes.Error, err.Error())
-	r.tel.log.WarnContext(r.ctx, "reconcile failed", append(r.attrs, slog.String("error", err.Error()))...)
+	r.warn("reconcile failed", err)
 	r.end(failure)
 }
 
@@ -148,8 +173,19 @@ func (r *reconcileRecord) failed(err error) {
 func (r *reconcileRecord) timedOut(err error) {
 	r.span.RecordError(err)
 	r.span.SetStatus(codes.Error, err.Error())
-	r.tel.log.WarnContext(r.ctx, "reconcile timed out", append(r.attrs, slog.String("error", err.Error()))...)
+	r.warn("reconcile timed out", err)
 	r.end(timedOut)
+}
+
+// warn writes the WARN record msg of a failure that retries the key, with
+// err and the failures it counts, unless the key's failureLog holds it
+// back.
+func (r *reconcileRecord) warn(msg string, err error) {
+	n, ok := r.tel.failures.failed(r.key, time.Now())
+	if !ok {
+		return
+	}
+	r.tel.log.WarnContext(r.ctx, msg, append(r.attrs, slog.String("error", err.Error()), slog.Int(attrFailures, n))...)
 }
 
 // panicked records a recovered panic: an exception event on the span, an
@@ -180,6 +216,85 @@ func (r *reconcileRecord) end(o outcome) {
 	r.span.End(trace.WithTimestamp(now))
 	r.tel.instruments.reconcileDuration.Record(context.WithoutCancel(r.ctx), now.Sub(r.start).Seconds(),
 		metric.WithAttributes(append([]attribute.KeyValue{r.tel.controller, attribute.String(attrOutcome, string(o))}, r.shard...)...))
+}
+
+// failureLog keeps a key that keeps failing from flooding the log, as
+// client-go keeps its own repeated errors from doing: a key's first failure
+// is recorded at once, and each later one only once a wait has passed
+// since the key's last record, a wait that doubles from a second with each
+// record up to five minutes. A record counts the failures since the one
+// before it, itself included, so a failure held back is counted by the
+// next record, if the key fails again before it settles. With the default
+// backoff from 5ms, a key failing for a minute fails 14 times and gives 6
+// records, counting 1, 8, 2, 1, 1 and 1; one failing on each of ten
+// changes a second gives 6 too, for its 600 failures. A key is forgotten
+// when it settles (a reconcile that succeeds, a panic, a stale write or
+// the object gone), so its next failure is recorded at once, and once it
+// hasn't failed for an hour, as a key of a shard this replica no longer
+// holds.
+type failureLog struct {
+	mu    sync.Mutex
+	keys  map[string]*keyFailures
+	swept time.Time // when keys last forgot those that stopped failing
+}
+
+// keyFailures is one key's failures since it last settled.
+type keyFailures struct {
+	unsaid int           // the failures since its last record
+	next   time.Time     // when its next record may be written
+	wait   time.Duration // how long after the next record the one after it may be
+	last   time.Time     // its last failure
+}
+
+const (
+	firstFailureWait = time.Second     // between a key's first record and its second
+	maxFailureWait   = 5 * time.Minute // between a key's records, at most
+	failureMemory    = time.Hour       // how long a key that stops failing is kept
+)
+
+func newFailureLog() *failureLog { return &failureLog{keys: map[string]*keyFailures{}} }
+
+// failed counts a failure of key at now, and reports whether to record it,
+// and how many failures the record counts: this one, and those since the
+// key's last record.
+func (l *failureLog) failed(key string, now time.Time) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sweep(now)
+	f := l.keys[key]
+	if f == nil {
+		f = &keyFailures{wait: firstFailureWait}
+		l.keys[key] = f
+	}
+	f.unsaid++
+	f.last = now
+	if now.Before(f.next) {
+		return 0, false
+	}
+	n := f.unsaid
+	f.unsaid, f.next, f.wait = 0, now.Add(f.wait), min(2*f.wait, maxFailureWait)
+	return n, true
+}
+
+// forget forgets key's failures: it settled.
+func (l *failureLog) forget(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.keys, key)
+}
+
+// sweep forgets, at most once every failureMemory, the keys that haven't
+// failed for that long: those that stopped failing without settling here.
+func (l *failureLog) sweep(now time.Time) {
+	if now.Sub(l.swept) < failureMemory {
+		return
+	}
+	l.swept = now
+	for k, f := range l.keys {
+		if now.Sub(f.last) >= failureMemory {
+			delete(l.keys, k)
+		}
+	}
 }
 
 // outcome is how a reconcile ended, for step 7 of How one key is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -300,7 +301,10 @@ func TestAFailedReconcileIsOneWarnRecordInItsSpan(t *testing.T) {
 			if r.Severity() != otellog.SeverityWarn || r.SeverityText() != "WARN" {
 				t.Errorf("the record's severity = %v %q, want WARN", r.Severity(), r.SeverityText())
 			}
-			want := map[string]string{attrNamespace: "default", attrObjectName: "fail", "error": failMessage}
+			want := map[string]string{
+				attrController: "memcached-controller", attrResource: "memcacheds.cache.example.com",
+				attrNamespace: "default", attrObjectName: "fail", "error": failMessage, attrFailures: "1",
+			}
 			if got := recordAttrs(r); !mapsEqual(got, want) {
 				t.Errorf("the record's attributes = %v, want %v", got, want)
 			}
@@ -341,7 +345,7 @@ func TestAPanicIsOneErrorRecordInItsSpan(t *testing.T) {
 			t.Errorf("the record's severity = %v %q, want ERROR", r.Severity(), r.SeverityText())
 		}
 		got := recordAttrs(r)
-		if want := []string{attrExcMessage, attrExcStacktrace, attrExcType, attrObjectName, attrNamespace}; !slices.Equal(keysOf(got), want) {
+		if want := []string{attrExcMessage, attrExcStacktrace, attrExcType, attrController, attrObjectName, attrResource, attrNamespace}; !slices.Equal(keysOf(got), want) {
 			t.Errorf("the record's attributes = %v, want %v", keysOf(got), want)
 		}
 		if got[attrNamespace] != "default" || got[attrObjectName] != "boom" {
@@ -360,8 +364,15 @@ func TestAPanicIsOneErrorRecordInItsSpan(t *testing.T) {
 		if ev := span.Events(); len(ev) != 1 || attrStrings(ev[0].Attributes)[attrExcStacktrace] != got[attrExcStacktrace] {
 			t.Errorf("the record's stack isn't the span's exception's")
 		}
-		if n := len(recordsWithBody(tel, "reconcile failed")) - calls.get("fail"); n != 0 {
-			t.Errorf("%d records reconcile failed beyond fail's: a panic is recorded once, as a panic", n)
+		counted := 0
+		for _, r := range recordsWithBody(tel, "reconcile failed") {
+			if name := recordAttrs(r)[attrObjectName]; name != "fail" {
+				t.Errorf("a record reconcile failed of %s: a panic is recorded once, as a panic", name)
+			}
+			counted += failuresOf(t, r)
+		}
+		if counted != calls.get("fail") {
+			t.Errorf("the records reconcile failed count %d failures, want fail's %d", counted, calls.get("fail"))
 		}
 	})
 }
@@ -407,7 +418,10 @@ func TestAKindIsTracedAndLoggedAsAResourceIs(t *testing.T) {
 		if len(recs) != 1 {
 			t.Fatalf("%d records reconcile failed, want 1", len(recs))
 		}
-		want := map[string]string{attrObjectName: "team-a", "error": "the default-deny policy can't be applied"}
+		want := map[string]string{
+			attrController: "memcached-controller", attrResource: "namespaces",
+			attrObjectName: "team-a", "error": "the default-deny policy can't be applied", attrFailures: "1",
+		}
 		if got := recordAttrs(recs[0]); !mapsEqual(got, want) {
 			t.Errorf("the record's attributes = %v, want %v", got, want)
 		}
@@ -456,6 +470,16 @@ func TestClientGosRecordsReachTheLoggerProvider(t *testing.T) {
 			t.Errorf("%d records of leader election's V(5) renewals, want none", len(recs))
 		}
 	})
+}
+
+// failuresOf is how many failures a failure's record counts.
+func failuresOf(t *testing.T, r sdklog.Record) int {
+	t.Helper()
+	n, err := strconv.Atoi(recordAttrs(r)[attrFailures])
+	if err != nil {
+		t.Errorf("the record %q counts no failures: %v", r.Body().AsString(), err)
+	}
+	return n
 }
 
 func recordBodies(tel *humustest.Telemetry) []string {

@@ -29,10 +29,12 @@
 //   - [InCluster]: KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT and
 //     the service account's ca.crt and token in
 //     /var/run/secrets/kubernetes.io/serviceaccount/.
-//   - [Settings]: POD_NAMESPACE, POD_NAME, WORKERS, SHARDS and the Lease's
-//     LEASE_DURATION, RENEW_DEADLINE and RETRY_PERIOD, in a
-//     config.Struct, each checked with kube's own Check function;
-//     config.Checked reads an App's own settings the same way.
+//   - [Settings]: POD_NAMESPACE, POD_NAME, WORKERS, SHARDS, the retries'
+//     RETRY_BASE_DELAY and RETRY_MAX_DELAY, RECONCILE_TIMEOUT,
+//     LOW_PRIORITY_MAX_WAIT and the Lease's LEASE_DURATION, RENEW_DEADLINE
+//     and RETRY_PERIOD, in a config.Struct, each checked with kube's own
+//     Check function; config.Checked reads an App's own settings the same
+//     way.
 //
 // What it guarantees:
 //

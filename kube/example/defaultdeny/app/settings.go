@@ -25,7 +25,8 @@ type settings struct {
 //     kubeconfig KUBECONFIG names, or in a pod from KUBERNETES_SERVICE_HOST,
 //     KUBERNETES_SERVICE_PORT and the service account's CA and token;
 //   - POD_NAMESPACE, POD_NAME, WORKERS, how many Namespaces are
-//     reconciled at once, and SHARDS, as kubeenv.Settings reads them;
+//     reconciled at once, SHARDS, the retry delays, the reconcile timeout
+//     and the Lease's timings, as kubeenv.Settings reads them;
 //   - PROBES_ADDR, this App's own, where the probes and BuildTelemetry's
 //     metrics are served, ":8081" unless set.
 //

@@ -24,8 +24,9 @@ type settings struct {
 //   - the Connection, as kubeenv.Connection reads it: from the
 //     kubeconfig KUBECONFIG names, or in a pod from KUBERNETES_SERVICE_HOST,
 //     KUBERNETES_SERVICE_PORT and the service account's CA and token;
-//   - POD_NAMESPACE, POD_NAME, WORKERS and SHARDS, as kubeenv.Settings
-//     reads them;
+//   - POD_NAMESPACE, POD_NAME, WORKERS, SHARDS, the retry delays, the
+//     reconcile timeout and the Lease's timings, as kubeenv.Settings reads
+//     them;
 //   - PROBES_ADDR, this App's own, where the probes and BuildTelemetry's
 //     metrics are served, ":8081" unless set;
 //   - WATCH_NAMESPACE, this App's own, limits the controller to one
