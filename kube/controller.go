@@ -312,6 +312,31 @@ type finalize struct {
 
 func (finalize) part() {}
 
+// check returns what is wrong with p, given the resources owned before it
+// (seen).
+func (p owns) check(seen map[schema.GroupVersionResource]bool) error {
+	if err := checkGVR(p.gvr); err != nil {
+		return fmt.Errorf("kube: Owns(%s): %w", p.gvr, err)
+	}
+	if seen[p.gvr] {
+		return fmt.Errorf("kube: Owns(%s) is given twice", p.gvr)
+	}
+	if !p.selected {
+		return nil
+	}
+	var problems []error
+	if p.sel.Namespace != "" {
+		problems = append(problems, fmt.Errorf("Selector.Namespace %q must be empty: the owned objects are those of Settings.Namespace", p.sel.Namespace))
+	}
+	if err := p.sel.check(Namespaced); err != nil {
+		problems = append(problems, err)
+	}
+	if err := errors.Join(problems...); err != nil {
+		return fmt.Errorf("kube: OwnsSelected(%s): %w", p.gvr, err)
+	}
+	return nil
+}
+
 // controllerParts are a controller's parts, of whatever object type.
 type controllerParts struct {
 	finalizer string // "" without Finalize
@@ -355,26 +380,9 @@ func checkParts[T any](c *Client, parts []Part) (checkedParts[T], error) {
 	for i, p := range parts {
 		switch p := p.(type) {
 		case owns:
-			if e := checkGVR(p.gvr); e != nil {
-				errs = append(errs, fmt.Errorf("kube: Owns(%s): %w", p.gvr, e))
+			if err := p.check(seen); err != nil {
+				errs = append(errs, err)
 				continue
-			}
-			if seen[p.gvr] {
-				errs = append(errs, fmt.Errorf("kube: Owns(%s) is given twice", p.gvr))
-				continue
-			}
-			if p.selected {
-				var problems []error
-				if p.sel.Namespace != "" {
-					problems = append(problems, fmt.Errorf("Selector.Namespace %q must be empty: the owned objects are those of Settings.Namespace", p.sel.Namespace))
-				}
-				if err := p.sel.check(Namespaced); err != nil {
-					problems = append(problems, err)
-				}
-				if err := errors.Join(problems...); err != nil {
-					errs = append(errs, fmt.Errorf("kube: OwnsSelected(%s): %w", p.gvr, err))
-					continue
-				}
 			}
 			seen[p.gvr] = true
 			ps.owned, ps.ownedSel = append(ps.owned, p.gvr), append(ps.ownedSel, p.sel)

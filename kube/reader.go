@@ -328,7 +328,7 @@ func (r *reader) indexFailed(u *cachedObject, err error, stack []byte) {
 	if _, seen := r.failed.LoadOrStore(key(u), struct{}{}); seen {
 		return
 	}
-	attrs := []any{slog.String("resource", r.gr.String()), slog.String("object", describe(u)), slog.String("error", err.Error())}
+	attrs := []any{slog.String(attrResource, r.gr.String()), slog.String("object", describe(u)), slog.String("error", err.Error())}
 	if stack != nil {
 		r.client.cache.log.Error("indexing an object panicked: it is indexed by nothing until it changes", append(attrs, slog.String(attrExcStacktrace, string(stack)))...)
 		return

@@ -147,13 +147,17 @@ func (c *Controller) mappingFailed(rel *relation, u *cachedObject, k string, err
 	if _, seen := rel.failed.LoadOrStore(k, struct{}{}); seen {
 		return
 	}
-	attrs := []any{slog.String("resource", rel.r.gr.String()), slog.String("object", describe(u)), slog.String("error", err.Error())}
+	attrs := []any{slog.String(attrRelated, rel.r.gr.String()), slog.String("object", describe(u)), slog.String("error", err.Error())}
 	if stack != nil {
 		c.tel.log.Error("mapping a related object panicked: it maps to nothing until it changes", append(attrs, slog.String(attrExcStacktrace, string(stack)))...)
 		return
 	}
 	c.tel.log.Warn("mapping a related object failed: it maps to nothing until it changes", attrs...)
 }
+
+// attrRelated names, in a mapping's records, the related resource whose
+// object it failed for, beside humus.kube.resource, the controller's.
+const attrRelated = "humus.kube.related.resource"
 
 // nameKey is the cache key of the object named n.
 func nameKey(n types.NamespacedName) string {

@@ -142,7 +142,6 @@ func TestReferencesReconcilesEveryReferrerOfARelatedChange(t *testing.T) {
 		}
 
 		// a now names c2: c1's changes no longer reach it, c2's do.
-		before = count()
 		f.update(t, sitesGVR, siteObject("default", "a", "c2"))
 		settle(time.Second)
 		before = count()

@@ -368,10 +368,6 @@ const (
 	retryMax   = 8 * time.Second
 )
 
-// resource is the i-th resource the controller lists and watches: its own
-// first, then each it owns, then each it reads.
-func (c *Controller) resource(i int) schema.GroupVersionResource { return c.watched[i].gvr }
-
 // checkServed lists the controller's resource, and each it owns, once, with
 // a limit of 1, so a resource that isn't served, or may not be listed, ends
 // Serve loudly, rather than leaving an informer to retry its list forever
