@@ -28,7 +28,10 @@ func TestClusterVerbosityShowsEachRenewalOfTheLease(t *testing.T) {
 
 	p := humustest.Start(t, host.Host(), app.Init, humus.WithTelemetry(telemetry.New(app.Name, telemetry.Verbosity(5))))
 
-	renewed := regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z TRACE Successfully renewed lease lock=` +
+	// Each record names the controller and its resource, as every record a
+	// controller writes does.
+	renewed := regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z TRACE Successfully renewed lease ` +
+		`humus\.kube\.controller\.name=` + regexp.QuoteMeta(app.Name) + ` humus\.kube\.resource=memcacheds\.cache\.example\.com lock=` +
 		regexp.QuoteMeta(ns+"/"+app.Name) + `$`)
 	// The leader renews its Lease every RetryPeriod, 2s by default.
 	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
