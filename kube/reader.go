@@ -145,7 +145,7 @@ func (reads) part() {}
 // controller's own writes: after a reconcile wrote the object (through a
 // clientset built from Client.Config, with that context), Get returns it
 // at that write's version or later, waiting for the cache to catch up, up
-// to readYourWrites, and then fails saying so, so the reconcile is
+// to 5 seconds, and then fails saying so, so the reconcile is
 // retried rather than computed from what its own write replaced.
 func (r *Reader[T]) Get(ctx context.Context, namespace, name string) (T, error) {
 	var obj T
