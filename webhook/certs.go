@@ -108,7 +108,7 @@ func (c *certificates) renew() {
 		if err.Error() != c.refused {
 			c.log.Error("webhook: a renewed certificate can't serve: the one before it keeps serving",
 				slog.String("error", err.Error()),
-				slog.Time(attrNotAfter, old.cert.Leaf.NotAfter))
+				slog.String(attrNotAfter, old.cert.Leaf.NotAfter.UTC().Format(time.RFC3339)))
 		}
 		c.refused = err.Error()
 		return
@@ -117,7 +117,7 @@ func (c *certificates) renew() {
 	c.serving.Store(kp)
 	c.log.Info("webhook: serving a renewed certificate",
 		slog.String(attrFile, c.certPath),
-		slog.Time(attrNotAfter, kp.cert.Leaf.NotAfter))
+		slog.String(attrNotAfter, kp.cert.Leaf.NotAfter.UTC().Format(time.RFC3339)))
 }
 
 // read returns the files' content, read as one pair: a kubelet updates a
