@@ -224,7 +224,10 @@ func (s *Service) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 		s.ready.MarkUnhealthy(errors.New("webhook: stopped serving"))
 		_ = l.Close()
-		<-errc // an accept on a closed listener: the end asked for
+		// An accept on the closed listener is the end asked for.
+		if err := <-errc; err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("webhook: serving on %s: %w", l.Addr(), err)
+		}
 		return nil
 	}
 }

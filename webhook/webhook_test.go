@@ -209,7 +209,7 @@ func (c *ca) served(t *testing.T, h humus.Host, addr string) *big.Int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.TLS.PeerCertificates[0].SerialNumber
 }
@@ -276,8 +276,8 @@ func TestServe(t *testing.T) {
 	want := map[attribute.Key]string{"url.path": "/convert", "http.response.status_code": "200", "http.request.method": "POST"}
 	for _, a := range span.Attributes() {
 		if w, ok := want[a.Key]; ok {
-			if a.Value.Emit() != w {
-				t.Errorf("span attribute %s = %s, want %s", a.Key, a.Value.Emit(), w)
+			if a.Value.String() != w {
+				t.Errorf("span attribute %s = %s, want %s", a.Key, a.Value.String(), w)
 			}
 			delete(want, a.Key)
 		}
@@ -298,7 +298,7 @@ func records(tel *humustest.Telemetry, sev otellog.Severity) []string {
 		var b strings.Builder
 		b.WriteString(r.Body().AsString())
 		r.WalkAttributes(func(kv attribute.KeyValue) bool {
-			fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.Emit())
+			fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.String())
 			return true
 		})
 		out = append(out, b.String())
@@ -387,31 +387,76 @@ func TestNewServiceErrors(t *testing.T) {
 	other := authority.valid(t)
 	expired := authority.issue(t, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
 	early := authority.issue(t, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
-	write := func(dir string, files map[string][]byte) {
-		t.Helper()
+	writeFiles(t, root, map[string]pair{
+		"nokey":    {cert: good.cert},
+		"mismatch": {cert: good.cert, key: other.key},
+		"expired":  expired,
+		"early":    early,
+		"notpem":   {cert: []byte("not a certificate"), key: good.key},
+	})
+	writeFiles(t, root, map[string]pair{"named": good}, "serving.pem", "serving-key.pem")
+	h := hostOn(root)
+
+	for _, tc := range newServiceErrorCases(expiredAt(t, expired)) {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := webhook.NewService(&humus.Setup{Host: h}, tc.settings, tc.handler)
+			if err == nil {
+				t.Fatal("NewService returned no error")
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tc.want) {
+				t.Errorf("NewService's error has %d lines, want %d:\n%v", len(lines), len(tc.want), err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("NewService's error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+
+	// And the files named otherwise, named so, serve.
+	if _, err := webhook.NewService(&humus.Setup{Host: h}, webhook.Settings{
+		Addr: ":9443", CertDir: "/named", CertName: "serving.pem", KeyName: "serving-key.pem",
+	}, echo()); err != nil {
+		t.Errorf("NewService with CertName and KeyName: %v", err)
+	}
+}
+
+// writeFiles writes each pair into the folder of root its key names, as
+// tls.crt and tls.key, or the names given; an empty file isn't written.
+func writeFiles(t *testing.T, root string, pairs map[string]pair, names ...string) {
+	t.Helper()
+	certName, keyName := "tls.crt", "tls.key"
+	if len(names) == 2 {
+		certName, keyName = names[0], names[1]
+	}
+	for dir, p := range pairs {
 		if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		for name, b := range files {
+		for name, b := range map[string][]byte{certName: p.cert, keyName: p.key} {
+			if b == nil {
+				continue
+			}
 			if err := os.WriteFile(filepath.Join(root, dir, name), b, 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	write("nokey", map[string][]byte{"tls.crt": good.cert})
-	write("mismatch", map[string][]byte{"tls.crt": good.cert, "tls.key": other.key})
-	write("expired", map[string][]byte{"tls.crt": expired.cert, "tls.key": expired.key})
-	write("early", map[string][]byte{"tls.crt": early.cert, "tls.key": early.key})
-	write("notpem", map[string][]byte{"tls.crt": []byte("not a certificate"), "tls.key": good.key})
-	write("named", map[string][]byte{"serving.pem": good.cert, "serving-key.pem": good.key})
-	h := hostOn(root)
+}
 
-	for _, tc := range []struct {
-		name     string
-		settings webhook.Settings
-		handler  http.Handler
-		want     []string
-	}{{
+type newServiceCase struct {
+	name     string
+	settings webhook.Settings
+	handler  http.Handler
+	want     []string // each in the error, one a line
+}
+
+// newServiceErrorCases are TestNewServiceErrors' settings, of the folders
+// it writes, and the mistakes NewService finds in them.
+func newServiceErrorCases(expiredAt string) []newServiceCase {
+	return []newServiceCase{{
 		name:     "several at once",
 		settings: webhook.Settings{Addr: "localhost", CertDir: "/nokey", CheckEvery: -time.Second},
 		want: []string{
@@ -448,7 +493,7 @@ func TestNewServiceErrors(t *testing.T) {
 		name:     "expired",
 		settings: webhook.Settings{Addr: ":9443", CertDir: "/expired"},
 		handler:  echo(),
-		want:     []string{`webhook: the certificate "/expired/tls.crt" expired at ` + expiredAt(t, expired)},
+		want:     []string{`webhook: the certificate "/expired/tls.crt" expired at ` + expiredAt},
 	}, {
 		name:     "not valid yet",
 		settings: webhook.Settings{Addr: ":9443", CertDir: "/early"},
@@ -467,30 +512,7 @@ func TestNewServiceErrors(t *testing.T) {
 			`webhook: the certificate file "/named/tls.crt" doesn't exist`,
 			`webhook: the key file "/named/tls.key" doesn't exist`,
 		},
-	}} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := webhook.NewService(&humus.Setup{Host: h}, tc.settings, tc.handler)
-			if err == nil {
-				t.Fatal("NewService returned no error")
-			}
-			lines := strings.Split(err.Error(), "\n")
-			if len(lines) != len(tc.want) {
-				t.Errorf("NewService's error has %d lines, want %d:\n%v", len(lines), len(tc.want), err)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("NewService's error lacks %q:\n%v", w, err)
-				}
-			}
-		})
-	}
-
-	// And the files named otherwise, named so, serve.
-	if _, err := webhook.NewService(&humus.Setup{Host: h}, webhook.Settings{
-		Addr: ":9443", CertDir: "/named", CertName: "serving.pem", KeyName: "serving-key.pem",
-	}, echo()); err != nil {
-		t.Errorf("NewService with CertName and KeyName: %v", err)
-	}
+	}}
 }
 
 func expiredAt(t *testing.T, p pair) string {
@@ -501,6 +523,29 @@ func expiredAt(t *testing.T, p pair) string {
 		t.Fatal(err)
 	}
 	return cert.NotAfter.UTC().Format(time.RFC3339)
+}
+
+// answer is a request's answer, or why there is none.
+type answer struct {
+	body string
+	err  error
+}
+
+// post sends a request to addr in the background, and returns where its
+// answer arrives.
+func (c *ca) post(h humus.Host, addr string) <-chan answer {
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := c.client(h).Post("https://"+addr+"/convert", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		answered <- answer{body: string(b), err: err}
+	}()
+	return answered
 }
 
 // Once its context is done, Serve stops accepting connections and
@@ -530,21 +575,7 @@ func TestShutdownDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	type answer struct {
-		body string
-		err  error
-	}
-	answered := make(chan answer, 1)
-	go func() {
-		resp, err := authority.client(h).Post("https://"+addr.String()+"/convert", "application/json", strings.NewReader("{}"))
-		if err != nil {
-			answered <- answer{err: err}
-			return
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		answered <- answer{body: string(b), err: err}
-	}()
+	answered := authority.post(h, addr.String())
 	<-entered
 
 	cancel()
