@@ -205,10 +205,12 @@ func (s *Service) Serve(ctx context.Context) error {
 	s.mu.Lock()
 	s.listener = l
 	s.mu.Unlock()
+	// Ready from here: the listener takes connections, which the server
+	// accepts as soon as it runs.
+	s.ready.MarkHealthy()
 	close(s.listening)
 
 	errc := make(chan error, 1)
-	s.ready.MarkHealthy()
 	go func() { errc <- s.server.ServeTLS(l, "", "") }()
 	defer s.ready.MarkUnhealthy(errors.New("webhook: stopped serving"))
 
