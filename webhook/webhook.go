@@ -65,7 +65,6 @@ type Settings struct {
 type Service struct {
 	host   humus.Host
 	addr   string
-	certs  *certificates
 	server *http.Server
 	ready  *health.Binary
 
@@ -95,6 +94,10 @@ func NewService(s *humus.Setup, settings Settings, h http.Handler) (*Service, er
 	if h == nil {
 		errs = append(errs, errors.New("webhook: NewService: a nil handler"))
 	}
+	if s.Host.FS == nil || s.Host.Listen == nil {
+		// Run checks its Host before Init; a Setup made by hand may not.
+		return nil, errors.Join(append(errs, errors.New("webhook: NewService: the Setup's Host has no FS or no Listen"))...)
+	}
 
 	tel := s.Telemetry.Resolved()
 	log := slog.New(otelslog.NewHandler(scope, otelslog.WithLoggerProvider(tel.LoggerProvider)))
@@ -117,9 +120,8 @@ func NewService(s *humus.Setup, settings Settings, h http.Handler) (*Service, er
 	}
 
 	return &Service{
-		host:  s.Host,
-		addr:  settings.Addr,
-		certs: certs,
+		host: s.Host,
+		addr: settings.Addr,
 		server: &http.Server{
 			Handler:           traced(tel, h),
 			TLSConfig:         certs.tlsConfig(),

@@ -415,6 +415,12 @@ func TestNewServiceErrors(t *testing.T) {
 		})
 	}
 
+	// A Setup whose Host has no FS, made by hand, is an error, not a panic.
+	if _, err := webhook.NewService(&humus.Setup{}, webhook.Settings{Addr: ":9443", CertDir: "/tls"}, echo()); err == nil ||
+		!strings.Contains(err.Error(), "webhook: NewService: the Setup's Host has no FS or no Listen") {
+		t.Errorf("NewService on a zero Host returned %v, want an error saying so", err)
+	}
+
 	// And the files named otherwise, named so, serve.
 	if _, err := webhook.NewService(&humus.Setup{Host: h}, webhook.Settings{
 		Addr: ":9443", CertDir: "/named", CertName: "serving.pem", KeyName: "serving-key.pem",
