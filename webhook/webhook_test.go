@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	otellog "go.opentelemetry.io/otel/log"
 	"go.opentelemetry.io/otel/trace"
 
@@ -657,5 +658,86 @@ func TestServeListenError(t *testing.T) {
 	}
 	if err := svc.Shutdown(context.Background()); err != nil {
 		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+// A whole App through humus.Run: the webhook serves beside its readiness
+// probe, and stops on the signal with exit code 0; an App whose key is
+// missing never serves, and says why on stderr with exit code 1.
+func TestApp(t *testing.T) {
+	root := t.TempDir()
+	authority := newCA(t)
+	first := authority.valid(t)
+	newVolume(t, filepath.Join(root, "etc", "webhook", "tls"), first)
+	h := hostOn(root)
+	addrs := make(chan string, 1)
+	app := func(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
+		hook, err := webhook.NewService(s, webhook.Settings{Addr: "127.0.0.1:0", CertDir: "/etc/webhook/tls"}, echo())
+		if err != nil {
+			return nil, err
+		}
+		go func() {
+			if a, err := hook.Addr(ctx); err == nil {
+				addrs <- a.String()
+			}
+		}()
+		return []humus.Service{hook}, nil
+	}
+	p := humustest.Start(t, h, app)
+	if got := authority.served(t, h, <-addrs); got.Cmp(first.serial) != 0 {
+		t.Errorf("served %v, want %v", got, first.serial)
+	}
+	p.Signal()
+	if code := p.Wait(); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+
+	th := humustest.NewHost()
+	missing := humustest.Start(t, th.Host(), func(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
+		hook, err := webhook.NewService(s, webhook.Settings{Addr: ":9443", CertDir: "/etc/webhook/tls"}, echo())
+		if err != nil {
+			return nil, err
+		}
+		return []humus.Service{hook}, nil
+	})
+	if code := missing.Wait(); code != 1 {
+		t.Errorf("exit code %d without a certificate, want 1", code)
+	}
+	for _, want := range []string{
+		`webhook: the certificate file "/etc/webhook/tls/tls.crt" doesn't exist`,
+		`webhook: the key file "/etc/webhook/tls/tls.key" doesn't exist`,
+	} {
+		if !strings.Contains(th.Stderr(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, th.Stderr())
+		}
+	}
+}
+
+// A handler that panics fails its request, not the App: its span's status
+// is an error, and net/http's record of the panic is a log record.
+func TestHandlerPanics(t *testing.T) {
+	root := t.TempDir()
+	authority := newCA(t)
+	newVolume(t, filepath.Join(root, "tls"), authority.valid(t))
+	h := hostOn(root)
+	tel := humustest.NewTelemetry()
+	panics := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("a conversion gone wrong") })
+	svc, err := webhook.NewService(&humus.Setup{Host: h, Telemetry: tel.Telemetry()},
+		webhook.Settings{Addr: "127.0.0.1:0", CertDir: "/tls"}, panics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, svc)
+	if a := <-authority.post(h, addr); a.err == nil {
+		t.Errorf("a request whose handler panicked got %q, want an error", a.body)
+	}
+	if err := svc.Ready().Healthy(context.Background()); err != nil {
+		t.Errorf("Ready after a panic: %v", err)
+	}
+	if spans := tel.Spans(); len(spans) != 1 || spans[0].Status().Code != codes.Error {
+		t.Errorf("spans %v, want one with an error status", spans)
+	}
+	if got := records(tel, otellog.SeverityWarn); len(got) != 1 || !strings.Contains(got[0], "a conversion gone wrong") {
+		t.Errorf("warning records %q, want net/http's of the panic", got)
 	}
 }
