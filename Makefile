@@ -111,7 +111,7 @@ fuzz:
 # (without the $$, N=10000 matches too); BENCH_RUN='Shards' runs the
 # scaling out one, 1, 2 and 4 replicas of 4 shards;
 # BENCH_RUN='(Related|SharedOwns|Selector)' the cache's scenarios, which
-# the default set runs last (about 15 minutes on 2 cores: a ConfigMap's
+# the default set runs last (about 10 minutes on 2 cores: a ConfigMap's
 # change reaching the Websites that name it, two controllers owning
 # Deployments on one Client, a Reader's selector). BENCH_RUN=CeilingDrift
 # BENCH_COUNT=1 times the ceiling four times in a row from a fresh control
