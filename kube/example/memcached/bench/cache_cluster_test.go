@@ -268,39 +268,12 @@ func relatedChanges(b *testing.B, n, m, workers int) {
 	before, cold := ctrl.reconciles(b), ctrl.p.usage(b)
 
 	progress(b, "changing each of the %d ConfigMaps, one after another", m)
-	// latencies run to the last referrer's status, firsts to the first's:
-	// the first is the change's event, mapped and queued, and one
-	// reconcile; the rest is the other referrers' reconciles, 4 at once.
-	latencies, firsts := make([]float64, 0, m), make([]float64, 0, m)
-	// gap is the longest time, in any change, between two of its
-	// referrers' statuses, in the order they came: a stall of the
-	// reconciles, or of the API server's answers to their writes.
-	var gap time.Duration
-	var gapAt time.Time
-	for k := range m {
-		j := k * 37 % m // every ConfigMap once, not in the order created
-		var names []string
-		for i := j; i < n; i += m {
-			names = append(names, siteName(i))
-		}
-		patch := []byte(`{"data":{"` + contentKey + `":"v1"}}`)
-		written := time.Now()
-		if _, err := bn.kc.CoreV1().ConfigMaps(ns).Patch(context.Background(), configMapName(j), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			b.Fatalf("changing %s: %v", configMapName(j), err)
-		}
-		first, last := c.await(b, names, "v1", time.Minute, 2*time.Millisecond)
-		latencies = append(latencies, last.Sub(written).Seconds())
-		firsts = append(firsts, first.Sub(written).Seconds())
-		if g, at := c.longestGap(names); g > gap {
-			gap, gapAt = g, at
-		}
-	}
+	ch := bn.changeEach(b, c, ns, n, m)
 	idle(b, ctrl, before+uint64(n))
 	after, use := ctrl.reconciles(b), ctrl.p.usage(b)
-	slices.Sort(latencies)
-	slices.Sort(firsts)
+	latencies, firsts := ch.latencies, ch.firsts
 	progress(b, "a change reached its %d referrers in %.3f s at the median, %.3f s at the most; the longest gap between two of a change's referrers, %s at %s",
-		n/m, latencies[len(latencies)/2], latencies[len(latencies)-1], gap.Round(time.Millisecond), gapAt.Format("15:04:05.000"))
+		n/m, latencies[len(latencies)/2], latencies[len(latencies)-1], ch.gap.Round(time.Millisecond), ch.gapAt.Format("15:04:05.000"))
 
 	b.ReportMetric(settle.Seconds(), "settle-s")
 	b.ReportMetric(syncedAt.Sub(start).Seconds(), "synced-s")
@@ -309,13 +282,58 @@ func relatedChanges(b *testing.B, n, m, workers int) {
 	b.ReportMetric(latencies[len(latencies)-1], "change-latency-max-s")
 	b.ReportMetric(firsts[len(firsts)/2], "first-referrer-p50-s")
 	b.ReportMetric(firsts[len(firsts)*99/100], "first-referrer-p99-s")
-	b.ReportMetric(gap.Seconds(), "longest-gap-s")
+	b.ReportMetric(ch.gap.Seconds(), "longest-gap-s")
 	b.ReportMetric(float64(n/m), "referrers/change")
 	b.ReportMetric(float64(after-before)/float64(m), "reconciles/change")
 	b.ReportMetric((use.CPU-cold.CPU)*1000/float64(m), "cpu-ms/change")
 	b.ReportMetric(float64(before)/float64(n), "reconciles/object")
 	b.ReportMetric(cold.HeapBytes/float64(n), "heap-B/object")
 	bn.drop(b, ns, ctrl)
+}
+
+// changes is what changeEach measured, each change's latency in seconds,
+// sorted.
+type changes struct {
+	// latencies run to the last referrer's status, firsts to the first's:
+	// the first is the change's event, mapped and queued, and one
+	// reconcile; the rest is the other referrers' reconciles, as many at
+	// once as the App has workers.
+	latencies, firsts []float64
+	// gap is the longest time, in any change, between two of its
+	// referrers' statuses, in the order they came: a stall of the
+	// reconciles, or of the API server's answers to their writes; gapAt
+	// is when it began.
+	gap   time.Duration
+	gapAt time.Time
+}
+
+// changeEach changes each of ns's m ConfigMaps once, one after another,
+// each change's n/m referrers serving the new content before the next,
+// as c sees them.
+func (bn *bench) changeEach(b *testing.B, c *contents, ns string, n, m int) changes {
+	b.Helper()
+	ch := changes{latencies: make([]float64, 0, m), firsts: make([]float64, 0, m)}
+	patch := []byte(`{"data":{"` + contentKey + `":"v1"}}`)
+	for k := range m {
+		j := k * 37 % m // every ConfigMap once, not in the order created
+		var names []string
+		for i := j; i < n; i += m {
+			names = append(names, siteName(i))
+		}
+		written := time.Now()
+		if _, err := bn.kc.CoreV1().ConfigMaps(ns).Patch(context.Background(), configMapName(j), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			b.Fatalf("changing %s: %v", configMapName(j), err)
+		}
+		first, last := c.await(b, names, "v1", time.Minute, 2*time.Millisecond)
+		ch.latencies = append(ch.latencies, last.Sub(written).Seconds())
+		ch.firsts = append(ch.firsts, first.Sub(written).Seconds())
+		if g, at := c.longestGap(names); g > ch.gap {
+			ch.gap, ch.gapAt = g, at
+		}
+	}
+	slices.Sort(ch.latencies)
+	slices.Sort(ch.firsts)
+	return ch
 }
 
 // BenchmarkClusterSharedOwns is two controllers in one App that both own
