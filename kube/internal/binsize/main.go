@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -41,12 +42,12 @@ func main() {
 
 // report writes the breakdown of the binary at path to w: its sections,
 // then its symbols' bytes by module (or by package), the n largest.
-func report(w io.Writer, path string, byModule bool, n int) error {
+func report(w io.Writer, path string, byModule bool, n int) (err error) {
 	f, err := elf.Open(path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { err = errors.Join(err, f.Close()) }()
 	st, err := os.Stat(path)
 	if err != nil {
 		return err
@@ -58,17 +59,16 @@ func report(w io.Writer, path string, byModule bool, n int) error {
 	if len(syms) == 0 {
 		return fmt.Errorf("%s has no symbol table: measure a binary built without -ldflags=-s", path)
 	}
-	var modules []string
-	mainPkg := "main"
-	if bi, err := buildinfo.ReadFile(path); err == nil {
-		mainPkg = bi.Path
-		modules = append(modules, bi.Main.Path)
-		for _, d := range bi.Deps {
-			modules = append(modules, d.Path)
-		}
-	}
+	out := fmt.Appendf(nil, "%s: %s\n\n", path, mb(st.Size()))
+	out = appendSections(out, f)
+	out = appendSymbols(out, f, syms, path, byModule, n)
+	_, err = w.Write(out)
+	return err
+}
 
-	fmt.Fprintf(w, "%s: %s\n\n", path, mb(st.Size()))
+// appendSections appends the size of f's code, read-only data, function
+// tables, symbol table, DWARF and the rest, in the file.
+func appendSections(out []byte, f *elf.File) []byte {
 	var debug, other uint64
 	for _, s := range f.Sections {
 		if s.Type == elf.SHT_NOBITS || s.Size == 0 {
@@ -79,14 +79,27 @@ func report(w io.Writer, path string, byModule bool, n int) error {
 			debug += s.FileSize
 		case s.Name == ".text", s.Name == ".rodata", s.Name == ".gopclntab",
 			s.Name == ".symtab", s.Name == ".strtab":
-			fmt.Fprintf(w, "%10s  %s\n", mb(int64(s.Size)), s.Name)
+			out = fmt.Appendf(out, "%10s  %s\n", mb(int64(s.Size)), s.Name)
 		default:
 			other += s.Size
 		}
 	}
-	fmt.Fprintf(w, "%10s  DWARF (.debug_*, compressed)\n", mb(int64(debug)))
-	fmt.Fprintf(w, "%10s  the other sections\n\n", mb(int64(other)))
+	out = fmt.Appendf(out, "%10s  DWARF (.debug_*, compressed)\n", mb(int64(debug)))
+	return fmt.Appendf(out, "%10s  the other sections\n\n", mb(int64(other)))
+}
 
+// appendSymbols appends the bytes of syms, the symbols of the binary f at
+// path, summed by module or by package, the n largest groups first.
+func appendSymbols(out []byte, f *elf.File, syms []elf.Symbol, path string, byModule bool, n int) []byte {
+	var modules []string
+	mainPkg := "main"
+	if bi, err := buildinfo.ReadFile(path); err == nil {
+		mainPkg = bi.Path
+		modules = append(modules, bi.Main.Path)
+		for _, d := range bi.Deps {
+			modules = append(modules, d.Path)
+		}
+	}
 	sums := map[string]int64{}
 	var total int64
 	for _, s := range syms {
@@ -103,27 +116,23 @@ func report(w io.Writer, path string, byModule bool, n int) error {
 		sums[g] += int64(s.Size)
 		total += int64(s.Size)
 	}
-	groups := make([]string, 0, len(sums))
-	for g := range sums {
-		groups = append(groups, g)
-	}
-	slices.SortFunc(groups, func(a, b string) int {
+	groups := slices.SortedFunc(maps.Keys(sums), func(a, b string) int {
 		return cmp.Or(cmp.Compare(sums[b], sums[a]), strings.Compare(a, b))
 	})
 	what := "package"
 	if byModule {
 		what = "module"
 	}
-	fmt.Fprintf(w, "%10s  symbols (code, read-only data, data), by %s:\n", mb(total), what)
+	out = fmt.Appendf(out, "%10s  symbols (code, read-only data, data), by %s:\n", mb(total), what)
 	var shown int64
 	for _, g := range groups[:min(n, len(groups))] {
-		fmt.Fprintf(w, "%10s  %4.1f%%  %s\n", mb(sums[g]), 100*float64(sums[g])/float64(total), g)
+		out = fmt.Appendf(out, "%10s  %4.1f%%  %s\n", mb(sums[g]), 100*float64(sums[g])/float64(total), g)
 		shown += sums[g]
 	}
 	if rest := len(groups) - n; rest > 0 {
-		fmt.Fprintf(w, "%10s  %4.1f%%  the other %d\n", mb(total-shown), 100*float64(total-shown)/float64(total), rest)
+		out = fmt.Appendf(out, "%10s  %4.1f%%  the other %d\n", mb(total-shown), 100*float64(total-shown)/float64(total), rest)
 	}
-	return nil
+	return out
 }
 
 // packageOf is the import path of the package a symbol belongs to, such
