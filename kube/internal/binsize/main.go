@@ -4,8 +4,8 @@
 // the largest first. It is how BENCHMARKS.md's "Binary size" section was
 // measured:
 //
-//	go build -o /tmp/memcached ./kube/example/memcached
-//	go run ./kube/internal/binsize [-by package] [-n 30] /tmp/memcached
+//	go build -o memcached ./kube/example/memcached
+//	go run ./kube/internal/binsize [-by package] [-n 30] memcached
 //
 // Zero-filled data (.bss, .noptrbss) is left out: it takes no room in the
 // file (the FIPS module's 32 MiB DRBG buffer is one). The function tables
