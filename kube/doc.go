@@ -531,7 +531,7 @@
 // finalizer and calls the Reconciler (reconcile.go), applies the status
 // and the finalizer (apply.go, through objects.go, which reads the
 // answer's resourceVersion alone), each write sent only under the term's
-// proof of the Lease, and settles the key (reconcile.go, with queue.go's
+// proof of the Lease (term.go), and settles the key (reconcile.go, with queue.go's
 // waits and backoff).
 //
 // A reconcile's own writes are its outcome, so their watch events queue

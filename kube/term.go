@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -168,3 +169,27 @@ func (t *term) close() {
 func lostDeadline(le LeaderElection) time.Duration {
 	return le.RenewDeadline + (le.LeaseDuration-le.RenewDeadline)/2
 }
+
+// proof is what every write of the controller's own checks before it is
+// sent: the deadline until which this replica can prove it holds the Lease
+// the write is made under, as of now. A term of leading gives it
+// to its reconciles' context; a write without one isn't sent.
+type proof func() time.Time
+
+type proofKey struct{}
+
+// withProof is ctx carrying the proof of the Lease its writes are made
+// under: the reconciles' context of a term of leading.
+func withProof(ctx context.Context, until proof) context.Context {
+	return context.WithValue(ctx, proofKey{}, until)
+}
+
+// proofOf is the proof ctx carries, or nil.
+func proofOf(ctx context.Context) proof {
+	until, _ := ctx.Value(proofKey{}).(proof)
+	return until
+}
+
+// errNotLeading is the error of a write this replica can't prove it may
+// make: it can't prove it holds the Lease.
+var errNotLeading = errors.New("kube: this replica can't prove it holds the Lease")
