@@ -589,7 +589,8 @@
 //   - An Event is written only under the proof of the Lease its context
 //     carries, a reconcile's, and its write ends at the proof's deadline,
 //     as the controller's own writes do: one whose proof ran out is
-//     dropped, never written late.
+//     dropped, never written late. The proof ends with the term of
+//     leading, at the latest when the Lease is released or lost.
 //   - Shutdown writes what still waits, within its context.
 //
 // A dropped Event is a WARN record, dropped an Event, saying why.
