@@ -523,15 +523,16 @@
 //     again.
 //
 // A key's walk, by file: a watch event reaches the event handlers
-// (handlers.go), which queue its key unless the event is a reconcile's own
-// write (ownwrites.go), on the term's work queue (queue.go, over
-// kube/internal/priorityqueue); a worker (reconcile.go) takes it, looks it
-// up in the cache, whose objects cached.go keeps, holding it back for its
-// own last write (ownwrites.go), decodes it (decode.go), handles the
-// finalizer and calls the Reconciler (reconcile.go), applies the status
-// and the finalizer (apply.go, through objects.go, which reads the
-// answer's resourceVersion alone), each write sent only under the term's
-// proof of the Lease (term.go), and settles the key (reconcile.go, with queue.go's
+// (handlers.go), which queue its key on the term's work queue unless the
+// event is a reconcile's own write (ownwrites.go tells); a key is queued,
+// whatever queues it, by queue.go, over kube/internal/priorityqueue, and
+// waits there too. A worker (reconcile.go) takes it, looks it up in the
+// cache, whose objects cached.go keeps, holding it back for its own last
+// write (ownwrites.go), decodes it (decode.go), handles the finalizer and
+// calls the Reconciler (reconcile.go), applies the status and the
+// finalizer (apply.go, through objects.go, which reads the answer's
+// resourceVersion alone), each write sent only under the term's proof of
+// the Lease (term.go), and settles the key (reconcile.go, with queue.go's
 // waits and backoff).
 //
 // A reconcile's own writes are its outcome, so their watch events queue
