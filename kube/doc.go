@@ -455,7 +455,7 @@
 // list and watch, each starting its informers and waiting for their caches
 // through serve.go's informing. kube/internal/elector campaigns for each
 // Lease and renews it; term.go is one term of leading, whose workers
-// reconcile.go starts beside its worker loop:
+// worker.go starts beside its worker loop:
 //
 //  1. Check that the resource and each resource it Owns or reads are
 //     served: list each once.
@@ -478,7 +478,7 @@
 //     hands one key to two workers at once and hands out the keys changes
 //     queued first, and reconciles it.
 //
-// A key is reconciled in these steps, which reconcile.go's step comments
+// A key is reconciled in these steps, which worker.go's step comments
 // name:
 //
 //  1. Look it up in the cache. An object that is gone needs nothing: its
@@ -526,13 +526,13 @@
 // (handlers.go), which queue its key on the term's work queue unless the
 // event is a reconcile's own write (ownwrites.go tells); a key is queued,
 // whatever queues it, by queue.go, over kube/internal/priorityqueue, and
-// waits there too. A worker (reconcile.go) takes it, looks it up in the
+// waits there too. A worker (worker.go) takes it, looks it up in the
 // cache, whose objects cached.go keeps, holding it back for its own last
 // write (ownwrites.go), decodes it (decode.go), handles the finalizer and
-// calls the Reconciler (reconcile.go), applies the status and the
+// calls the Reconciler (worker.go), applies the status and the
 // finalizer (apply.go, through objects.go, which reads the answer's
 // resourceVersion alone), each write sent only under the term's proof of
-// the Lease (term.go), and settles the key (reconcile.go, with queue.go's
+// the Lease (term.go), and settles the key (worker.go, with queue.go's
 // waits and backoff).
 //
 // A reconcile's own writes are its outcome, so their watch events queue

@@ -292,7 +292,7 @@ func (e refusedError) Error() string { return e.text }
 //	c.work (controller.go)        Shutdown, when its context ends first     the reconciles, the Lease's release
 //	term.reconciles (term.go)     the Lease lost, or the term's end         the reconciles of one term
 //	term.finished (term.go)       the term's workers, all returned          the term
-//	c.crew (reconcile.go)         every term's workers, all returned        Shutdown
+//	c.crew (worker.go)            every term's workers, all returned        Shutdown
 //	c.done (controller.go)        Serve's return                            Shutdown
 //
 // With shards, each shard's term has its own holding (shards.go), in place
