@@ -449,11 +449,13 @@
 //
 // # How one key is reconciled
 //
-// Serve runs these steps. serve.go checks that the resources are served
-// (step 1); lease.go runs steps 2 to 5 on the one Lease, shards.go on a
-// Lease of each shard, with kube/internal/shard's ranges, plan and filtered
-// list and watch, each starting its informers and waiting for their caches
-// through serve.go's informing. kube/internal/elector campaigns for each
+// Serve (serve.go) runs these steps. informers_served.go checks that the
+// resources are served (step 1), and goes on checking while the
+// controller runs; lease.go runs steps 2 to 5 on the one Lease, shards.go
+// on a Lease of each shard, with kube/internal/shard's ranges, plan and
+// filtered list and watch, each starting its informers and waiting for
+// their caches through informers.go's informing, over the Client's shared
+// informers (cache.go). kube/internal/elector campaigns for each
 // Lease and renews it; term.go is one term of leading, whose workers
 // worker.go starts beside its worker loop:
 //
