@@ -377,3 +377,13 @@ func (c *counter) keys() []string {
 	slices.Sort(ks)
 	return ks
 }
+
+// resize changes the object's spec in the fake cluster, as an edit would.
+func resize(t *testing.T, f *fakeCluster, name string, size int64) {
+	t.Helper()
+	u := f.get(t, cachesGVR, "default", name)
+	if err := unstructured.SetNestedField(u.Object, size, "spec", "size"); err != nil {
+		t.Fatal(err)
+	}
+	f.update(t, cachesGVR, u)
+}
