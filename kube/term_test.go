@@ -10,10 +10,7 @@ import (
 	coordinationapiv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-
-	"github.com/z5labs/humus/humustest"
 )
 
 // A term's proof ends when it releases the Lease: an Event its last
@@ -42,8 +39,7 @@ func TestATermsProofEndsWhenItReleasesTheLease(t *testing.T) {
 
 		// The API server refuses the Event with a 503 until the Lease is
 		// released, and takes it after.
-		tel := humustest.NewTelemetry()
-		kc := kubefake.NewClientset()
+		tel, kc, r, _ := recording(t)
 		var late []time.Duration // the writes sent after the release, by how long
 		kc.PrependReactor("create", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
 			mu.Lock()
@@ -54,7 +50,6 @@ func TestATermsProofEndsWhenItReleasesTheLease(t *testing.T) {
 			late = append(late, time.Since(released))
 			return false, nil, nil
 		})
-		r := newTestRecorder(t, tel, kc)
 		stopRecorder := serveRecorder(t, r)
 
 		reconciled := make(chan struct{}, 1)
@@ -78,9 +73,7 @@ func TestATermsProofEndsWhenItReleasesTheLease(t *testing.T) {
 		}
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if err := stopRecorder(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		stopped(t, stopRecorder)
 
 		mu.Lock()
 		if len(late) != 0 {
