@@ -454,10 +454,11 @@
 // controller runs; lease.go runs steps 2 to 5 on the one Lease, shards.go
 // on a Lease of each shard, with kube/internal/shard's ranges, plan and
 // filtered list and watch, each starting its informers and waiting for
-// their caches through informers.go's informing, over the Client's shared
-// informers (cache.go). kube/internal/elector campaigns for each
-// Lease and renews it; term.go is one term of leading, whose workers
-// worker.go starts beside its worker loop:
+// their caches through informers.go's informing (those of what it Owns
+// and reads are the Client's shared informers, cache.go).
+// kube/internal/elector campaigns for each Lease and renews it; term.go is
+// one term of leading, whose workers worker.go starts beside its worker
+// loop:
 //
 //  1. Check that the resource and each resource it Owns or reads are
 //     served: list each once.
