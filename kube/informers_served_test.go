@@ -47,6 +47,18 @@ func (l *failingLists) count() int {
 	return l.lists
 }
 
+// listsFailing is a controller of one Memcached, m, on fakes whose first
+// n lists of Memcacheds (every one, when n is negative) answer err: lists
+// counts them, and calls the reconciles.
+func listsFailing(t *testing.T, n int, err error) (ctrl *Controller, lists *failingLists, calls *counter) {
+	t.Helper()
+	f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+	lists = &failingLists{n: n, err: err}
+	f.dyn.PrependReactor("list", "memcacheds", lists.react)
+	calls = &counter{}
+	return newTestController(t, f, testSettings(), readyReplicas(calls)), lists, calls
+}
+
 const listingCaches = "kube: listing cache.example.com/v1alpha1, Resource=memcacheds: "
 
 var (
@@ -70,11 +82,7 @@ func TestServeRetriesATransientErrorAtStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-				lists := &failingLists{n: 3, err: tc.err}
-				f.dyn.PrependReactor("list", "memcacheds", lists.react)
-				var calls counter
-				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+				ctrl, lists, calls := listsFailing(t, 3, tc.err)
 				stop := served(t, ctrl)
 
 				if returned, err := awaitServe(ctrl, stop, 30*time.Second); returned {
@@ -108,11 +116,7 @@ func TestATransientErrorOutlastingStartRetryEndsServe(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-				lists := &failingLists{n: -1, err: tc.err}
-				f.dyn.PrependReactor("list", "memcacheds", lists.react)
-				var calls counter
-				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+				ctrl, lists, calls := listsFailing(t, -1, tc.err)
 				start := time.Now()
 				stop := served(t, ctrl)
 
@@ -150,11 +154,7 @@ func TestServeEndsAtOnceWhenTheResourceIsNotServedOrForbidden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-				lists := &failingLists{n: -1, err: tc.err}
-				f.dyn.PrependReactor("list", "memcacheds", lists.react)
-				var calls counter
-				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+				ctrl, lists, _ := listsFailing(t, -1, tc.err)
 				start := time.Now()
 				err := ctrl.Serve(t.Context())
 				if took := time.Since(start); took != 0 {
