@@ -14,6 +14,29 @@ import (
 	"github.com/z5labs/humus/humustest"
 )
 
+// reconciledOnce serves a controller of f's Memcached m, recording into
+// tel, with readyReplicas as its Reconciler, for 10s, and fails t unless m
+// was reconciled once: it returns the status each reconcile was handed, and
+// served's stop.
+func reconciledOnce(t *testing.T, f *fakeCluster, tel *humustest.Telemetry) (handed []cacheStatus, stop func() error) {
+	t.Helper()
+	var calls counter
+	var mu sync.Mutex
+	rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		mu.Lock()
+		handed = append(handed, m.Status)
+		mu.Unlock()
+		return readyReplicas(&calls)(ctx, m)
+	})
+	stop = served(t, observedController(t, f, tel, testSettings(), rec))
+	time.Sleep(10 * time.Second)
+	synctest.Wait()
+	if got := calls.get("m"); got != 1 {
+		t.Fatalf("reconciles = %d, want 1", got)
+	}
+	return handed, stop
+}
+
 // A status whose decode fails in a type's own UnmarshalJSON (a condition's
 // lastTransitionTime of "yesterday", stored through a looser or older CRD)
 // is reconciled from a zero status as a field of the wrong type is, and
@@ -28,22 +51,7 @@ func TestAStatusWhoseTimeCannotBeParsedIsReconciledFromAZeroStatus(t *testing.T)
 		}}}
 		f := newFakeCluster(t, listKinds, m)
 		tel := humustest.NewTelemetry()
-		var calls counter
-		var handed []cacheStatus
-		var mu sync.Mutex
-		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
-			mu.Lock()
-			handed = append(handed, m.Status)
-			mu.Unlock()
-			return readyReplicas(&calls)(ctx, m)
-		})
-		stop := served(t, observedController(t, f, tel, testSettings(), rec))
-		time.Sleep(10 * time.Second)
-		synctest.Wait()
-
-		if got := calls.get("m"); got != 1 {
-			t.Fatalf("reconciles = %d, want 1", got)
-		}
+		handed, stop := reconciledOnce(t, f, tel)
 		if len(handed) == 0 || handed[0].Conditions != nil {
 			t.Errorf("the status handed to the Reconciler = %+v, want the zero status", handed)
 		}
@@ -204,22 +212,7 @@ func TestAStatusThatCannotBeDecodedIsReconciledFromAZeroStatus(t *testing.T) {
 		m.Object["status"] = map[string]any{"readyReplicas": "three", "conditions": []any{}}
 		f := newFakeCluster(t, listKinds, m)
 		tel := humustest.NewTelemetry()
-		var calls counter
-		var handed []cacheStatus
-		var mu sync.Mutex
-		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
-			mu.Lock()
-			handed = append(handed, m.Status)
-			mu.Unlock()
-			return readyReplicas(&calls)(ctx, m)
-		})
-		stop := served(t, observedController(t, f, tel, testSettings(), rec))
-		time.Sleep(10 * time.Second)
-		synctest.Wait()
-
-		if got := calls.get("m"); got != 1 {
-			t.Fatalf("reconciles = %d, want 1", got)
-		}
+		handed, stop := reconciledOnce(t, f, tel)
 		if len(handed) == 0 || handed[0].ReadyReplicas != 0 || handed[0].Conditions != nil {
 			t.Errorf("the status handed to the Reconciler = %+v, want the zero status", handed)
 		}
