@@ -35,8 +35,10 @@ import (
 //   - A resource only owned is kept as its metadata, what maps a change to
 //     its owner (ownedObject); one that is read too is kept whole, as the
 //     controller's own objects are (cachedObject: its metadata without
-//     managedFields, and its JSON, decoded on each read). The choice is
-//     made when its informer starts.
+//     managedFields, and its JSON, decoded on each read); one read only
+//     through ReadTrimmed is kept as a cachedObject too, its JSON trimmed
+//     to what the Reader's type decodes (trim). The choice is made when
+//     its informer starts.
 //   - A controller that joins a running informer is handed every object it
 //     holds as the initial list, as a cold start would hand them.
 
@@ -79,6 +81,33 @@ func (k cacheKey) String() string {
 
 // entry returns key's entry, kept whole from now on when whole.
 func (s *sharedCache) entry(key cacheKey, whole bool) *cacheEntry {
+	e := s.get(key)
+	e.mu.Lock()
+	e.whole = e.whole || whole
+	e.mu.Unlock()
+	return e
+}
+
+// trimmedEntry returns key's entry, read through t from now on: kept
+// trimmed by t, unless it is read whole too. An entry read through another
+// trim, of another type, is refused: a cache keeps its objects one way,
+// and the union of two types' fields would be a third the code declares
+// nowhere.
+func (s *sharedCache) trimmedEntry(key cacheKey, t *trim) (*cacheEntry, error) {
+	e := s.get(key)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.trim != nil && e.trim.typ != t.typ {
+		return nil, fmt.Errorf("its cache, of %s, is trimmed to what %s decodes by another Reader: read one resource, namespace and Selector through one Go type (or the same Reader), or whole with Read", key, e.trim.typ)
+	}
+	if e.trim == nil {
+		e.trim = t
+	}
+	return e, nil
+}
+
+// get returns key's entry, made if there is none.
+func (s *sharedCache) get(key cacheKey) *cacheEntry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entries[key]
@@ -86,10 +115,39 @@ func (s *sharedCache) entry(key cacheKey, whole bool) *cacheEntry {
 		e = &cacheEntry{key: key, log: informerLogger(s.log.Handler(), key)}
 		s.entries[key] = e
 	}
-	e.mu.Lock()
-	e.whole = e.whole || whole
-	e.mu.Unlock()
 	return e
+}
+
+// form is how a cache keeps its objects.
+type form int
+
+const (
+	keptAsMetadata form = iota // ownedObjects: only owned
+	keptTrimmed                // cachedObjects trimmed by the entry's trim: read only through ReadTrimmed
+	keptWhole                  // cachedObjects: read through Read
+)
+
+// form is how e keeps its objects, given who reads them. e.mu is held.
+func (e *cacheEntry) form() form {
+	switch {
+	case e.whole:
+		return keptWhole
+	case e.trim != nil:
+		return keptTrimmed
+	}
+	return keptAsMetadata
+}
+
+// describe says how e keeps its objects when they are kept as f, in an
+// error: "as its metadata only". e.mu is held.
+func (e *cacheEntry) describe(f form) string {
+	switch f {
+	case keptWhole:
+		return "whole"
+	case keptTrimmed:
+		return "trimmed to what " + e.trim.typ.String() + " decodes"
+	}
+	return "as its metadata only"
 }
 
 // cacheEntry is one shared informer: while a controller runs it, its
@@ -99,11 +157,12 @@ type cacheEntry struct {
 	log logr.Logger // its informer's, which names its resource
 
 	mu    sync.Mutex
-	whole bool // kept whole, as cachedObjects; else as ownedObjects
+	whole bool  // read whole (Read), so kept as cachedObjects
+	trim  *trim // read trimmed (ReadTrimmed), so kept as cachedObjects trimmed by it unless whole
 	// The running informer, nil while no controller runs it; stop stops
 	// it, and stopped is closed once it has.
 	inf     cache.SharedIndexInformer
-	keptAs  bool // whole, as the running informer keeps its objects
+	keptAs  form // as the running informer keeps its objects
 	users   int
 	stop    context.CancelFunc
 	stopped chan struct{}
@@ -143,8 +202,8 @@ type cacheUser struct {
 func (e *cacheEntry) join(cl clients, logger logr.Logger, h cache.ResourceEventHandler, onError func(error)) (*cacheUser, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.inf != nil && e.whole && !e.keptAs {
-		return nil, fmt.Errorf("kube: %s is cached as its metadata only, by a controller that was serving before it was read: declare every Read before the first controller serves", e.key)
+	if e.inf != nil && e.form() != e.keptAs {
+		return nil, fmt.Errorf("kube: %s is cached %s, by a controller that was serving before it was read %s: declare every Read before the first controller serves", e.key, e.describe(e.keptAs), e.describe(e.form()))
 	}
 	start := e.inf == nil
 	if start {
@@ -152,7 +211,7 @@ func (e *cacheEntry) join(cl clients, logger logr.Logger, h cache.ResourceEventH
 		if err != nil {
 			return nil, err
 		}
-		e.inf, e.keptAs, e.onError = inf, e.whole, map[*cacheUser]func(error){}
+		e.inf, e.keptAs, e.onError = inf, e.form(), map[*cacheUser]func(error){}
 	}
 	u := &cacheUser{e: e, inf: e.inf}
 	if h != nil {
@@ -237,17 +296,19 @@ func (e *cacheEntry) watchError(ctx context.Context, r *cache.Reflector, err err
 }
 
 // newInformer is e's informer, through cl: of whole objects, through the
-// objects' REST client as the controller's own resource's, or of their
-// metadata, through the metadata client, trimmed by ownedMetadata. It
-// lists and watches with e's selectors, has no resync (an owner's would
-// repeat the owner's own), and keeps a namespace index, for List.
+// objects' REST client as the controller's own resource's, trimmed by
+// e.trim when kept so, or of their metadata, through the metadata client,
+// trimmed by ownedMetadata. It lists and watches with e's selectors, has
+// no resync (an owner's would repeat the owner's own), and keeps a
+// namespace index, for List. e.mu is held.
 func (e *cacheEntry) newInformer(cl clients) (cache.SharedIndexInformer, error) {
 	k := e.key
 	selected := k.selected
 	var lw cache.ListWatch
 	var client any
 	var example runtime.Object
-	if e.whole {
+	kept := e.form()
+	if kept != keptAsMetadata {
 		res := cl.objects(k.gvr, k.namespace)
 		lw = cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -276,8 +337,15 @@ func (e *cacheEntry) newInformer(cl clients) (cache.SharedIndexInformer, error) 
 	if err := inf.SetWatchErrorHandlerWithContext(e.watchError); err != nil {
 		return nil, fmt.Errorf("kube: setting a watch error handler: %w", err)
 	}
-	if !e.whole {
-		if err := inf.SetTransform(ownedMetadata); err != nil {
+	var transform cache.TransformFunc
+	switch kept {
+	case keptAsMetadata:
+		transform = ownedMetadata
+	case keptTrimmed:
+		transform = e.trim.transform
+	}
+	if transform != nil {
+		if err := inf.SetTransform(transform); err != nil {
 			return nil, fmt.Errorf("kube: setting a transform: %w", err)
 		}
 	}

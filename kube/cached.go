@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"time"
 	"unique"
@@ -178,4 +180,79 @@ func newestWrite(fields []metav1.ManagedFieldsEntry) time.Time {
 		}
 	}
 	return newest
+}
+
+// trim is how a cache read only through ReadTrimmed keeps its objects:
+// each a cachedObject whose JSON is only what typ, the Reader's type,
+// decodes. A Deployment's pod template, kilobytes that a Reconciler
+// reading its replicas and status never looks at, isn't kept.
+type trim struct {
+	typ reflect.Type
+	// keep is the JSON of what typ decodes of raw, a cachedObject's,
+	// encoded again, without metadata: the cachedObject keeps its own.
+	keep func(raw []byte) ([]byte, error)
+}
+
+// trimTo is the trim of a cache read as T.
+func trimTo[T any]() *trim {
+	return &trim{typ: reflect.TypeFor[T](), keep: func(raw []byte) ([]byte, error) {
+		var v T
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, err
+		}
+		data, err := json.Marshal(&v)
+		if err != nil {
+			return nil, err
+		}
+		return withoutMetadata(data)
+	}}
+}
+
+// transform is the informer's transform of a cache kept trimmed: the
+// object's JSON replaced by t.keep's, its metadata as it is, so owners,
+// own writes and Get's wait for them are followed as in a whole cache. An
+// object whose JSON doesn't decode into t.typ is kept whole: each read of
+// it fails naming the field, as a whole cache's would, and the informer
+// goes on. Trimming what was trimmed changes nothing, as client-go
+// requires of a transform.
+func (t *trim) transform(obj any) (any, error) {
+	u, ok := obj.(*cachedObject)
+	if !ok {
+		return obj, nil
+	}
+	if raw, err := t.keep(u.raw); err == nil {
+		u.raw = raw
+	}
+	return u, nil
+}
+
+// withoutMetadata is data, a JSON object, without its metadata member, in
+// an allocation of its size.
+func withoutMetadata(data []byte) ([]byte, error) {
+	var meta []byte
+	if err := topLevel(data, func(key, member, _ []byte) error {
+		if string(key) == "metadata" {
+			meta = member
+		}
+		return nil
+	}); err != nil || meta == nil {
+		return data, err
+	}
+	out := make([]byte, 0, len(data)-len(meta))
+	err := topLevel(data, func(key, member, _ []byte) error {
+		if string(key) == "metadata" {
+			return nil
+		}
+		if len(out) == 0 {
+			out = append(out, '{')
+		} else {
+			out = append(out, ',')
+		}
+		out = append(out, member...)
+		return nil
+	})
+	if len(out) == 0 {
+		out = append(out, '{')
+	}
+	return append(out, '}'), err
 }

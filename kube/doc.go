@@ -245,6 +245,18 @@
 // in one namespace with one Selector, is listed and watched once
 // (cache.go). Settings.ReconcileTimeout bounds each reconcile.
 //
+// A read resource is cached whole (without managedFields), a resource only
+// owned as the metadata that maps a change to its owner. ReadTrimmed
+// declares a read of which the cache keeps only what the Reader's type
+// decodes, and the objects' metadata: a Reconciler that reads a
+// Deployment's replicas and status declares a type of those fields, and
+// the kilobytes of its pod template are never kept. What is read and what
+// is kept are one type, so a field that isn't kept can't be read. Owns of
+// the same resource shares its informer, and follows owners and own writes
+// as a whole cache does. Two Readers of one resource, namespace and
+// Selector trimmed to two types are refused at construction; a Read of it
+// too keeps it whole.
+//
 // # What a Controller promises
 //
 //   - Every replica lists and watches its resource, and the resources it

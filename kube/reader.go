@@ -99,6 +99,42 @@ func Read[T any](c *Client, k Kind[T], sel Selector) *Reader[T] {
 	return &Reader[T]{newReader[T](c, k.GVR, k.Kind, k.Scope, checkKind(k, ""), sel)}
 }
 
+// ReadTrimmed declares a read of k's objects that sel keeps, as Read does,
+// of which the cache keeps only what T decodes: T is a Go type of the
+// fields the Reconciler reads, such as a Deployment's replicas, pod
+// template's images and ready replicas, and each object is decoded into it
+// as it comes, encoded again, and that JSON kept, with the object's
+// metadata (without managedFields, as every cached object). A read returns
+// what Read's would of those fields; nothing else is kept, and a field T
+// lacks can't be read, so what is kept and what is read can't disagree.
+// For a resource whose objects are large and read in part: of the 750
+// bytes of JSON beside its metadata that the API server serves for the
+// Memcached example's Deployment (its pod template with the defaults the
+// API server fills in, before a Deployment controller adds its status's
+// conditions), the example's trim keeps 320.
+//
+// T is a struct with an embedded metav1.ObjectMeta, as Read's, of the
+// rest holding only what is read, in the JSON names of the resource (a
+// field of an API type, such as metav1.LabelSelector, keeps all of that
+// type's). The same resource and Selector owned too (Owns) is listed,
+// watched and kept once, for both. Read by several ReadTrimmed of the same
+// T, it is kept once, trimmed; read by Read too, whole, from which T
+// decodes what it would from the trimmed JSON. Through another T, it is
+// refused: NewController reports it, as it does Read's mistakes.
+func ReadTrimmed[T any](c *Client, k Kind[T], sel Selector) *Reader[T] {
+	r := newReaderOf[T](c, k.GVR, k.Kind, k.Scope, checkKind(k, ""), sel, "ReadTrimmed")
+	if r.err != nil {
+		return &Reader[T]{r}
+	}
+	e, err := c.cache.trimmedEntry(sel.key(k.GVR), trimTo[T]())
+	if err != nil {
+		r.err = fmt.Errorf("kube: ReadTrimmed(%s): %w", k.GVR, err)
+		return &Reader[T]{r}
+	}
+	r.entry = e
+	return &Reader[T]{r}
+}
+
 // ReadResource declares a read of r's objects that sel keeps, as Read does
 // for a Kind: each is decoded into an Object, as a Reconciler is handed
 // one.
@@ -111,6 +147,17 @@ func ReadResource[Spec, Status any](c *Client, r Resource[Spec, Status], sel Sel
 }
 
 func newReader[T any](c *Client, gvr schema.GroupVersionResource, kind string, scope Scope, err error, sel Selector) *reader {
+	r := newReaderOf[T](c, gvr, kind, scope, err, sel, "Read")
+	if r.err == nil {
+		r.entry = c.cache.entry(sel.key(gvr), true)
+	}
+	return r
+}
+
+// newReaderOf is a reader of gvr without its cache entry, or with the
+// error, every mistake at once, that fn, the function declaring it,
+// reports.
+func newReaderOf[T any](c *Client, gvr schema.GroupVersionResource, kind string, scope Scope, err error, sel Selector, fn string) *reader {
 	r := &reader{client: c, gr: gvr.GroupResource(), kind: kind, scope: scope, typ: reflect.TypeFor[T]()}
 	errs := []error{err}
 	if selErr := sel.check(scope); selErr != nil {
@@ -120,10 +167,8 @@ func newReader[T any](c *Client, gvr schema.GroupVersionResource, kind string, s
 		errs = append(errs, errors.New("the Client is nil"))
 	}
 	if err := errors.Join(errs...); err != nil {
-		r.err = fmt.Errorf("kube: Read(%s): %w", gvr, err)
-		return r
+		r.err = fmt.Errorf("kube: %s(%s): %w", fn, gvr, err)
 	}
-	r.entry = c.cache.entry(sel.key(gvr), true)
 	return r
 }
 

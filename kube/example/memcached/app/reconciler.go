@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -31,9 +30,13 @@ const Finalizer = "cache.example.com/finalizer"
 // Reconciler applies a Deployment that each Memcached controls, and
 // reports it in the Memcached's status.
 type Reconciler struct {
-	// Kube reads and applies the Deployments: a clientset, such as a
+	// Kube applies the Deployments: a clientset, such as a
 	// test's fake, or Init's apps/v1 client.
 	Kube AppsV1Getter
+
+	// Deployments reads the Deployments it applies, from the controller's
+	// cache: Init's kube.Reader, or a test's.
+	Deployments DeploymentReader
 
 	// Events records the Events about the Memcacheds: Init's
 	// kube.Recorder, or a test's; nil records none.
@@ -65,12 +68,16 @@ type EventRecorder interface {
 // the controller applies the status it returns, and applies it on an error
 // too, so a failure is a condition as well as an error.
 //
-// It reads the Deployment first, and applies it only when it is missing or
+// It reads the Deployment first, from the cache the controller keeps of
+// the Deployments it owns, and applies it only when it is missing or
 // differs from what it would apply (upToDate): a write that changes
 // nothing still costs the API server a request, an etcd write and an
 // event to every watcher, and a controller's restart reconciles every
-// Memcached at once. So a restart, or a resync, reads each Deployment, and
-// writes none that is as it should be.
+// Memcached at once. So a restart, or a resync, reads each Deployment,
+// sends no request for it, and writes none that is as it should be. The
+// read sees the controller's own last apply of it: after a reconcile
+// applied the Deployment, the next one's read waits for the cache to
+// bring that version (kube.Reader.Get).
 func (r Reconciler) Reconcile(ctx context.Context, m kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Result[MemcachedStatus], error) {
 	st := m.Status
 	failed := func(reason string, err error) (kube.Result[MemcachedStatus], error) {
@@ -81,14 +88,14 @@ func (r Reconciler) Reconcile(ctx context.Context, m kube.Object[MemcachedSpec, 
 		return kube.Result[MemcachedStatus]{Status: &st}, err
 	}
 
-	deployments := r.Kube.AppsV1().Deployments(m.Namespace)
-	d, err := deployments.Get(ctx, m.Name, metav1.GetOptions{})
+	d, err := r.Deployments.Get(ctx, m.Namespace, m.Name)
 	missing := apierrors.IsNotFound(err)
 	if err != nil && !missing {
 		return failed("GetFailed", err)
 	}
-	if missing || !upToDate(d, m) {
-		d, err = deployments.Apply(ctx, deployment(m),
+	ready := d.Status.ReadyReplicas
+	if missing || !upToDate(&d, m) {
+		applied, err := r.Kube.AppsV1().Deployments(m.Namespace).Apply(ctx, deployment(m),
 			// Force takes back any field someone else changed, such as a
 			// hand-made scale: the Memcached's spec says how many replicas
 			// run.
@@ -97,15 +104,16 @@ func (r Reconciler) Reconcile(ctx context.Context, m kube.Object[MemcachedSpec, 
 		if err != nil {
 			return failed("ApplyFailed", err)
 		}
+		ready = applied.Status.ReadyReplicas
 		if missing {
 			// A clientset's answer carries no kind: the reference to
 			// the Deployment is written out.
 			r.event(ctx, m, &corev1.ObjectReference{
-				APIVersion: "apps/v1", Kind: "Deployment", Namespace: d.Namespace, Name: d.Name, UID: d.UID,
-			}, "DeploymentCreated", "Create", "Created Deployment "+d.Name)
+				APIVersion: "apps/v1", Kind: "Deployment", Namespace: applied.Namespace, Name: applied.Name, UID: applied.UID,
+			}, "DeploymentCreated", "Create", "Created Deployment "+applied.Name)
 		}
 	}
-	st.ReadyReplicas = d.Status.ReadyReplicas
+	st.ReadyReplicas = ready
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type: "Available", Status: metav1.ConditionTrue, Reason: "DeploymentApplied",
 		ObservedGeneration: m.Generation,
@@ -144,7 +152,7 @@ const container = "memcached"
 // so applying it would change nothing. What others add beside it, such as
 // a label or a sidecar container, doesn't count: an apply would leave it
 // there too.
-func upToDate(d *appsv1.Deployment, m kube.Object[MemcachedSpec, MemcachedStatus]) bool {
+func upToDate(d *Deployment, m kube.Object[MemcachedSpec, MemcachedStatus]) bool {
 	owner := metav1.GetControllerOf(d)
 	ownedByM := owner != nil && owner.UID == m.UID && owner.APIVersion == m.APIVersion &&
 		owner.Kind == m.Kind && owner.Name == m.Name &&
@@ -154,7 +162,7 @@ func upToDate(d *appsv1.Deployment, m kube.Object[MemcachedSpec, MemcachedStatus
 		len(d.Spec.Selector.MatchExpressions) == 0
 	podLabels := true
 	for k, v := range labels(m) {
-		if got, ok := d.Spec.Template.Labels[k]; !ok || got != v {
+		if got, ok := d.Spec.Template.Metadata.Labels[k]; !ok || got != v {
 			podLabels = false
 		}
 	}

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"slices"
@@ -41,7 +42,7 @@ func TestReconcileAppliesADeploymentTheMemcachedControls(t *testing.T) {
 	rec := &events{}
 	m := memcached()
 
-	res, err := app.Reconciler{Kube: kc, Events: rec}.Reconcile(context.Background(), m)
+	res, err := app.Reconciler{Kube: kc, Deployments: cached{kc}, Events: rec}.Reconcile(context.Background(), m)
 	if err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
@@ -88,7 +89,7 @@ func TestReconcileAppliesADeploymentTheMemcachedControls(t *testing.T) {
 func TestReconcileDoesNotApplyADeploymentThatIsUpToDate(t *testing.T) {
 	kc := kubefake.NewClientset()
 	m := memcached()
-	if _, err := (app.Reconciler{Kube: kc}).Reconcile(context.Background(), m); err != nil {
+	if _, err := (app.Reconciler{Kube: kc, Deployments: cached{kc}}).Reconcile(context.Background(), m); err != nil {
 		t.Fatalf("the first Reconcile: %v", err)
 	}
 	// Its pods running, as the deployment controller would report them,
@@ -108,13 +109,13 @@ func TestReconcileDoesNotApplyADeploymentThatIsUpToDate(t *testing.T) {
 	kc.ClearActions()
 	rec := &events{}
 
-	res, err := app.Reconciler{Kube: kc, Events: rec}.Reconcile(context.Background(), m)
+	res, err := app.Reconciler{Kube: kc, Deployments: cached{kc}, Events: rec}.Reconcile(context.Background(), m)
 	if err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
 
-	if verbs := verbs(kc); !slices.Equal(verbs, []string{"get deployments"}) {
-		t.Errorf("requests = %q, want only the Deployment's get", verbs)
+	if verbs := verbs(kc); len(verbs) != 0 {
+		t.Errorf("requests = %q, want none: the Deployment is read from the cache, and is up to date", verbs)
 	}
 	if res.Status == nil || res.Status.ReadyReplicas != 2 {
 		t.Errorf("status = %+v, want the ReadyReplicas the read Deployment has, 2", res.Status)
@@ -145,7 +146,7 @@ func TestReconcileAppliesADeploymentThatDiffers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			kc := kubefake.NewClientset()
 			m := memcached()
-			if _, err := (app.Reconciler{Kube: kc}).Reconcile(context.Background(), m); err != nil {
+			if _, err := (app.Reconciler{Kube: kc, Deployments: cached{kc}}).Reconcile(context.Background(), m); err != nil {
 				t.Fatalf("the first Reconcile: %v", err)
 			}
 			d, err := kc.AppsV1().Deployments("shop").Get(context.Background(), "sessions", metav1.GetOptions{})
@@ -159,12 +160,12 @@ func TestReconcileAppliesADeploymentThatDiffers(t *testing.T) {
 			kc.ClearActions()
 			rec := &events{}
 
-			if _, err := (app.Reconciler{Kube: kc, Events: rec}).Reconcile(context.Background(), m); err != nil {
+			if _, err := (app.Reconciler{Kube: kc, Deployments: cached{kc}, Events: rec}).Reconcile(context.Background(), m); err != nil {
 				t.Fatalf("Reconcile: %v", err)
 			}
 
-			if verbs := verbs(kc); !slices.Equal(verbs, []string{"get deployments", "patch deployments"}) {
-				t.Errorf("requests = %q, want the Deployment's get and its apply", verbs)
+			if verbs := verbs(kc); !slices.Equal(verbs, []string{"patch deployments"}) {
+				t.Errorf("requests = %q, want the Deployment's apply only: it is read from the cache", verbs)
 			}
 			d, err = kc.AppsV1().Deployments("shop").Get(context.Background(), "sessions", metav1.GetOptions{})
 			if err != nil {
@@ -191,7 +192,7 @@ func TestReconcileReportsAFailedApplyAsAConditionAndAnError(t *testing.T) {
 	m.Status.Conditions = []metav1.Condition{{Type: "Degraded", Status: metav1.ConditionFalse, Reason: "AsExpected"}}
 	rec := &events{}
 
-	res, err := app.Reconciler{Kube: kc, Events: rec}.Reconcile(context.Background(), m)
+	res, err := app.Reconciler{Kube: kc, Deployments: cached{kc}, Events: rec}.Reconcile(context.Background(), m)
 
 	if !errors.Is(err, refused) {
 		t.Errorf("Reconcile's error = %v, want the apply's", err)
@@ -210,12 +211,11 @@ func TestReconcileReportsAFailedApplyAsAConditionAndAnError(t *testing.T) {
 
 func TestReconcileReportsAFailedGetAsAConditionAndAnError(t *testing.T) {
 	kc := kubefake.NewClientset()
-	unavailable := apierrors.NewServiceUnavailable("etcd is down")
-	kc.PrependReactor("get", "deployments", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, unavailable
-	})
+	// As kube.Reader.Get fails when the cache hasn't brought the
+	// reconcile's own last write in time.
+	unavailable := apierrors.NewServiceUnavailable("the cache hasn't brought this reconcile's own write")
 
-	res, err := app.Reconciler{Kube: kc}.Reconcile(context.Background(), memcached())
+	res, err := app.Reconciler{Kube: kc, Deployments: failing{unavailable}}.Reconcile(context.Background(), memcached())
 
 	if !errors.Is(err, unavailable) {
 		t.Errorf("Reconcile's error = %v, want the get's", err)
@@ -224,8 +224,8 @@ func TestReconcileReportsAFailedGetAsAConditionAndAnError(t *testing.T) {
 	if available.Status != metav1.ConditionUnknown || available.Reason != "GetFailed" {
 		t.Errorf("Available = %+v, want Unknown, GetFailed", available)
 	}
-	if verbs := verbs(kc); !slices.Equal(verbs, []string{"get deployments"}) {
-		t.Errorf("requests = %q, want only the get: nothing to apply from", verbs)
+	if verbs := verbs(kc); len(verbs) != 0 {
+		t.Errorf("requests = %q, want none: nothing to apply from", verbs)
 	}
 }
 
@@ -243,6 +243,32 @@ func TestFinalizeRecordsAnEvent(t *testing.T) {
 	if got := rec.recorded; len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 		t.Errorf("events = %+v, want %+v", got, want)
 	}
+}
+
+// cached reads kc's Deployments as the controller's cache hands them to
+// the Reconciler: without a request, and only what app.Deployment decodes
+// (kube.ReadTrimmed keeps no more).
+type cached struct{ kc *kubefake.Clientset }
+
+func (c cached) Get(_ context.Context, namespace, name string) (app.Deployment, error) {
+	var d app.Deployment
+	obj, err := c.kc.Tracker().Get(app.Deployments.GVR, namespace, name)
+	if err != nil {
+		return d, err
+	}
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return d, err
+	}
+	err = json.Unmarshal(data, &d)
+	return d, err
+}
+
+// failing is a cache of Deployments whose every read fails with err.
+type failing struct{ err error }
+
+func (f failing) Get(context.Context, string, string) (app.Deployment, error) {
+	return app.Deployment{}, f.err
 }
 
 // events records the Events a Reconciler records, as a kube.Recorder
