@@ -68,17 +68,11 @@ func (v Versions[HubSpec, HubStatus]) Handler(t humus.Telemetry) (http.Handler, 
 	}
 	t = t.Resolved()
 	h := &conversionHandler[HubSpec, HubStatus]{
-		group:    v.Hub.Group,
-		kind:     v.Hub.Kind,
-		hub:      v.Hub.Version,
-		versions: map[string]*converter[HubSpec, HubStatus]{},
-		resource: attribute.String(attrResource, v.Hub.Plural+"."+v.Hub.Group),
-		tracer:   t.TracerProvider.Tracer(scope),
+		versionSet: newVersionSet(v),
+		resource:   attribute.String(attrResource, v.Hub.Plural+"."+v.Hub.Group),
+		tracer:     t.TracerProvider.Tracer(scope),
 	}
 	h.log = slog.New(otelslog.NewHandler(scope, otelslog.WithLoggerProvider(t.LoggerProvider))).With(attrResource, v.Hub.Plural+"."+v.Hub.Group)
-	for _, e := range v.entries() {
-		h.versions[v.Hub.Group+"/"+e.resource.Version] = e.conv
-	}
 	m := t.MeterProvider.Meter(scope)
 	var err error
 	var errs []error
@@ -100,13 +94,26 @@ func (v Versions[HubSpec, HubStatus]) Handler(t humus.Telemetry) (http.Handler, 
 }
 
 type conversionHandler[HubSpec, HubStatus any] struct {
+	*versionSet[HubSpec, HubStatus]
+	resource attribute.KeyValue
+	tracer   trace.Tracer
+	log      *slog.Logger
+	duration metric.Float64Histogram
+	objects  metric.Int64Counter
+}
+
+// versionSet converts objects between the versions of a Versions.
+type versionSet[HubSpec, HubStatus any] struct {
 	group, kind, hub string
 	versions         map[string]*converter[HubSpec, HubStatus] // by apiVersion, group/version
-	resource         attribute.KeyValue
-	tracer           trace.Tracer
-	log              *slog.Logger
-	duration         metric.Float64Histogram
-	objects          metric.Int64Counter
+}
+
+func newVersionSet[HubSpec, HubStatus any](v Versions[HubSpec, HubStatus]) *versionSet[HubSpec, HubStatus] {
+	s := &versionSet[HubSpec, HubStatus]{group: v.Hub.Group, kind: v.Hub.Kind, hub: v.Hub.Version, versions: map[string]*converter[HubSpec, HubStatus]{}}
+	for _, e := range v.entries() {
+		s.versions[v.Hub.Group+"/"+e.resource.Version] = e.conv
+	}
+	return s
 }
 
 func (h *conversionHandler[HubSpec, HubStatus]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -188,8 +195,7 @@ func (h *conversionHandler[HubSpec, HubStatus]) panicked(ctx context.Context, sp
 // them by the versions and the outcome; it stops at the first that fails,
 // which fails them all.
 func (h *conversionHandler[HubSpec, HubStatus]) convertAll(ctx context.Context, req *apiextensionsv1.ConversionRequest, to string) ([]runtime.RawExtension, error) {
-	dst, ok := h.versions[to]
-	if !ok {
+	if _, ok := h.versions[to]; !ok {
 		return nil, fmt.Errorf("kube: converting %s to %s: no such version of %s", h.kind, to, h.kind)
 	}
 	out := make([]runtime.RawExtension, 0, len(req.Objects))
@@ -200,7 +206,7 @@ func (h *conversionHandler[HubSpec, HubStatus]) convertAll(ctx context.Context, 
 			Metadata   metav1.ObjectMeta `json:"metadata"`
 		}
 		_ = json.Unmarshal(raw.Raw, &id) // a mistake is the decode's, below
-		b, err := h.convert(raw.Raw, id.APIVersion, to, dst)
+		b, err := h.convert(raw.Raw, id.APIVersion, to)
 		o := success
 		if err != nil {
 			o = failure
@@ -223,18 +229,23 @@ func (h *conversionHandler[HubSpec, HubStatus]) convertAll(ctx context.Context, 
 	return out, nil
 }
 
-// convert converts raw, an object at from, to to, by dst.
-func (h *conversionHandler[HubSpec, HubStatus]) convert(raw []byte, from, to string, dst *converter[HubSpec, HubStatus]) ([]byte, error) {
+// convert converts raw, an object at the apiVersion from, to the
+// apiVersion to, through the hub.
+func (s *versionSet[HubSpec, HubStatus]) convert(raw []byte, from, to string) ([]byte, error) {
 	if from == to {
 		return raw, nil
 	}
-	src, ok := h.versions[from]
+	src, ok := s.versions[from]
 	if !ok {
-		return nil, fmt.Errorf("no such version of %s", h.kind)
+		return nil, fmt.Errorf("%s: no such version of %s", from, s.kind)
 	}
-	hub, err := src.up(raw, h.group, h.hub)
+	dst, ok := s.versions[to]
+	if !ok {
+		return nil, fmt.Errorf("%s: no such version of %s", to, s.kind)
+	}
+	hub, err := src.up(raw, s.group, s.hub)
 	if err != nil {
 		return nil, err
 	}
-	return dst.down(hub, h.group, h.hub)
+	return dst.down(hub, s.group, s.hub)
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/crdtest"
 )
@@ -244,5 +246,54 @@ func TestVersionsCRDErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("the error doesn't say %q:\n%v", want, err)
 		}
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	v := memcachedVersions()
+	full := beta("a", 3, 11211)
+	full.Status.Conditions = []metav1.Condition{{Type: "Available", Status: "True", Reason: "Up", LastTransitionTime: metav1.Unix(1e9, 0)}}
+	if err := kube.RoundTrip(v, full, beta("b", 1, 0)); err != nil {
+		t.Errorf("v1beta1's examples: %v", err)
+	}
+	if err := kube.RoundTrip(v, alpha("a", 3)); err != nil {
+		t.Errorf("v1alpha1's example: %v", err)
+	}
+
+	// fromHub forgets Size, and the labels: the annotation hides the
+	// first from a round trip, but not from one without it.
+	lossy := v
+	lossy.Others = []kube.Version[MemcachedSpecV1beta1, MemcachedStatus]{kube.VersionOf(Memcached, memcachedToV1beta1,
+		func(in kube.Object[MemcachedSpecV1beta1, MemcachedStatus]) (kube.Object[MemcachedSpec, MemcachedStatus], error) {
+			out, err := memcachedFromV1beta1(in)
+			out.Spec.Size = 0
+			out.Labels = nil
+			return out, err
+		})}
+	err := kube.RoundTrip(lossy, alpha("a", 3))
+	for _, want := range []string{
+		`kube: RoundTrip: v1alpha1 example 0 (ns/a) at v1beta1 and back: metadata.labels.app was "a", came back without it`,
+		`kube: RoundTrip: v1alpha1 example 0 (ns/a) at v1beta1 and back, without the annotation cache.example.com/v1alpha1: spec.size was 3, came back 0: the hub should hold every field of every version`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("the error doesn't say %q:\n%v", want, err)
+		}
+	}
+	if err := kube.RoundTrip[MemcachedSpecV1beta1, MemcachedSpec](v); err == nil || !strings.Contains(err.Error(), "no version of Memcached is a Resource[kube_test.MemcachedSpecV1beta1, kube_test.MemcachedSpec]") {
+		t.Errorf("examples of no version: %v", err)
+	}
+
+	// An object whose kept fields are too many for an annotation.
+	big := beta("a", 3, 1)
+	big.Status.Conditions = []metav1.Condition{{Type: "Available", Status: "True", Reason: "Up", Message: strings.Repeat("m", 32768)}}
+	many := v
+	many.Others = []kube.Version[MemcachedSpecV1beta1, MemcachedStatus]{kube.VersionOf(Memcached, memcachedToV1beta1,
+		func(in kube.Object[MemcachedSpecV1beta1, MemcachedStatus]) (kube.Object[MemcachedSpec, MemcachedStatus], error) {
+			out, err := memcachedFromV1beta1(in)
+			out.Annotations = map[string]string{"big": strings.Repeat("x", 240*1024)}
+			return out, err
+		})}
+	if err := kube.RoundTrip(many, big); err == nil || !strings.Contains(err.Error(), "more than the API server's 262144, which would refuse it") {
+		t.Errorf("annotations over the limit: %v", err)
 	}
 }
