@@ -1,0 +1,304 @@
+package kube_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/clustertest"
+)
+
+// versioned is memcachedVersions in a group of its own, so its CRD stands
+// beside the other tests' Memcacheds, with its webhook at url trusted by
+// ca.
+func versioned(url string, ca []byte) kube.Versions[MemcachedSpecV1beta1, MemcachedStatus] {
+	v := memcachedVersions()
+	alpha := Memcached
+	alpha.Group = "versioned.example.com"
+	v.Hub.Group = alpha.Group
+	v.Others = []kube.Version[MemcachedSpecV1beta1, MemcachedStatus]{
+		kube.VersionOf(alpha, memcachedToV1beta1, memcachedFromV1beta1).Deprecated("versioned.example.com/v1alpha1 Memcached is deprecated; use v1beta1"),
+	}
+	v.Webhook = kube.ConversionWebhook{URL: url, CABundle: ca}
+	return v
+}
+
+type (
+	alphaObject = kube.Object[MemcachedSpec, MemcachedStatus]
+	betaObject  = kube.Object[MemcachedSpecV1beta1, MemcachedStatus]
+)
+
+// serveWebhook serves v's Handler over TLS on 127.0.0.1, as the API
+// server reaches it, with a serving certificate of a CA of its own, and
+// returns its URL and the CA.
+func serveWebhook(t *testing.T, tel *humustest.Telemetry) (url string, ca []byte, start func(kube.Versions[MemcachedSpecV1beta1, MemcachedStatus])) {
+	t.Helper()
+	authority, err := clustertest.NewCA("conversion webhook CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := authority.Serving("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handler http.Handler = http.NotFoundHandler()
+	ready := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-ready
+		handler.ServeHTTP(w, r)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.URL + "/convert", authority.PEM(), func(v kube.Versions[MemcachedSpecV1beta1, MemcachedStatus]) {
+		h, err := v.Handler(tel.Telemetry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		handler = h
+		close(ready)
+	}
+}
+
+// TestClusterVersions runs the Memcached of two versions on the real
+// control plane, converted by the webhook: objects written at each
+// version are read, listed and shown by kubectl at the other, a write at
+// v1alpha1 keeps v1beta1's port, and a controller of v1beta1 settles an
+// object written at v1alpha1.
+func TestClusterVersions(t *testing.T) {
+	c := clustertest.Get(t)
+	tel := humustest.NewTelemetry()
+	url, ca, start := serveWebhook(t, tel)
+	v := versioned(url, ca)
+	start(v)
+	c.Install(t, v)
+	ns := c.Namespace(t)
+	d := dynamic.NewForConfigOrDie(c.AdminConfig())
+	betaRes := v.Hub
+	alphaR := Memcached
+	alphaR.Group = v.Hub.Group
+	alphas := kube.NewTypedClientOn(d, alphaR)
+	betas := kube.NewTypedClientOn(d, betaRes)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	if _, err := alphas.Create(ctx, alphaObject{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}, Spec: MemcachedSpec{Size: 2, Image: "memcached:1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := betas.Create(ctx, betaObject{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b"}, Spec: MemcachedSpecV1beta1{Replicas: 3, Image: "memcached:1", Port: 11211}}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("read at the other version", func(t *testing.T) {
+		a, err := betas.Get(ctx, ns, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.APIVersion != "versioned.example.com/v1beta1" || a.Spec.Replicas != 2 || a.Spec.Image != "memcached:1" || a.Spec.Port != 0 {
+			t.Errorf("a, written at v1alpha1, at v1beta1: %s %+v", a.APIVersion, a.Spec)
+		}
+		b, err := alphas.Get(ctx, ns, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.APIVersion != "versioned.example.com/v1alpha1" || b.Spec.Size != 3 {
+			t.Errorf("b, written at v1beta1, at v1alpha1: %s %+v", b.APIVersion, b.Spec)
+		}
+		for _, list := range []func() ([]string, error){
+			func() ([]string, error) { l, err := alphas.List(ctx, ns, nil, nil); return names(l), err },
+			func() ([]string, error) { l, err := betas.List(ctx, ns, nil, nil); return names(l), err },
+		} {
+			got, err := list()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, []string{"a", "b"}) {
+				t.Errorf("listed %v, want a and b", got)
+			}
+		}
+	})
+
+	t.Run("kubectl's table", func(t *testing.T) {
+		alphaTable := table(t, c.AdminConfig(), "versioned.example.com/v1alpha1", ns, "memcacheds", "Name", "Size")
+		if want := [][]string{{"a", "2"}, {"b", "3"}}; !slices.EqualFunc(alphaTable, want, slices.Equal) {
+			t.Errorf("kubectl get memcacheds.v1alpha1.versioned.example.com: NAME and SIZE %v, want %v", alphaTable, want)
+		}
+		betaTable := table(t, c.AdminConfig(), "versioned.example.com/v1beta1", ns, "memcacheds", "Name", "Replicas", "Port")
+		if want := [][]string{{"a", "2", "<nil>"}, {"b", "3", "11211"}}; !slices.EqualFunc(betaTable, want, slices.Equal) {
+			t.Errorf("kubectl get memcacheds.v1beta1.versioned.example.com: NAME, REPLICAS and PORT %v, want %v", betaTable, want)
+		}
+	})
+
+	t.Run("a write at v1alpha1 keeps v1beta1's port", func(t *testing.T) {
+		gvr := schema.GroupVersionResource{Group: "versioned.example.com", Version: "v1alpha1", Resource: "memcacheds"}
+		u, err := d.Resource(gvr).Namespace(ns).Get(ctx, "b", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Object["spec"].(map[string]any)["size"] = int64(1)
+		if _, err := d.Resource(gvr).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := betas.Get(ctx, ns, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Spec.Replicas != 1 || b.Spec.Port != 11211 || len(b.Annotations) != 0 {
+			t.Errorf("b, written at v1alpha1 with size 1, at v1beta1: %+v, annotations %v; want replicas 1, port 11211, no annotation", b.Spec, b.Annotations)
+		}
+	})
+
+	t.Run("a controller of v1beta1 settles an object written at v1alpha1", func(t *testing.T) {
+		setup := &humus.Setup{Host: humustest.NewHost().Host(), Telemetry: humustest.NewTelemetry().Telemetry()}
+		client, err := kube.NewClient(setup, kube.Connection{
+			Server: c.Server(), TLS: &tls.Config{RootCAs: c.CA()},
+			Token: func(context.Context) (string, error) { return c.AdminToken(), nil },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := kube.DefaultSettings()
+		s.Name = "versioned-memcached"
+		s.Namespace = ns
+		s.LeaderElection.Namespace = ns
+		s.LeaderElection.Identity = "replica-1"
+		ctrl, err := kube.NewController(setup, client, s, betaRes, kube.ReconcilerFunc[MemcachedSpecV1beta1, MemcachedStatus](
+			func(_ context.Context, m betaObject) (kube.Result[MemcachedStatus], error) {
+				st := m.Status
+				st.ReadyReplicas = m.Spec.Replicas
+				return kube.Result[MemcachedStatus]{Status: &st}, nil
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- ctrl.Serve(sctx) }()
+		defer func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("Serve = %v", err)
+			}
+		}()
+		if _, err := alphas.Create(ctx, alphaObject{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"}, Spec: MemcachedSpec{Size: 3, Image: "memcached:1"}}); err != nil {
+			t.Fatal(err)
+		}
+		clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+			for name, want := range map[string]int32{"a": 2, "b": 1, "c": 3} {
+				m, err := alphas.Get(ctx, ns, name)
+				if err != nil {
+					return err
+				}
+				if m.Status.ReadyReplicas != want {
+					return fmt.Errorf("%s's status at v1alpha1: readyReplicas %d, want %d", name, m.Status.ReadyReplicas, want)
+				}
+			}
+			return nil
+		})
+	})
+
+	t.Run("the webhook's telemetry", func(t *testing.T) {
+		counts := conversionCounts(t, tel)
+		var up, down int64
+		for set, n := range counts {
+			from, _ := set.Value("humus.kube.conversion.from")
+			to, _ := set.Value("humus.kube.conversion.to")
+			outcome, _ := set.Value("humus.kube.conversion.outcome")
+			if outcome.AsString() != "success" {
+				t.Errorf("%d conversions %s", n, set.Encoded(nil))
+			}
+			switch {
+			case from.AsString() == "versioned.example.com/v1alpha1" && to.AsString() == "versioned.example.com/v1beta1":
+				up += n
+			case from.AsString() == "versioned.example.com/v1beta1" && to.AsString() == "versioned.example.com/v1alpha1":
+				down += n
+			}
+		}
+		if up == 0 || down == 0 {
+			t.Errorf("converted %d objects up and %d down, want some of each: %v", up, down, counts)
+		}
+		t.Logf("converted %d objects up to v1beta1 and %d down to v1alpha1", up, down)
+	})
+}
+
+func names[Spec, Status any](objs []kube.Object[Spec, Status]) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// table asks the API server for the objects of plural at apiVersion in ns
+// as a Table, as kubectl get does, and returns each row's cells of the
+// columns named, sorted by the first, each as fmt prints it.
+func table(t *testing.T, cfg *rest.Config, apiVersion, ns, plural string, columns ...string) [][]string {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := cfg.Host + "/apis/" + apiVersion + "/namespaces/" + ns + "/" + plural
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s as a Table: %s %v: %s", url, resp.Status, err, body)
+	}
+	var tab metav1.Table
+	if err := json.Unmarshal(body, &tab); err != nil {
+		t.Fatalf("decoding the Table: %v\n%s", err, body)
+	}
+	var rows [][]string
+	for _, r := range tab.Rows {
+		var cells []string
+		for _, name := range columns {
+			i := slices.IndexFunc(tab.ColumnDefinitions, func(d metav1.TableColumnDefinition) bool { return d.Name == name })
+			if i < 0 {
+				t.Fatalf("the Table at %s has no column %s: %s", apiVersion, name, body)
+			}
+			cells = append(cells, fmt.Sprint(r.Cells[i]))
+		}
+		rows = append(rows, cells)
+	}
+	slices.SortFunc(rows, func(a, b []string) int { return cmpString(a[0], b[0]) })
+	return rows
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
