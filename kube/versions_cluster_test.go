@@ -13,6 +13,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -301,4 +302,116 @@ func cmpString(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// TestClusterVersionsMigrate moves the storage version from v1alpha1 to
+// v1beta1 with objects stored at v1alpha1, and migrates them: an
+// interrupted Migrate resumes, writing only what is left; a finished one
+// returns at once; and v1alpha1 can then leave the CRD.
+func TestClusterVersionsMigrate(t *testing.T) {
+	c := clustertest.Get(t)
+	url, ca, start := serveWebhook(t, humustest.NewTelemetry())
+	v := versioned(url, ca)
+	alpha := Memcached
+	alpha.Group = "migrated.example.com"
+	v.Hub.Group = alpha.Group
+	v.Others = []kube.Version[MemcachedSpecV1beta1, MemcachedStatus]{kube.VersionOf(alpha, memcachedToV1beta1, memcachedFromV1beta1)}
+	v.Storage = "v1alpha1"
+	start(v)
+	c.Install(t, v)
+	ns := c.Namespace(t)
+	d := dynamic.NewForConfigOrDie(c.AdminConfig())
+	alphas := kube.NewTypedClientOn(d, alpha)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	const n = 600 // more than a page of 500
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			_, err := alphas.Create(ctx, alphaObject{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("m-%03d", i)}, Spec: MemcachedSpec{Size: 1 + int32(i%3), Image: "memcached:1"}})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	v.Storage = "v1beta1"
+	c.Install(t, v)
+	if got := storedVersions(t, d, v); !slices.Equal(got, []string{"v1alpha1", "v1beta1"}) {
+		t.Fatalf("storedVersions %v before the migration, want v1alpha1 and v1beta1", got)
+	}
+
+	// Interrupted after its first page.
+	pctx, stop := context.WithCancel(ctx)
+	var first []kube.Migration
+	err := v.Migrate(pctx, d, func(m kube.Migration) {
+		first = append(first, m)
+		stop()
+	})
+	stop()
+	if err == nil || len(first) != 1 || first[0].Rewritten != 500 || first[0].Done {
+		t.Fatalf("Migrate cancelled after a page: %v, progress %+v; want an error after 500 rewritten", err, first)
+	}
+	if got := storedVersions(t, d, v); !slices.Equal(got, []string{"v1alpha1", "v1beta1"}) {
+		t.Errorf("storedVersions %v after an interrupted migration, want both still", got)
+	}
+
+	// Resumed: the first page's objects are stored at v1beta1 already.
+	var progress []kube.Migration
+	started := time.Now()
+	if err := v.Migrate(ctx, d, func(m kube.Migration) { progress = append(progress, m) }); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("resumed migration of %d objects took %v: %+v", n, time.Since(started).Round(time.Millisecond), progress)
+	last := progress[len(progress)-1]
+	if !last.Done || last.Rewritten != n-500 || last.Stored != 500 || len(progress) != 2 || progress[0].Remaining != n-500 {
+		t.Errorf("resumed Migrate's progress %+v, want a page and its end: 100 rewritten and 500 stored already, done", progress)
+	}
+	if got := storedVersions(t, d, v); !slices.Equal(got, []string{"v1beta1"}) {
+		t.Errorf("storedVersions %v after the migration, want v1beta1 alone", got)
+	}
+
+	// Again: nothing to do.
+	progress = nil
+	if err := v.Migrate(ctx, d, func(m kube.Migration) { progress = append(progress, m) }); err != nil || len(progress) != 1 || progress[0] != (kube.Migration{Done: true}) {
+		t.Errorf("Migrate once migrated: %v, progress %+v; want done at once", err, progress)
+	}
+
+	// Every object reads the same at v1beta1, and v1alpha1 can go.
+	betas := kube.NewTypedClientOn(d, v.Hub)
+	list, err := betas.List(ctx, ns, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range list {
+		var i int
+		_, _ = fmt.Sscanf(m.Name, "m-%d", &i)
+		if m.Spec.Replicas != 1+int32(i%3) {
+			t.Errorf("%s at v1beta1: replicas %d, want %d", m.Name, m.Spec.Replicas, 1+i%3)
+		}
+	}
+	if len(list) != n {
+		t.Errorf("%d objects at v1beta1, want %d", len(list), n)
+	}
+	v.Others = nil
+	c.Install(t, v)
+}
+
+// storedVersions is the CRD of v's status.storedVersions.
+func storedVersions(t *testing.T, d dynamic.Interface, v kube.Versions[MemcachedSpecV1beta1, MemcachedStatus]) []string {
+	t.Helper()
+	crd, err := d.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).
+		Get(t.Context(), v.Hub.Plural+"."+v.Hub.Group, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := unstructured.NestedStringSlice(crd.Object, "status", "storedVersions")
+	return got
 }
