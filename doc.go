@@ -22,8 +22,9 @@
 //
 // The packages beside it: health (monitors, and the probes' Service),
 // config (plain values from the Host's environment and files, every
-// problem in one error) and humustest (a Host, a Telemetry and checks for
-// tests).
+// problem in one error), webhook (the HTTPS Service a conversion or
+// admission webhook runs on, its certificate renewed without a restart)
+// and humustest (a Host, a Telemetry and checks for tests).
 //
 // Kubernetes controllers are the nested module github.com/z5labs/humus/kube:
 // a controller is a Service, built on client-go alone.

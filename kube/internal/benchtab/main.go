@@ -63,6 +63,12 @@ var targets = map[string]string{
 	"Shards/replicas=4 heap-B/replica":       "replicas=1's / 4, ± 20%",
 	"Shards/replicas=2 received-MiB/replica": "replicas=1's / 2, ± 20%",
 	"Shards/replicas=4 received-MiB/replica": "replicas=1's / 4, ± 20%",
+	// The cache an App's controllers share.
+	"Related/N=10000/workers=4 change-latency-p99-s":  "< 1",
+	"Related/N=10000/workers=16 change-latency-p99-s": "< 1",
+	"SharedOwns/N=10000 both-vs-one":                  "≤ 1.1",
+	"SharedOwns/N=10000 both-deployment-watches":      "1",
+	"Selector/N=10000 selected-cached-objects":        "10",
 }
 
 func main() {

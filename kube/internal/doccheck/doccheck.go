@@ -82,6 +82,7 @@ var Imports = map[string]string{
 	"config":       "github.com/z5labs/humus/config",
 	"health":       "github.com/z5labs/humus/health",
 	"humustest":    "github.com/z5labs/humus/humustest",
+	"webhook":      "github.com/z5labs/humus/webhook",
 	"kube":         "github.com/z5labs/humus/kube",
 	"app":          "github.com/z5labs/humus/kube/example/memcached/app",
 	"appsv1":       "k8s.io/api/apps/v1",

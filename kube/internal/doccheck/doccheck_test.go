@@ -126,6 +126,7 @@ func TestDocsNames(t *testing.T) {
 		"kubeenv":     "kube/kubeenv",
 		"clustertest": "kube/clustertest",
 		"telemetry":   "telemetry",
+		"webhook":     "webhook",
 	} {
 		api, err := doccheck.ReadAPI(filepath.Join(root, filepath.FromSlash(dir)))
 		if err != nil {

@@ -58,6 +58,9 @@ type appConfig struct {
 	Profile string            `json:"profile"`
 	// MemProfileRate is the heap profile's sampling rate, when profiled.
 	MemProfileRate int `json:"memProfileRate"`
+	// App names the App the child runs: "" for the Memcached example's,
+	// otherwise one of benchApps.
+	App string `json:"app"`
 }
 
 // profile, given, is where each App's process writes its CPU profile,
@@ -110,6 +113,12 @@ func TestApp(t *testing.T) {
 	if a.cfg.Profile != "" {
 		runtime.MemProfileRate = a.cfg.MemProfileRate
 	}
+	a.init = app.Init
+	if a.cfg.App != "" {
+		if a.init = benchApps[a.cfg.App]; a.init == nil {
+			t.Fatalf("no App named %q", a.cfg.App)
+		}
+	}
 	a.host, a.received = a.cfg.host()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -148,6 +157,7 @@ func TestApp(t *testing.T) {
 type childApp struct {
 	t        *testing.T
 	cfg      appConfig
+	init     humus.Init // the App the child runs
 	host     humus.Host
 	received *atomic.Int64 // bytes read from the App's connections
 	reader   *sdkmetric.ManualReader
@@ -171,7 +181,7 @@ func (a *childApp) mux() *http.ServeMux {
 			if a.cfg.Profile != "" {
 				startProfile(a.t, a.cfg.Profile)
 			}
-			a.started <- humustest.Start(a.t, a.host, app.Init, tel)
+			a.started <- humustest.Start(a.t, a.host, a.init, tel)
 		})
 	})
 	mux.HandleFunc("GET /usage", func(w http.ResponseWriter, r *http.Request) {
@@ -345,7 +355,14 @@ var profiles atomic.Int64
 // output logged if b failed.
 func spawn(b *testing.B, h *humustest.Host) *appProcess {
 	b.Helper()
-	cfg := appConfig{Env: h.Env, Files: map[string][]byte{}}
+	return spawnApp(b, h, "")
+}
+
+// spawnApp is spawn for the App named name: "" for the Memcached
+// example's, otherwise one of benchApps.
+func spawnApp(b *testing.B, h *humustest.Host, name string) *appProcess {
+	b.Helper()
+	cfg := appConfig{Env: h.Env, Files: map[string][]byte{}, App: name}
 	if *profile != "" {
 		cfg.Profile = fmt.Sprintf("%s-%d", *profile, profiles.Add(1))
 		cfg.MemProfileRate = *memProfileRate

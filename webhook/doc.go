@@ -1,0 +1,40 @@
+// Package webhook serves an http.Handler over HTTPS, as the API server
+// calls a Kubernetes conversion or admission webhook: a POST of JSON over
+// TLS, to a Service or a URL, with the serving certificate the API server
+// trusts through the webhook's caBundle.
+//
+// What it promises:
+//
+//   - A Service listens through the Host (Host.Listen) and reads its
+//     certificate and key through it (Host.FS), from two files in one
+//     folder, tls.crt and tls.key unless named otherwise: the keys of a
+//     kubernetes.io/tls Secret, which is what a cert-manager Certificate
+//     writes, mounted as a volume. A relative folder is taken against
+//     Host.Dir, as Host.HostPath does.
+//   - NewService checks its Settings and the files before anything serves,
+//     and returns every mistake at once in one error, each naming the value
+//     and what is wrong with it: an address that isn't one, a file that
+//     is missing, a key that isn't the certificate's, a certificate that
+//     has expired or isn't valid yet.
+//   - A renewed certificate is served without a restart. The files are
+//     read again on a TLS handshake at most once every Settings.CheckEvery
+//     (10s unless set), and their content compared with what is serving;
+//     a kubelet swapping a Secret volume's files at once is read as one
+//     pair. A renewed pair that can't serve (a key of another certificate,
+//     an expired certificate, a file missing) leaves the one serving in
+//     place, and is recorded once, as an error log record.
+//   - Serve returns nil once its context is done, having stopped
+//     accepting connections, or an error once the listener fails. Shutdown
+//     lets the requests in flight finish within its context. Ready is
+//     healthy while the Service serves, for health.Readiness.
+//   - Every request has a server span, from the Setup's Telemetry, in the
+//     request's context, under a trace context the request carries; the
+//     handler adds to it, or renames it, through trace.SpanFromContext.
+//     Nothing records through an OpenTelemetry, log or slog global: net/http's
+//     own messages, such as a failed handshake's, are log records too.
+//
+// The handler is the webhook: package kube's conversion handler, or an
+// admission handler of the App's own. A denial from an admission webhook is
+// a 200 whose AdmissionReview says allowed: false; any other status is a
+// failure, which the webhook's failurePolicy decides.
+package webhook
