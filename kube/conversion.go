@@ -53,8 +53,9 @@ const (
 // object written at v1beta1, read at v1alpha1, changed and written back,
 // keeps the fields only v1beta1 has. RoundTrip checks it for examples.
 //
-// Each review is a span, "convert <Kind>", a server span named by the
-// review's UID, and is recorded through t, under the module's scope:
+// Each review is a span, "convert <Kind>", with the review's UID, the
+// child of the server's span in the request's context (webhook.Service's),
+// and is recorded through t, under the module's scope:
 //
 //	humus.kube.conversion.duration  histogram, s: each review, by humus.kube.conversion.to and outcome
 //	humus.kube.conversion.objects   counter: the objects converted, by from, to and outcome
@@ -146,7 +147,7 @@ func (h *conversionHandler[HubSpec, HubStatus]) ServeHTTP(w http.ResponseWriter,
 func (h *conversionHandler[HubSpec, HubStatus]) review(ctx context.Context, req *apiextensionsv1.ConversionRequest) *apiextensionsv1.ConversionResponse {
 	start := time.Now()
 	to := req.DesiredAPIVersion
-	ctx, span := h.tracer.Start(ctx, "convert "+h.kind, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start),
+	ctx, span := h.tracer.Start(ctx, "convert "+h.kind, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(start),
 		trace.WithAttributes(h.resource, attribute.String(attrConvTo, to), attribute.Int("humus.kube.conversion.objects", len(req.Objects)),
 			attribute.String("humus.kube.conversion.uid", string(req.UID))))
 	resp := &apiextensionsv1.ConversionResponse{UID: req.UID}

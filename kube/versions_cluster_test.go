@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,12 +22,12 @@ import (
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/webhook"
 )
 
 // versioned is memcachedVersions in a group of its own, so its CRD stands
-// beside the other tests' Memcacheds, with its webhook at url trusted by
-// ca.
-func versioned(url string, ca []byte) kube.Versions[MemcachedSpecV1beta1, MemcachedStatus] {
+// beside the other tests' Memcacheds.
+func versioned() kube.Versions[MemcachedSpecV1beta1, MemcachedStatus] {
 	v := memcachedVersions()
 	alpha := Memcached
 	alpha.Group = "versioned.example.com"
@@ -35,7 +35,6 @@ func versioned(url string, ca []byte) kube.Versions[MemcachedSpecV1beta1, Memcac
 	v.Others = []kube.Version[MemcachedSpecV1beta1, MemcachedStatus]{
 		kube.VersionOf(alpha, memcachedToV1beta1, memcachedFromV1beta1).Deprecated("versioned.example.com/v1alpha1 Memcached is deprecated; use v1beta1"),
 	}
-	v.Webhook = kube.ConversionWebhook{URL: url, CABundle: ca}
 	return v
 }
 
@@ -44,10 +43,12 @@ type (
 	betaObject  = kube.Object[MemcachedSpecV1beta1, MemcachedStatus]
 )
 
-// serveWebhook serves v's Handler over TLS on 127.0.0.1, as the API
-// server reaches it, with a serving certificate of a CA of its own, and
-// returns its URL and the CA.
-func serveWebhook(t *testing.T, tel *humustest.Telemetry) (url string, ca []byte, start func(kube.Versions[MemcachedSpecV1beta1, MemcachedStatus])) {
+// serveWebhook serves v's Handler as an App serves it: a webhook.Service,
+// the core's HTTPS Service, listening on 127.0.0.1 through a humustest
+// Host whose files hold a serving certificate of a CA of its own, as a
+// cert-manager Secret volume would. It returns v with its Webhook's URL
+// and CABundle set to the Service's.
+func serveWebhook(t *testing.T, tel *humustest.Telemetry, v kube.Versions[MemcachedSpecV1beta1, MemcachedStatus]) kube.Versions[MemcachedSpecV1beta1, MemcachedStatus] {
 	t.Helper()
 	authority, err := clustertest.NewCA("conversion webhook CA")
 	if err != nil {
@@ -57,27 +58,39 @@ func serveWebhook(t *testing.T, tel *humustest.Telemetry) (url string, ca []byte
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	host := humustest.NewHost()
+	host.Files["etc/webhook/tls/tls.crt"] = &fstest.MapFile{Data: certPEM}
+	host.Files["etc/webhook/tls/tls.key"] = &fstest.MapFile{Data: keyPEM}
+	// The Handler doesn't depend on the Webhook's URL, which is the
+	// Service's, known once it listens.
+	v.Webhook = kube.ConversionWebhook{URL: "https://127.0.0.1/convert", CABundle: authority.PEM()}
+	h, err := v.Handler(tel.Telemetry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var handler http.Handler = http.NotFoundHandler()
-	ready := make(chan struct{})
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		<-ready
-		handler.ServeHTTP(w, r)
-	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	return srv.URL + "/convert", authority.PEM(), func(v kube.Versions[MemcachedSpecV1beta1, MemcachedStatus]) {
-		h, err := v.Handler(tel.Telemetry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		handler = h
-		close(ready)
+	mux := http.NewServeMux()
+	mux.Handle("POST /convert", h)
+	hook, err := webhook.NewService(&humus.Setup{Host: host.Host(), Telemetry: tel.Telemetry()},
+		webhook.Settings{Addr: "127.0.0.1:0", CertDir: "/etc/webhook/tls"}, mux)
+	if err != nil {
+		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- hook.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("the webhook's Serve = %v", err)
+		}
+		_ = hook.Shutdown(context.Background())
+	})
+	addr, err := hook.Addr(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Webhook.URL = "https://" + addr.String() + "/convert"
+	return v
 }
 
 // TestClusterVersions runs the Memcached of two versions on the real
@@ -88,9 +101,7 @@ func serveWebhook(t *testing.T, tel *humustest.Telemetry) (url string, ca []byte
 func TestClusterVersions(t *testing.T) {
 	c := clustertest.Get(t)
 	tel := humustest.NewTelemetry()
-	url, ca, start := serveWebhook(t, tel)
-	v := versioned(url, ca)
-	start(v)
+	v := serveWebhook(t, tel, versioned())
 	c.Install(t, v)
 	ns := c.Namespace(t)
 	d := dynamic.NewForConfigOrDie(c.AdminConfig())
@@ -310,14 +321,13 @@ func cmpString(a, b string) int {
 // returns at once; and v1alpha1 can then leave the CRD.
 func TestClusterVersionsMigrate(t *testing.T) {
 	c := clustertest.Get(t)
-	url, ca, start := serveWebhook(t, humustest.NewTelemetry())
-	v := versioned(url, ca)
+	v := versioned()
 	alpha := Memcached
 	alpha.Group = "migrated.example.com"
 	v.Hub.Group = alpha.Group
 	v.Others = []kube.Version[MemcachedSpecV1beta1, MemcachedStatus]{kube.VersionOf(alpha, memcachedToV1beta1, memcachedFromV1beta1)}
 	v.Storage = "v1alpha1"
-	start(v)
+	v = serveWebhook(t, humustest.NewTelemetry(), v)
 	c.Install(t, v)
 	ns := c.Namespace(t)
 	d := dynamic.NewForConfigOrDie(c.AdminConfig())
