@@ -132,36 +132,7 @@ func TestConversionThroughTheHub(t *testing.T) {
 // TestConversionFailures: a conversion function's error or panic, or one
 // changing the object's identity, fails the review, and is recorded.
 func TestConversionFailures(t *testing.T) {
-	for _, tt := range []struct {
-		name    string
-		toHub   func(kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error)
-		want    string
-		outcome string
-	}{
-		{"error", func(kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
-			return kube.Object[MemcachedSpecV1beta1, MemcachedStatus]{}, errors.New("size 7 has no replicas")
-		}, `kube: converting Memcached ns/a (objects[1]) from cache.example.com/v1alpha1 to cache.example.com/v1beta1: toHub of v1alpha1: size 7 has no replicas`, "error"},
-		{"panic", func(kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
-			var m map[string]int
-			m["x"] = 1
-			return kube.Object[MemcachedSpecV1beta1, MemcachedStatus]{}, nil
-		}, `kube: converting Memcached ns/a (objects[1]) from cache.example.com/v1alpha1 to cache.example.com/v1beta1: toHub of v1alpha1 panicked: assignment to entry in nil map`, "panic"},
-		{"name", func(in kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
-			out, err := memcachedToV1beta1(in)
-			out.Name += "-v1beta1"
-			return out, err
-		}, `toHub of v1alpha1 changed metadata.name from "a" to "a-v1beta1": a conversion keeps the object's name, namespace, UID and kind, so copy its ObjectMeta`, "error"},
-		{"uid", func(in kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
-			out, err := memcachedToV1beta1(in)
-			out.ObjectMeta = metav1.ObjectMeta{Name: in.Name, Namespace: in.Namespace}
-			return out, err
-		}, `toHub of v1alpha1 changed metadata.uid from "u-1" to ""`, "error"},
-		{"kind", func(in kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
-			out, err := memcachedToV1beta1(in)
-			out.Kind = "Memcache"
-			return out, err
-		}, `toHub of v1alpha1 changed kind from "Memcached" to "Memcache"`, "error"},
-	} {
+	for _, tt := range conversionFailures() {
 		t.Run(tt.name, func(t *testing.T) {
 			tel := humustest.NewTelemetry()
 			v := memcachedVersions()
@@ -209,6 +180,41 @@ func TestConversionFailures(t *testing.T) {
 				t.Errorf("%d of outcome %s counted, want 1: %v", n, tt.outcome, objects)
 			}
 		})
+	}
+}
+
+// conversionFailure is a toHub that fails, what the review's result says,
+// and the outcome recorded.
+type conversionFailure struct {
+	name    string
+	toHub   func(kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error)
+	want    string
+	outcome string
+}
+
+func conversionFailures() []conversionFailure {
+	return []conversionFailure{
+		{"error", func(kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
+			return kube.Object[MemcachedSpecV1beta1, MemcachedStatus]{}, errors.New("size 7 has no replicas")
+		}, `kube: converting Memcached ns/a (objects[1]) from cache.example.com/v1alpha1 to cache.example.com/v1beta1: toHub of v1alpha1: size 7 has no replicas`, "error"},
+		{"panic", func(kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
+			panic("no replicas for size 7")
+		}, `kube: converting Memcached ns/a (objects[1]) from cache.example.com/v1alpha1 to cache.example.com/v1beta1: toHub of v1alpha1 panicked: no replicas for size 7`, "panic"},
+		{"name", func(in kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
+			out, err := memcachedToV1beta1(in)
+			out.Name += "-v1beta1"
+			return out, err
+		}, `toHub of v1alpha1 changed metadata.name from "a" to "a-v1beta1": a conversion keeps the object's name, namespace, UID and kind, so copy its ObjectMeta`, "error"},
+		{"uid", func(in kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
+			out, err := memcachedToV1beta1(in)
+			out.ObjectMeta = metav1.ObjectMeta{Name: in.Name, Namespace: in.Namespace}
+			return out, err
+		}, `toHub of v1alpha1 changed metadata.uid from "u-1" to ""`, "error"},
+		{"kind", func(in kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
+			out, err := memcachedToV1beta1(in)
+			out.Kind = "Memcache"
+			return out, err
+		}, `toHub of v1alpha1 changed kind from "Memcached" to "Memcache"`, "error"},
 	}
 }
 
@@ -307,7 +313,7 @@ func TestConversionOverTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var out apiextensionsv1.ConversionReview
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		t.Fatal(err)

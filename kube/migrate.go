@@ -83,13 +83,29 @@ func (v Versions[HubSpec, HubStatus]) Migrate(ctx context.Context, d dynamic.Int
 		return nil
 	}
 
+	m, err := v.rewriteAll(ctx, d, report)
+	if err != nil {
+		return err
+	}
+	if err := v.setStoredVersions(ctx, d, crd); err != nil {
+		return err
+	}
+	m.Remaining, m.Done = 0, true
+	report(m)
+	return nil
+}
+
+// rewriteAll writes every object of the resource back at Storage, a page
+// at a time, calling report after each page but the last.
+func (v Versions[HubSpec, HubStatus]) rewriteAll(ctx context.Context, d dynamic.Interface, report func(Migration)) (Migration, error) {
+	name := v.Hub.Plural + "." + v.Hub.Group
 	objects := d.Resource(schema.GroupVersionResource{Group: v.Hub.Group, Version: v.Storage, Resource: v.Hub.Plural})
 	var m Migration
 	opts := metav1.ListOptions{Limit: migratePage}
 	for {
 		list, err := objects.List(ctx, opts)
 		if err != nil {
-			return fmt.Errorf("kube: Migrate: listing the %s at %s: %w", name, v.Storage, err)
+			return m, fmt.Errorf("kube: Migrate: listing the %s at %s: %w", name, v.Storage, err)
 		}
 		for i := range list.Items {
 			u := &list.Items[i]
@@ -102,7 +118,7 @@ func (v Versions[HubSpec, HubStatus]) Migrate(ctx context.Context, d dynamic.Int
 			case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 				m.Stored++ // written or deleted since: at Storage, or gone
 			case err != nil:
-				return fmt.Errorf("kube: Migrate: rewriting %s %s at %s: %w", v.Hub.Kind, key(u), v.Storage, err)
+				return m, fmt.Errorf("kube: Migrate: rewriting %s %s at %s: %w", v.Hub.Kind, key(u), v.Storage, err)
 			case out.GetResourceVersion() == u.GetResourceVersion():
 				m.Stored++ // the API server skipped the write: stored at Storage
 			default:
@@ -120,10 +136,17 @@ func (v Versions[HubSpec, HubStatus]) Migrate(ctx context.Context, d dynamic.Int
 		report(m)
 	}
 
-	// Every object is at Storage: say so in the CRD's status, on the CRD
-	// as it is now, again after a conflict.
+	return m, nil
+}
+
+// setStoredVersions sets the CRD's status.storedVersions to Storage alone,
+// on the CRD as it is now, again after a conflict.
+func (v Versions[HubSpec, HubStatus]) setStoredVersions(ctx context.Context, d dynamic.Interface, crd *unstructured.Unstructured) error {
+	name := crd.GetName()
 	for {
-		unstructured.SetNestedStringSlice(crd.Object, []string{v.Storage}, "status", "storedVersions")
+		if err := unstructured.SetNestedStringSlice(crd.Object, []string{v.Storage}, "status", "storedVersions"); err != nil {
+			return fmt.Errorf("kube: Migrate: the CRD %s: %w", name, err)
+		}
 		_, err := d.Resource(crdsResource).UpdateStatus(ctx, crd, metav1.UpdateOptions{})
 		if err == nil {
 			break
@@ -138,8 +161,6 @@ func (v Versions[HubSpec, HubStatus]) Migrate(ctx context.Context, d dynamic.Int
 			return fmt.Errorf("kube: Migrate: %w", err)
 		}
 	}
-	m.Remaining, m.Done = 0, true
-	report(m)
 	return nil
 }
 

@@ -78,56 +78,63 @@ func RoundTrip[Spec, Status, HubSpec, HubStatus any](v Versions[HubSpec, HubStat
 				continue
 			}
 			where := fmt.Sprintf("kube: RoundTrip: %s example %d (%s) at %s and back", from, i, name, to)
-			there, err := set.convert(raw, fromAPI, v.Hub.Group+"/"+to)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", where, err))
-				continue
-			}
-			if n := annotationsSize(there); n > totalAnnotationsLimit {
-				errs = append(errs, fmt.Errorf("%s: its annotations at %s add up to %d bytes, more than the API server's %d, which would refuse it", where, to, n, totalAnnotationsLimit))
-			}
-			back, err := set.convert(there, v.Hub.Group+"/"+to, fromAPI)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", where, err))
-				continue
-			}
-			got, err := decodedComparable[Spec, Status](back)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", where, err))
-				continue
-			}
-			for _, d := range differences("", want, got) {
-				errs = append(errs, fmt.Errorf("%s: %s", where, d))
-			}
-			if to != v.Hub.Version {
-				continue
-			}
-			// The hub holds every field of every version: without the
-			// annotation, the spoke's fields come back all the same.
-			bare, err := withoutAnnotation(there, keptKey(v.Hub.Group, from))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", where, err))
-				continue
-			}
-			if bare == nil {
-				continue // nothing kept
-			}
-			back, err = set.convert(bare, v.Hub.Group+"/"+to, fromAPI)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", where, err))
-				continue
-			}
-			if got, err = decodedComparable[Spec, Status](back); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", where, err))
-				continue
-			}
-			delete(want["metadata"].(map[string]any)["annotations"].(map[string]any), keptKey(v.Hub.Group, from))
-			for _, d := range differences("", want, got) {
-				errs = append(errs, fmt.Errorf("%s, without the annotation %s: %s: the hub should hold every field of every version, so that its object alone keeps them", where, keptKey(v.Hub.Group, from), d))
-			}
+			errs = append(errs, roundTripThrough[Spec, Status](set, v.Hub, raw, want, from, to, where)...)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// roundTripThrough converts raw, an example at from, whose comparable is
+// want, to the version to and back, and returns each field lost, each
+// failure, and, when to is the hub, each field lost without the
+// annotation, where.
+func roundTripThrough[Spec, Status, HubSpec, HubStatus any](set *versionSet[HubSpec, HubStatus], hub Resource[HubSpec, HubStatus], raw []byte, want map[string]any, from, to, where string) []error {
+	var errs []error
+	fromAPI := hub.Group + "/" + from
+	there, err := set.convert(raw, fromAPI, hub.Group+"/"+to)
+	if err != nil {
+		return append(errs, fmt.Errorf("%s: %w", where, err))
+	}
+	if n := annotationsSize(there); n > totalAnnotationsLimit {
+		errs = append(errs, fmt.Errorf("%s: its annotations at %s add up to %d bytes, more than the API server's %d, which would refuse it", where, to, n, totalAnnotationsLimit))
+	}
+	back, err := set.convert(there, hub.Group+"/"+to, fromAPI)
+	if err != nil {
+		return append(errs, fmt.Errorf("%s: %w", where, err))
+	}
+	got, err := decodedComparable[Spec, Status](back)
+	if err != nil {
+		return append(errs, fmt.Errorf("%s: %w", where, err))
+	}
+	for _, d := range differences("", want, got) {
+		errs = append(errs, fmt.Errorf("%s: %s", where, d))
+	}
+	if to != hub.Version {
+		return errs
+	}
+	// The hub holds every field of every version: without the
+	// annotation, the spoke's fields come back all the same.
+	bare, err := withoutAnnotation(there, keptKey(hub.Group, from))
+	if err != nil {
+		return append(errs, fmt.Errorf("%s: %w", where, err))
+	}
+	if bare == nil {
+		return errs // nothing kept
+	}
+	back, err = set.convert(bare, hub.Group+"/"+to, fromAPI)
+	if err != nil {
+		return append(errs, fmt.Errorf("%s: %w", where, err))
+	}
+	if got, err = decodedComparable[Spec, Status](back); err != nil {
+		return append(errs, fmt.Errorf("%s: %w", where, err))
+	}
+	// Only the spec and status: the metadata came back with the first.
+	wantFields := map[string]any{"spec": want["spec"], "status": want["status"]}
+	gotFields := map[string]any{"spec": got["spec"], "status": got["status"]}
+	for _, d := range differences("", wantFields, gotFields) {
+		errs = append(errs, fmt.Errorf("%s, without the annotation %s: %s: the hub should hold every field of every version, so that its object alone keeps them", where, keptKey(hub.Group, from), d))
+	}
+	return errs
 }
 
 // decodedComparable is raw decoded as an Object[Spec, Status] and encoded

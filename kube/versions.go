@@ -248,40 +248,7 @@ func (v Versions[HubSpec, HubStatus]) build() (*apiextensionsv1.CustomResourceDe
 			continue
 		}
 		name := fmt.Sprintf("%s (%s)", e.where, r.Version)
-		if e.conv == nil || !e.conv.complete() {
-			bad("%s: a nil conversion function: VersionOf takes both toHub and fromHub", name)
-		}
-		if r.Version != "" && !kubeVersion.MatchString(r.Version) {
-			bad("%s: Version %q isn't a Kubernetes version, such as v1, v1beta1 or v2alpha1, which the API server orders by", name, r.Version)
-		}
-		if prev, ok := seen[r.Version]; ok && r.Version != "" {
-			bad("%s: Version %q is %s's too", name, r.Version, prev)
-		} else {
-			seen[r.Version] = e.where
-		}
-		if e.where != "Hub" {
-			differs := func(field string, got, want any) {
-				bad("%s: %s %v differs from Hub's %v: every version is of one resource", name, field, got, want)
-			}
-			if r.Group != hub.Group {
-				differs("Group", r.Group, hub.Group)
-			}
-			if r.Kind != hub.Kind {
-				differs("Kind", r.Kind, hub.Kind)
-			}
-			if r.Plural != hub.Plural {
-				differs("Plural", r.Plural, hub.Plural)
-			}
-			if r.Scope != hub.Scope {
-				differs("Scope", r.Scope, hub.Scope)
-			}
-			if len(r.ShortNames) > 0 && !slices.Equal(r.ShortNames, hub.ShortNames) {
-				differs("ShortNames", r.ShortNames, hub.ShortNames)
-			}
-			if len(r.Categories) > 0 && !slices.Equal(r.Categories, hub.Categories) {
-				differs("Categories", r.Categories, hub.Categories)
-			}
-		}
+		errs = append(errs, entryErrs(e, hub, seen)...)
 		c, err := r.crd()
 		if err != nil {
 			for _, e := range unjoin(err) {
@@ -326,6 +293,53 @@ func (v Versions[HubSpec, HubStatus]) build() (*apiextensionsv1.CustomResourceDe
 		},
 	}
 	return out, nil
+}
+
+// entryErrs returns the mistakes in e beside the hub's names, and records
+// its version in seen, by the version's where.
+func entryErrs[HubSpec, HubStatus any](e versionEntry[HubSpec, HubStatus], hub crdSource, seen map[string]string) []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("kube: Versions: "+format, args...))
+	}
+	r, v, where := e.resource, e.Version, e.where
+	name := fmt.Sprintf("%s (%s)", where, r.Version)
+	isHub := where == "Hub"
+	if v.conv == nil || !v.conv.complete() {
+		bad("%s: a nil conversion function: VersionOf takes both toHub and fromHub", name)
+	}
+	if r.Version != "" && !kubeVersion.MatchString(r.Version) {
+		bad("%s: Version %q isn't a Kubernetes version, such as v1, v1beta1 or v2alpha1, which the API server orders by", name, r.Version)
+	}
+	if prev, ok := seen[r.Version]; ok && r.Version != "" {
+		bad("%s: Version %q is %s's too", name, r.Version, prev)
+	} else {
+		seen[r.Version] = where
+	}
+	if !isHub {
+		differs := func(field string, got, want any) {
+			bad("%s: %s %v differs from Hub's %v: every version is of one resource", name, field, got, want)
+		}
+		if r.Group != hub.Group {
+			differs("Group", r.Group, hub.Group)
+		}
+		if r.Kind != hub.Kind {
+			differs("Kind", r.Kind, hub.Kind)
+		}
+		if r.Plural != hub.Plural {
+			differs("Plural", r.Plural, hub.Plural)
+		}
+		if r.Scope != hub.Scope {
+			differs("Scope", r.Scope, hub.Scope)
+		}
+		if len(r.ShortNames) > 0 && !slices.Equal(r.ShortNames, hub.ShortNames) {
+			differs("ShortNames", r.ShortNames, hub.ShortNames)
+		}
+		if len(r.Categories) > 0 && !slices.Equal(r.Categories, hub.Categories) {
+			differs("Categories", r.Categories, hub.Categories)
+		}
+	}
+	return errs
 }
 
 // unjoin is the errors err joins, or err alone.

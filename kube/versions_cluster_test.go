@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -120,34 +121,7 @@ func TestClusterVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	t.Run("read at the other version", func(t *testing.T) {
-		a, err := betas.Get(ctx, ns, "a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a.APIVersion != "versioned.example.com/v1beta1" || a.Spec.Replicas != 2 || a.Spec.Image != "memcached:1" || a.Spec.Port != 0 {
-			t.Errorf("a, written at v1alpha1, at v1beta1: %s %+v", a.APIVersion, a.Spec)
-		}
-		b, err := alphas.Get(ctx, ns, "b")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.APIVersion != "versioned.example.com/v1alpha1" || b.Spec.Size != 3 {
-			t.Errorf("b, written at v1beta1, at v1alpha1: %s %+v", b.APIVersion, b.Spec)
-		}
-		for _, list := range []func() ([]string, error){
-			func() ([]string, error) { l, err := alphas.List(ctx, ns, nil, nil); return names(l), err },
-			func() ([]string, error) { l, err := betas.List(ctx, ns, nil, nil); return names(l), err },
-		} {
-			got, err := list()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, []string{"a", "b"}) {
-				t.Errorf("listed %v, want a and b", got)
-			}
-		}
-	})
+	t.Run("read at the other version", func(t *testing.T) { checkReadAtTheOtherVersion(ctx, t, alphas, betas, ns) })
 
 	t.Run("kubectl's table", func(t *testing.T) {
 		alphaTable := table(t, c.AdminConfig(), "versioned.example.com/v1alpha1", ns, "memcacheds", "Name", "Size")
@@ -160,96 +134,11 @@ func TestClusterVersions(t *testing.T) {
 		}
 	})
 
-	t.Run("a write at v1alpha1 keeps v1beta1's port", func(t *testing.T) {
-		gvr := schema.GroupVersionResource{Group: "versioned.example.com", Version: "v1alpha1", Resource: "memcacheds"}
-		u, err := d.Resource(gvr).Namespace(ns).Get(ctx, "b", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.Object["spec"].(map[string]any)["size"] = int64(1)
-		if _, err := d.Resource(gvr).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		b, err := betas.Get(ctx, ns, "b")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.Spec.Replicas != 1 || b.Spec.Port != 11211 || len(b.Annotations) != 0 {
-			t.Errorf("b, written at v1alpha1 with size 1, at v1beta1: %+v, annotations %v; want replicas 1, port 11211, no annotation", b.Spec, b.Annotations)
-		}
-	})
+	t.Run("a write at v1alpha1 keeps v1beta1's port", func(t *testing.T) { checkAWriteAtV1alpha1KeepsThePort(ctx, t, d, betas, ns) })
 
-	t.Run("a controller of v1beta1 settles an object written at v1alpha1", func(t *testing.T) {
-		setup := &humus.Setup{Host: humustest.NewHost().Host(), Telemetry: humustest.NewTelemetry().Telemetry()}
-		client, err := kube.NewClient(setup, kube.Connection{
-			Server: c.Server(), TLS: &tls.Config{RootCAs: c.CA()},
-			Token: func(context.Context) (string, error) { return c.AdminToken(), nil },
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := kube.DefaultSettings()
-		s.Name = "versioned-memcached"
-		s.Namespace = ns
-		s.LeaderElection.Namespace = ns
-		s.LeaderElection.Identity = "replica-1"
-		ctrl, err := kube.NewController(setup, client, s, betaRes, kube.ReconcilerFunc[MemcachedSpecV1beta1, MemcachedStatus](
-			func(_ context.Context, m betaObject) (kube.Result[MemcachedStatus], error) {
-				st := m.Status
-				st.ReadyReplicas = m.Spec.Replicas
-				return kube.Result[MemcachedStatus]{Status: &st}, nil
-			}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sctx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- ctrl.Serve(sctx) }()
-		defer func() {
-			stop()
-			if err := <-done; err != nil {
-				t.Errorf("Serve = %v", err)
-			}
-		}()
-		if _, err := alphas.Create(ctx, alphaObject{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"}, Spec: MemcachedSpec{Size: 3, Image: "memcached:1"}}); err != nil {
-			t.Fatal(err)
-		}
-		clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
-			for name, want := range map[string]int32{"a": 2, "b": 1, "c": 3} {
-				m, err := alphas.Get(ctx, ns, name)
-				if err != nil {
-					return err
-				}
-				if m.Status.ReadyReplicas != want {
-					return fmt.Errorf("%s's status at v1alpha1: readyReplicas %d, want %d", name, m.Status.ReadyReplicas, want)
-				}
-			}
-			return nil
-		})
-	})
+	t.Run("a controller of v1beta1 settles an object written at v1alpha1", func(t *testing.T) { checkAControllerOfV1beta1Settles(ctx, t, c, betaRes, alphas, ns) })
 
-	t.Run("the webhook's telemetry", func(t *testing.T) {
-		counts := conversionCounts(t, tel)
-		var up, down int64
-		for set, n := range counts {
-			from, _ := set.Value("humus.kube.conversion.from")
-			to, _ := set.Value("humus.kube.conversion.to")
-			outcome, _ := set.Value("humus.kube.conversion.outcome")
-			if outcome.AsString() != "success" {
-				t.Errorf("%d conversions %s", n, set.Encoded(nil))
-			}
-			switch {
-			case from.AsString() == "versioned.example.com/v1alpha1" && to.AsString() == "versioned.example.com/v1beta1":
-				up += n
-			case from.AsString() == "versioned.example.com/v1beta1" && to.AsString() == "versioned.example.com/v1alpha1":
-				down += n
-			}
-		}
-		if up == 0 || down == 0 {
-			t.Errorf("converted %d objects up and %d down, want some of each: %v", up, down, counts)
-		}
-		t.Logf("converted %d objects up to v1beta1 and %d down to v1alpha1", up, down)
-	})
+	t.Run("the webhook's telemetry", func(t *testing.T) { checkTheWebhooksTelemetry(t, tel) })
 }
 
 func names[Spec, Status any](objs []kube.Object[Spec, Status]) []string {
@@ -301,18 +190,139 @@ func table(t *testing.T, cfg *rest.Config, apiVersion, ns, plural string, column
 		}
 		rows = append(rows, cells)
 	}
-	slices.SortFunc(rows, func(a, b []string) int { return cmpString(a[0], b[0]) })
+	slices.SortFunc(rows, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
 	return rows
 }
 
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// checkReadAtTheOtherVersion: a, written at v1alpha1, and b, at v1beta1,
+// read and list at the other version through the typed clients.
+func checkReadAtTheOtherVersion(ctx context.Context, t *testing.T, alphas *kube.TypedClient[alphaObject], betas *kube.TypedClient[betaObject], ns string) {
+	t.Helper()
+	a, err := betas.Get(ctx, ns, "a")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return 0
+	if a.APIVersion != "versioned.example.com/v1beta1" || a.Spec.Replicas != 2 || a.Spec.Image != "memcached:1" || a.Spec.Port != 0 {
+		t.Errorf("a, written at v1alpha1, at v1beta1: %s %+v", a.APIVersion, a.Spec)
+	}
+	b, err := alphas.Get(ctx, ns, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.APIVersion != "versioned.example.com/v1alpha1" || b.Spec.Size != 3 {
+		t.Errorf("b, written at v1beta1, at v1alpha1: %s %+v", b.APIVersion, b.Spec)
+	}
+	for _, list := range []func() ([]string, error){
+		func() ([]string, error) { l, err := alphas.List(ctx, ns, nil, nil); return names(l), err },
+		func() ([]string, error) { l, err := betas.List(ctx, ns, nil, nil); return names(l), err },
+	} {
+		got, err := list()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, []string{"a", "b"}) {
+			t.Errorf("listed %v, want a and b", got)
+		}
+	}
+}
+
+// checkAWriteAtV1alpha1KeepsThePort updates b at v1alpha1, through the
+// dynamic client as kubectl edit would, and reads it at v1beta1.
+func checkAWriteAtV1alpha1KeepsThePort(ctx context.Context, t *testing.T, d dynamic.Interface, betas *kube.TypedClient[betaObject], ns string) {
+	t.Helper()
+	gvr := schema.GroupVersionResource{Group: "versioned.example.com", Version: "v1alpha1", Resource: "memcacheds"}
+	u, err := d.Resource(gvr).Namespace(ns).Get(ctx, "b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Object["spec"].(map[string]any)["size"] = int64(1)
+	if _, err := d.Resource(gvr).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := betas.Get(ctx, ns, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Spec.Replicas != 1 || b.Spec.Port != 11211 || len(b.Annotations) != 0 {
+		t.Errorf("b, written at v1alpha1 with size 1, at v1beta1: %+v, annotations %v; want replicas 1, port 11211, no annotation", b.Spec, b.Annotations)
+	}
+}
+
+// checkAControllerOfV1beta1Settles runs a controller of v1beta1, whose
+// status applies must reach the objects written at v1alpha1.
+func checkAControllerOfV1beta1Settles(ctx context.Context, t *testing.T, c *clustertest.Cluster, betaRes kube.Resource[MemcachedSpecV1beta1, MemcachedStatus], alphas *kube.TypedClient[alphaObject], ns string) {
+	t.Helper()
+	setup := &humus.Setup{Host: humustest.NewHost().Host(), Telemetry: humustest.NewTelemetry().Telemetry()}
+	client, err := kube.NewClient(setup, kube.Connection{
+		Server: c.Server(), TLS: &tls.Config{RootCAs: c.CA()},
+		Token: func(context.Context) (string, error) { return c.AdminToken(), nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := kube.DefaultSettings()
+	s.Name = "versioned-memcached"
+	s.Namespace = ns
+	s.LeaderElection.Namespace = ns
+	s.LeaderElection.Identity = "replica-1"
+	ctrl, err := kube.NewController(setup, client, s, betaRes, kube.ReconcilerFunc[MemcachedSpecV1beta1, MemcachedStatus](
+		func(_ context.Context, m betaObject) (kube.Result[MemcachedStatus], error) {
+			st := m.Status
+			st.ReadyReplicas = m.Spec.Replicas
+			return kube.Result[MemcachedStatus]{Status: &st}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ctrl.Serve(sctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Serve = %v", err)
+		}
+	}()
+	if _, err := alphas.Create(ctx, alphaObject{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"}, Spec: MemcachedSpec{Size: 3, Image: "memcached:1"}}); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		for name, want := range map[string]int32{"a": 2, "b": 1, "c": 3} {
+			m, err := alphas.Get(ctx, ns, name)
+			if err != nil {
+				return err
+			}
+			if m.Status.ReadyReplicas != want {
+				return fmt.Errorf("%s's status at v1alpha1: readyReplicas %d, want %d", name, m.Status.ReadyReplicas, want)
+			}
+		}
+		return nil
+	})
+}
+
+// checkTheWebhooksTelemetry: conversions both ways, all successful.
+func checkTheWebhooksTelemetry(t *testing.T, tel *humustest.Telemetry) {
+	t.Helper()
+	counts := conversionCounts(t, tel)
+	var up, down int64
+	for set, n := range counts {
+		from, _ := set.Value("humus.kube.conversion.from")
+		to, _ := set.Value("humus.kube.conversion.to")
+		outcome, _ := set.Value("humus.kube.conversion.outcome")
+		if outcome.AsString() != "success" {
+			t.Errorf("%d conversions %s", n, set.Encoded(nil))
+		}
+		switch {
+		case from.AsString() == "versioned.example.com/v1alpha1" && to.AsString() == "versioned.example.com/v1beta1":
+			up += n
+		case from.AsString() == "versioned.example.com/v1beta1" && to.AsString() == "versioned.example.com/v1alpha1":
+			down += n
+		}
+	}
+	if up == 0 || down == 0 {
+		t.Errorf("converted %d objects up and %d down, want some of each: %v", up, down, counts)
+	}
+	t.Logf("converted %d objects up to v1beta1 and %d down to v1alpha1", up, down)
 }
 
 // TestClusterVersionsMigrate moves the storage version from v1alpha1 to
@@ -336,21 +346,7 @@ func TestClusterVersionsMigrate(t *testing.T) {
 	defer cancel()
 
 	const n = 600 // more than a page of 500
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 8)
-	for i := range n {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem }()
-			_, err := alphas.Create(ctx, alphaObject{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("m-%03d", i)}, Spec: MemcachedSpec{Size: 1 + int32(i%3), Image: "memcached:1"}})
-			errs <- err
-		}()
-	}
-	for range n {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	createAlphas(ctx, t, alphas, ns, n)
 
 	v.Storage = "v1beta1"
 	c.Install(t, v)
@@ -395,7 +391,37 @@ func TestClusterVersionsMigrate(t *testing.T) {
 	}
 
 	// Every object reads the same at v1beta1, and v1alpha1 can go.
-	betas := kube.NewTypedClientOn(d, v.Hub)
+	checkMigrated(ctx, t, kube.NewTypedClientOn(d, v.Hub), ns, n)
+	v.Others = nil
+	c.Install(t, v)
+}
+
+// createAlphas creates n objects at v1alpha1, m-000 and on, of sizes 1 to
+// 3, 8 at a time.
+func createAlphas(ctx context.Context, t *testing.T, alphas *kube.TypedClient[alphaObject], ns string, n int) {
+	t.Helper()
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			_, err := alphas.Create(ctx, alphaObject{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("m-%03d", i)}, Spec: MemcachedSpec{Size: 1 + int32(i%3), Image: "memcached:1"}})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+}
+
+// checkMigrated checks that the n objects createAlphas made read the same
+// at v1beta1.
+func checkMigrated(ctx context.Context, t *testing.T, betas *kube.TypedClient[betaObject], ns string, n int) {
+	t.Helper()
 	list, err := betas.List(ctx, ns, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -410,8 +436,6 @@ func TestClusterVersionsMigrate(t *testing.T) {
 	if len(list) != n {
 		t.Errorf("%d objects at v1beta1, want %d", len(list), n)
 	}
-	v.Others = nil
-	c.Install(t, v)
 }
 
 // storedVersions is the CRD of v's status.storedVersions.

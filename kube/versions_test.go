@@ -213,13 +213,16 @@ func TestVersionsCRDErrors(t *testing.T) {
 			t.Errorf("the error doesn't say %q:\n%v", want, err)
 		}
 	}
-	// The deprecation warning of a version whose CRD fails isn't reached;
-	// one of a good version is checked.
+}
+
+// TestVersionsCRDErrorsBeyondTheVersions: the mistakes of Versions' own
+// fields, of a version whose CRD is good.
+func TestVersionsCRDErrorsBeyondTheVersions(t *testing.T) {
 	good := memcachedVersions()
 	good.Others[0] = good.Others[0].Deprecated("é")
 	good.Storage = ""
 	good.Webhook = kube.ConversionWebhook{}
-	_, err = good.CRD()
+	_, err := good.CRD()
 	for _, want := range []string{
 		`kube: Versions: Others[0] (v1alpha1): Deprecated warning "é" holds a character that isn't printable ASCII`,
 		`kube: Versions: missing Storage`,
