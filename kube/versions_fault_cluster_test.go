@@ -45,36 +45,8 @@ func TestClusterFaultConversionWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// serve serves h on addr with the certificate given, until stop.
-	serve := func(addr string, certPEM, keyPEM []byte) (bound string, stop func()) {
-		host := humustest.NewHost()
-		host.Files["tls/tls.crt"] = &fstest.MapFile{Data: certPEM}
-		host.Files["tls/tls.key"] = &fstest.MapFile{Data: keyPEM}
-		mux := http.NewServeMux()
-		mux.Handle("POST /convert", h)
-		hook, err := webhook.NewService(&humus.Setup{Host: host.Host()}, webhook.Settings{Addr: addr, CertDir: "/tls"}, mux)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- hook.Serve(ctx) }()
-		a, err := hook.Addr(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var once bool
-		stop = func() {
-			if once {
-				return
-			}
-			once = true
-			cancel()
-			<-done
-			_ = hook.Shutdown(context.Background())
-		}
-		t.Cleanup(stop)
-		return a.String(), stop
+	serve := func(addr string, certPEM, keyPEM []byte) (string, func()) {
+		return serveOn(t, h, addr, certPEM, keyPEM)
 	}
 	addr, stop := serve("127.0.0.1:0", certPEM, keyPEM)
 	v.Webhook.URL = "https://" + addr + "/convert"
@@ -113,6 +85,42 @@ func TestClusterFaultConversionWebhook(t *testing.T) {
 		_, err := alphas.Get(ctx, ns, "a")
 		return err
 	})
+}
+
+// serveOn serves h on addr, with the certificate given, on a
+// webhook.Service, until stop, and returns the address it listens on.
+func serveOn(t *testing.T, h http.Handler, addr string, certPEM, keyPEM []byte) (bound string, stop func()) {
+	t.Helper()
+	host := humustest.NewHost()
+	host.Files["tls/tls.crt"] = &fstest.MapFile{Data: certPEM}
+	host.Files["tls/tls.key"] = &fstest.MapFile{Data: keyPEM}
+	mux := http.NewServeMux()
+	mux.Handle("POST /convert", h)
+	hook, err := webhook.NewService(&humus.Setup{Host: host.Host()}, webhook.Settings{Addr: addr, CertDir: "/tls"}, mux)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- hook.Serve(ctx) }()
+	a, err := hook.Addr(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once bool
+	stop = func() {
+		if once {
+			return
+		}
+		once = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the webhook's Serve = %v", err)
+		}
+		_ = hook.Shutdown(context.Background())
+	}
+	t.Cleanup(stop)
+	return a.String(), stop
 }
 
 // checkOnlyTheStoredVersionReads: a read at v1alpha1 fails, saying want;
