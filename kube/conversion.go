@@ -51,7 +51,10 @@ const (
 // status it had at the other version, as JSON, and the conversion back
 // restores each field lost from it that wasn't changed meanwhile. So an
 // object written at v1beta1, read at v1alpha1, changed and written back,
-// keeps the fields only v1beta1 has. RoundTrip checks it for examples.
+// keeps the fields only v1beta1 has. An annotation that doesn't decode
+// as the other version's spec and status, edited by hand, fails the
+// conversion, naming it: remove it to read the object. RoundTrip checks
+// all this for examples.
 //
 // Each review is a span, "convert <Kind>", with the review's UID, the
 // child of the server's span in the request's context (webhook.Service's),
