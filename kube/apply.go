@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,30 +93,6 @@ func (c *Controller) apply(ctx context.Context, u *cachedObject, body []byte, su
 	c.versions.wrote(key(u), rv, u)
 	return rv, nil
 }
-
-// proof is what every write of the controller's own checks before it is
-// sent: the deadline until which this replica can prove it holds the Lease
-// the write is made under, as of now. A term of leading (term.go) gives it
-// to its reconciles' context; a write without one isn't sent.
-type proof func() time.Time
-
-type proofKey struct{}
-
-// withProof is ctx carrying the proof of the Lease its writes are made
-// under: the reconciles' context of a term of leading.
-func withProof(ctx context.Context, until proof) context.Context {
-	return context.WithValue(ctx, proofKey{}, until)
-}
-
-// proofOf is the proof ctx carries, or nil.
-func proofOf(ctx context.Context) proof {
-	until, _ := ctx.Value(proofKey{}).(proof)
-	return until
-}
-
-// errNotLeading is the error of a write this replica can't prove it may
-// make: it can't prove it holds the Lease.
-var errNotLeading = errors.New("kube: this replica can't prove it holds the Lease")
 
 // errStale is the error of a write computed from an object that the API
 // server no longer holds: it was deleted, or replaced by a new object of

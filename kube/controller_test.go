@@ -55,51 +55,6 @@ func cacheObject(ns, name string, size int64) *unstructured.Unstructured {
 	return object("cache.example.com/v1alpha1", "Memcached", ns, name, map[string]any{"size": size})
 }
 
-// served runs ctrl's Serve in the background, in a synctest bubble or on
-// the real control plane, until stop is called or t ends. stop cancels
-// Serve's context and returns what Serve returned, at once when Serve
-// already has, as often as it is called; it gives up after 30s. To see
-// Serve return by itself, wait on ctrl.done, or call awaitServe.
-func served(t testing.TB, ctrl *Controller) (stop func() error) {
-	t.Helper()
-	return servedIn(t, context.Background(), ctrl)
-}
-
-// servedIn is served with Serve's context made from ctx.
-func servedIn(t testing.TB, ctx context.Context, ctrl *Controller) (stop func() error) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	var err error
-	go func() {
-		defer close(done)
-		err = ctrl.Serve(ctx)
-	}()
-	stop = func() error {
-		cancel()
-		select {
-		case <-done:
-			return err
-		case <-time.After(30 * time.Second):
-			return errors.New("served: Serve didn't return within 30s of its context being cancelled")
-		}
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
-}
-
-// awaitServe waits up to d for ctrl's Serve, run by served, to return by
-// itself, and reports whether it did, and what it returned; stop is
-// served's.
-func awaitServe(ctrl *Controller, stop func() error, d time.Duration) (returned bool, err error) {
-	select {
-	case <-ctrl.done:
-		return true, stop()
-	case <-time.After(d):
-		return false, nil
-	}
-}
-
 // readyReplicas reports the object's size as its ready replicas: a
 // Reconciler whose status settles after one apply.
 func readyReplicas(calls *counter) ReconcilerFunc[cacheSpec, cacheStatus] {

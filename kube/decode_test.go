@@ -14,6 +14,29 @@ import (
 	"github.com/z5labs/humus/humustest"
 )
 
+// reconciledOnce serves a controller of f's Memcached m, recording into
+// tel, with readyReplicas as its Reconciler, for 10s, and fails t unless m
+// was reconciled once: it returns the status each reconcile was handed, and
+// served's stop.
+func reconciledOnce(t *testing.T, f *fakeCluster, tel *humustest.Telemetry) (handed []cacheStatus, stop func() error) {
+	t.Helper()
+	var calls counter
+	var mu sync.Mutex
+	rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		mu.Lock()
+		handed = append(handed, m.Status)
+		mu.Unlock()
+		return readyReplicas(&calls)(ctx, m)
+	})
+	stop = served(t, observedController(t, f, tel, testSettings(), rec))
+	time.Sleep(10 * time.Second)
+	synctest.Wait()
+	if got := calls.get("m"); got != 1 {
+		t.Fatalf("reconciles = %d, want 1", got)
+	}
+	return handed, stop
+}
+
 // A status whose decode fails in a type's own UnmarshalJSON (a condition's
 // lastTransitionTime of "yesterday", stored through a looser or older CRD)
 // is reconciled from a zero status as a field of the wrong type is, and
@@ -28,22 +51,7 @@ func TestAStatusWhoseTimeCannotBeParsedIsReconciledFromAZeroStatus(t *testing.T)
 		}}}
 		f := newFakeCluster(t, listKinds, m)
 		tel := humustest.NewTelemetry()
-		var calls counter
-		var handed []cacheStatus
-		var mu sync.Mutex
-		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
-			mu.Lock()
-			handed = append(handed, m.Status)
-			mu.Unlock()
-			return readyReplicas(&calls)(ctx, m)
-		})
-		stop := served(t, observedController(t, f, tel, testSettings(), rec))
-		time.Sleep(10 * time.Second)
-		synctest.Wait()
-
-		if got := calls.get("m"); got != 1 {
-			t.Fatalf("reconciles = %d, want 1", got)
-		}
+		handed, stop := reconciledOnce(t, f, tel)
 		if len(handed) == 0 || handed[0].Conditions != nil {
 			t.Errorf("the status handed to the Reconciler = %+v, want the zero status", handed)
 		}
@@ -142,4 +150,143 @@ func TestAnyErrorDecodingTheStatusAloneGivesAZeroStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// undecodable is an object whose spec.size is a string, where the Go type
+// has an int32.
+func undecodable(name string) *unstructured.Unstructured {
+	return object("cache.example.com/v1alpha1", "Memcached", "default", name, map[string]any{"size": "big"})
+}
+
+const wantDecodeError = "kube: decoding Memcached default/m: field spec.size: a JSON string can't be a Go int32"
+
+func TestAnObjectThatCannotBeDecodedGetsNoFinalizer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, undecodable("m"))
+		tel := humustest.NewTelemetry()
+		var calls, finalized counter
+		fin := Finalize("cache.example.com/finalizer", func(ctx context.Context, m memcached) error {
+			finalized.inc(m.Name)
+			return nil
+		})
+		stop := served(t, observedController(t, f, tel, testSettings(), readyReplicas(&calls), fin))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+
+		if adds := f.appliesTo(""); len(adds) != 0 {
+			t.Errorf("finalizer applies = %d (%v), want none: the decode fails before the finalizer", len(adds), adds[0].body)
+		}
+		if got := f.get(t, cachesGVR, "default", "m").GetFinalizers(); len(got) != 0 {
+			t.Errorf("finalizers = %v, want none", got)
+		}
+		if calls.get("m") != 0 || finalized.get("m") != 0 {
+			t.Errorf("the Reconciler ran %d times and f %d, want neither", calls.get("m"), finalized.get("m"))
+		}
+		failed := recordsWithBody(tel, "reconcile failed")
+		if len(failed) == 0 {
+			t.Fatal("no reconcile failed record")
+		}
+		attrs := recordAttrs(failed[0])
+		if got := attrs["error"]; got != wantDecodeError {
+			t.Errorf("the record's error = %q, want %q", got, wantDecodeError)
+		}
+		if attrs[attrObjectName] != "m" || attrs[attrNamespace] != "default" {
+			t.Errorf("the record's attributes = %v, want the object default/m", attrs)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+// A status that can't be decoded (a field of the wrong type, written by an
+// older version of the type) is the controller's own output, which only it
+// can mend: the reconcile is handed the object with a zero status, with a
+// WARN record naming the field, and the status it returns is applied, so
+// the next decode succeeds (issue 22, point 10: before, the decode failed
+// every time, and the controller could never write the status that would
+// mend it). A spec that can't be decoded is an error still.
+func TestAStatusThatCannotBeDecodedIsReconciledFromAZeroStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := cacheObject("default", "m", 3)
+		m.Object["status"] = map[string]any{"readyReplicas": "three", "conditions": []any{}}
+		f := newFakeCluster(t, listKinds, m)
+		tel := humustest.NewTelemetry()
+		handed, stop := reconciledOnce(t, f, tel)
+		if len(handed) == 0 || handed[0].ReadyReplicas != 0 || handed[0].Conditions != nil {
+			t.Errorf("the status handed to the Reconciler = %+v, want the zero status", handed)
+		}
+		st, _, _ := unstructured.NestedMap(f.get(t, cachesGVR, "default", "m").Object, "status")
+		if st["readyReplicas"] != int64(3) {
+			t.Errorf("the status the API server holds = %v, want readyReplicas 3, the Reconciler's", st)
+		}
+		warned := recordsWithBody(tel, "the status can't be decoded: reconciling from a zero status")
+		if len(warned) != 1 {
+			t.Fatalf("WARN records of the status = %d, want 1", len(warned))
+		}
+		const want = "kube: decoding Memcached default/m: field status.readyReplicas: a JSON string can't be a Go int32"
+		if got := recordAttrs(warned[0])["error"]; got != want {
+			t.Errorf("the record's error = %q, want %q", got, want)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+func TestADeletingObjectThatCannotBeDecodedIsRetriedWithBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := newFakeCluster(t, listKinds, deleting(undecodable("m"), "cache.example.com/finalizer"))
+		tel := humustest.NewTelemetry()
+		var calls, finalized counter
+		fin := Finalize("cache.example.com/finalizer", func(ctx context.Context, m memcached) error {
+			finalized.inc(m.Name)
+			return nil
+		})
+		s := testSettings()
+		s.RetryBaseDelay, s.RetryMaxDelay = time.Second, 8*time.Second
+		stop := served(t, observedController(t, f, tel, s, readyReplicas(&calls), fin))
+		sleepUntil(start, time.Minute)
+
+		if got := finalized.get("m"); got != 0 {
+			t.Errorf("f ran %d times, want never: the object can't be decoded", got)
+		}
+		if got := f.get(t, cachesGVR, "default", "m").GetFinalizers(); len(got) != 1 {
+			t.Errorf("finalizers = %v, want the finalizer kept", got)
+		}
+		if got := len(f.appliesTo("")); got != 0 {
+			t.Errorf("finalizer applies = %d, want none", got)
+		}
+		for i, r := range recordsWithBody(tel, "reconcile failed") {
+			if got := recordAttrs(r)["error"]; got != wantDecodeError {
+				t.Errorf("record %d's error = %q, want %q", i, got, wantDecodeError)
+			}
+		}
+		// Every failed reconcile is a span; its records are fewer (see
+		// failureLog).
+		failed := reconcileSpansOf(tel, "Memcached", "m")
+		var gaps []time.Duration
+		for i, s := range failed {
+			if got := s.Status().Description; got != wantDecodeError {
+				t.Errorf("reconcile %d's status = %q, want %q", i, got, wantDecodeError)
+			}
+			if i > 0 {
+				gaps = append(gaps, s.StartTime().Sub(failed[i-1].StartTime()))
+			}
+		}
+		// At 0, 1, 3, 7, 15, 23, 31, 39, 47 and 55s.
+		want := []time.Duration{1, 2, 4, 8, 8, 8, 8, 8, 8}
+		if len(gaps) != len(want) {
+			t.Fatalf("failed reconciles in a minute = %d with gaps %v, want %d: one per backoff, doubling from 1s to 8s", len(failed), gaps, len(want)+1)
+		}
+		for i, w := range want {
+			if gaps[i] != w*time.Second {
+				t.Errorf("retry %d came after %v, want %v (gaps %v)", i+1, gaps[i], w*time.Second, gaps)
+			}
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
 }

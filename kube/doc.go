@@ -483,13 +483,16 @@
 //
 // # How one key is reconciled
 //
-// Serve runs these steps. serve.go checks that the resources are served
-// (step 1); lease.go runs steps 2 to 5 on the one Lease, shards.go on a
-// Lease of each shard, with kube/internal/shard's ranges, plan and filtered
-// list and watch, each starting its informers and waiting for their caches
-// through serve.go's informing. kube/internal/elector campaigns for each
-// Lease and renews it; term.go is one term of leading, whose workers
-// reconcile.go starts beside its worker loop:
+// Serve (serve.go) runs these steps. informers_served.go checks that the
+// resources are served (step 1), and goes on checking while the
+// controller runs; lease.go runs steps 2 to 5 on the one Lease, shards.go
+// on a Lease of each shard, with kube/internal/shard's ranges, plan and
+// filtered list and watch, each starting its informers and waiting for
+// their caches through informers.go's informing (those of what it Owns
+// and reads are the Client's shared informers, cache.go).
+// kube/internal/elector campaigns for each Lease and renews it; term.go is
+// one term of leading, whose workers worker.go starts beside its worker
+// loop:
 //
 //  1. Check that the resource and each resource it Owns or reads are
 //     served: list each once.
@@ -512,7 +515,7 @@
 //     hands one key to two workers at once and hands out the keys changes
 //     queued first, and reconciles it.
 //
-// A key is reconciled in these steps, which reconcile.go's step comments
+// A key is reconciled in these steps, which worker.go's step comments
 // name:
 //
 //  1. Look it up in the cache. An object that is gone needs nothing: its
@@ -557,15 +560,16 @@
 //     again.
 //
 // A key's walk, by file: a watch event reaches the event handlers
-// (handlers.go), which queue its key unless the event is a reconcile's own
-// write (ownwrites.go), on the term's work queue (queue.go, over
-// kube/internal/priorityqueue); a worker (reconcile.go) takes it, looks it
-// up in the cache, whose objects cached.go keeps, holding it back for its
-// own last write (ownwrites.go), decodes it (decode.go), handles the
-// finalizer and calls the Reconciler (reconcile.go), applies the status
-// and the finalizer (apply.go, through objects.go, which reads the
-// answer's resourceVersion alone), each write sent only under the term's
-// proof of the Lease, and settles the key (reconcile.go, with queue.go's
+// (handlers.go), which queue its key on the term's work queue unless the
+// event is a reconcile's own write (ownwrites.go tells); a key is queued,
+// whatever queues it, by queue.go, over kube/internal/priorityqueue, and
+// waits there too. A worker (worker.go) takes it, looks it up in the
+// cache, whose objects cached.go keeps, holding it back for its own last
+// write (ownwrites.go), decodes it (decode.go), handles the finalizer and
+// calls the Reconciler (worker.go), applies the status and the
+// finalizer (apply.go, through objects.go, which reads the answer's
+// resourceVersion alone), each write sent only under the term's proof of
+// the Lease (term.go), and settles the key (worker.go, with queue.go's
 // waits and backoff).
 //
 // A reconcile's own writes are its outcome, so their watch events queue
@@ -623,7 +627,8 @@
 //   - An Event is written only under the proof of the Lease its context
 //     carries, a reconcile's, and its write ends at the proof's deadline,
 //     as the controller's own writes do: one whose proof ran out is
-//     dropped, never written late.
+//     dropped, never written late. The proof ends with the term of
+//     leading, at the latest when the Lease is released or lost.
 //   - Shutdown writes what still waits, within its context.
 //
 // A dropped Event is a WARN record, dropped an Event, saying why.

@@ -116,7 +116,8 @@ func Ref(obj interface {
 //     context Record was handed carries, as every write of the
 //     controller's own is: a reconcile's context. Its write ends at the
 //     proof's deadline, and an Event whose proof has run out before it is
-//     written is dropped, never written late. An Event recorded with no
+//     written is dropped, never written late: a term's proof ends when
+//     its Lease is released or lost. An Event recorded with no
 //     proof, outside a reconcile, is dropped.
 //   - At most 1,000 Events wait to be written: one recorded beyond that is
 //     dropped.

@@ -41,6 +41,16 @@ func newTestRecorder(t testing.TB, tel *humustest.Telemetry, kc *kubefake.Client
 	return r
 }
 
+// recording is the Recorder tests' fixture: a Recorder (newTestRecorder)
+// writing to a fake API server's Events, kc, and recording into tel; and a
+// reconcile's context to record with, whose proof holds for two hours.
+// The fake's reactors can be prepended until the Recorder serves.
+func recording(t testing.TB) (*humustest.Telemetry, *kubefake.Clientset, *Recorder, context.Context) {
+	t.Helper()
+	tel, kc := humustest.NewTelemetry(), kubefake.NewClientset()
+	return tel, kc, newTestRecorder(t, tel, kc), proven(context.Background())
+}
+
 // serveRecorder runs r's Serve, and returns what stops it: a cancel of its
 // context, then Shutdown with shutdown, whose error it returns.
 func serveRecorder(t testing.TB, r *Recorder) (stop func(shutdown context.Context) error) {
@@ -55,6 +65,24 @@ func serveRecorder(t testing.TB, r *Recorder) (stop func(shutdown context.Contex
 			t.Errorf("Serve = %v, want nil", serr)
 		}
 		return err
+	}
+}
+
+// stopped stops a Recorder with stop, serveRecorder's, and a Shutdown
+// without a deadline, which must return nil.
+func stopped(t testing.TB, stop func(shutdown context.Context) error) {
+	t.Helper()
+	if err := stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantOutcomes checks humus.kube.controller.events' points in tel, by
+// outcome (eventOutcomes).
+func wantOutcomes(t testing.TB, tel *humustest.Telemetry, want map[string]int64) {
+	t.Helper()
+	if got := eventOutcomes(t, tel); !mapsEqual64(got, want) {
+		t.Errorf("humus.kube.controller.events = %v, want %v", got, want)
 	}
 }
 
@@ -117,10 +145,7 @@ func eventOutcomes(t testing.TB, tel *humustest.Telemetry) map[string]int64 {
 // and each repeat patches series.count and series.lastObservedTime.
 func TestRecorderCountsRepeatsIntoASeries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tel := humustest.NewTelemetry()
-		kc := kubefake.NewClientset()
-		r := newTestRecorder(t, tel, kc)
-		ctx := proven(context.Background())
+		tel, kc, r, ctx := recording(t)
 		stop := serveRecorder(t, r)
 
 		first := time.Now()
@@ -133,9 +158,7 @@ func TestRecorderCountsRepeatsIntoASeries(t *testing.T) {
 		last := time.Now()
 		r.Record(ctx, createdEvent("Created Deployment sessions"))
 		synctest.Wait()
-		if err := stop(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		stopped(t, stop)
 
 		got := storedEvents(t, kc, "shop")
 		if len(got) != 1 {
@@ -154,9 +177,7 @@ func TestRecorderCountsRepeatsIntoASeries(t *testing.T) {
 			t.Errorf("%d creates and %d patches, want 1 and 2", creates, patches)
 		}
 		want := map[string]int64{eventCreated: 1, eventCounted: 2}
-		if got := eventOutcomes(t, tel); !mapsEqual64(got, want) {
-			t.Errorf("humus.kube.controller.events = %v, want %v", got, want)
-		}
+		wantOutcomes(t, tel, want)
 	})
 }
 
@@ -164,27 +185,20 @@ func TestRecorderCountsRepeatsIntoASeries(t *testing.T) {
 // five before Serve takes them are one create, with its series.
 func TestRecorderWritesTheRepeatsThatWaitedAsOneCount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tel := humustest.NewTelemetry()
-		kc := kubefake.NewClientset()
-		r := newTestRecorder(t, tel, kc)
-		ctx := proven(context.Background())
+		tel, kc, r, ctx := recording(t)
 		failed := Event{Regarding: sessionsRef, Type: Warning, Reason: "ApplyFailed", Action: "Apply", Note: "the quota is exceeded"}
 		for range 5 {
 			r.Record(ctx, failed)
 		}
 		stop := serveRecorder(t, r)
 		synctest.Wait()
-		if err := stop(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		stopped(t, stop)
 		got := storedEvents(t, kc, "shop")
 		if creates, patches := eventWrites(kc); len(got) != 1 || creates != 1 || patches != 0 || seriesOf(got[0]) != 5 {
 			t.Errorf("Events %+v after %d creates and %d patches, want one with a series of 5, after 1 create", got, creates, patches)
 		}
 		want := map[string]int64{eventCreated: 1, eventCounted: 4}
-		if got := eventOutcomes(t, tel); !mapsEqual64(got, want) {
-			t.Errorf("humus.kube.controller.events = %v, want %v", got, want)
-		}
+		wantOutcomes(t, tel, want)
 	})
 }
 
@@ -192,9 +206,7 @@ func TestRecorderWritesTheRepeatsThatWaitedAsOneCount(t *testing.T) {
 // another Event.
 func TestRecorderTellsEventsApartByEachField(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kc := kubefake.NewClientset()
-		r := newTestRecorder(t, nil, kc)
-		ctx := proven(context.Background())
+		_, kc, r, ctx := recording(t)
 		stop := serveRecorder(t, r)
 		variants := []Event{
 			createdEvent("Created Deployment sessions"),
@@ -209,9 +221,7 @@ func TestRecorderTellsEventsApartByEachField(t *testing.T) {
 			r.Record(ctx, e)
 		}
 		synctest.Wait()
-		if err := stop(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		stopped(t, stop)
 		if got := storedEvents(t, kc, "shop"); len(got) != len(variants) {
 			t.Errorf("%d Events stored, want %d: each an Event of its own", len(got), len(variants))
 		}
@@ -247,9 +257,7 @@ func mapsEqual64(a, b map[string]int64) bool {
 // Recorder forgets what it counted of the old one.
 func TestRecorderBeginsANewEventAfterTheWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kc := kubefake.NewClientset()
-		r := newTestRecorder(t, nil, kc)
-		ctx := proven(context.Background())
+		_, kc, r, ctx := recording(t)
 		stop := serveRecorder(t, r)
 		r.Record(ctx, createdEvent("Created Deployment sessions"))
 		synctest.Wait()
@@ -271,9 +279,7 @@ func TestRecorderBeginsANewEventAfterTheWindow(t *testing.T) {
 		if kept != 0 {
 			t.Errorf("%d Events still counted %s after the last, want none", kept, seriesWindow+sweepEvery)
 		}
-		if err := stop(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		stopped(t, stop)
 	})
 }
 
@@ -281,9 +287,7 @@ func TestRecorderBeginsANewEventAfterTheWindow(t *testing.T) {
 // server's time to live) creates it again, with its series.
 func TestRecorderCreatesAgainAnEventThatIsGone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kc := kubefake.NewClientset()
-		r := newTestRecorder(t, nil, kc)
-		ctx := proven(context.Background())
+		_, kc, r, ctx := recording(t)
 		stop := serveRecorder(t, r)
 		r.Record(ctx, createdEvent("Created Deployment sessions"))
 		synctest.Wait()
@@ -297,9 +301,7 @@ func TestRecorderCreatesAgainAnEventThatIsGone(t *testing.T) {
 		if len(got) != 1 || got[0].Name != first.Name || seriesOf(got[0]) != 2 {
 			t.Errorf("Events = %+v, want %s again, with a series of 2", got, first.Name)
 		}
-		if err := stop(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		stopped(t, stop)
 	})
 }
 
@@ -307,10 +309,7 @@ func TestRecorderCreatesAgainAnEventThatIsGone(t *testing.T) {
 // counted as backlog_full; and Record never blocks.
 func TestRecorderDropsAnEventBeyondItsBacklog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tel := humustest.NewTelemetry()
-		kc := kubefake.NewClientset()
-		r := newTestRecorder(t, tel, kc)
-		ctx := proven(context.Background())
+		tel, kc, r, ctx := recording(t)
 		for i := range maxBacklog + 1 {
 			r.Record(ctx, createdEvent(fmt.Sprintf("Created Deployment %d", i)))
 		}
@@ -335,16 +334,12 @@ func TestRecorderDropsAnEventBeyondItsBacklog(t *testing.T) {
 		})
 		stop := serveRecorder(t, r)
 		synctest.Wait()
-		if err := stop(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		stopped(t, stop)
 		if creates != maxBacklog {
 			t.Errorf("%d Events created, want %d", creates, maxBacklog)
 		}
 		want := map[string]int64{eventCreated: maxBacklog, eventCounted: 1, eventDropped + "/" + dropBacklog: 1}
-		if got := eventOutcomes(t, tel); !mapsEqual64(got, want) {
-			t.Errorf("humus.kube.controller.events = %v, want %v", got, want)
-		}
+		wantOutcomes(t, tel, want)
 	})
 }
 
@@ -376,8 +371,7 @@ func TestRecorderTriesAgainOnlyWhatARetryCanMend(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				tel := humustest.NewTelemetry()
-				kc := kubefake.NewClientset()
+				tel, kc, r, ctx := recording(t)
 				var mu sync.Mutex
 				var tries []time.Time
 				kc.PrependReactor("create", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -389,15 +383,12 @@ func TestRecorderTriesAgainOnlyWhatARetryCanMend(t *testing.T) {
 					}
 					return false, nil, nil
 				})
-				r := newTestRecorder(t, tel, kc)
 				stop := serveRecorder(t, r)
 				start := time.Now()
-				r.Record(proven(context.Background()), createdEvent("Created Deployment sessions"))
+				r.Record(ctx, createdEvent("Created Deployment sessions"))
 				time.Sleep(2 * time.Minute)
 				synctest.Wait()
-				if err := stop(context.Background()); err != nil {
-					t.Fatal(err)
-				}
+				stopped(t, stop)
 				stored := len(storedEvents(t, kc, "shop")) == 1
 				if len(tries) != tc.tries || stored != tc.stored {
 					t.Errorf("tries, stored = %d, %v; want %d, %v", len(tries), stored, tc.tries, tc.stored)
@@ -411,9 +402,7 @@ func TestRecorderTriesAgainOnlyWhatARetryCanMend(t *testing.T) {
 				if tc.dropped != "" {
 					want = map[string]int64{eventDropped + "/" + tc.dropped: 1}
 				}
-				if got := eventOutcomes(t, tel); !mapsEqual64(got, want) {
-					t.Errorf("humus.kube.controller.events = %v, want %v", got, want)
-				}
+				wantOutcomes(t, tel, want)
 				if drops := recordsWithBody(tel, "dropped an Event"); (len(drops) == 1) != (tc.dropped != "") {
 					t.Errorf("%d drop records, want one only when the Event is dropped", len(drops))
 				}
@@ -429,8 +418,7 @@ func TestRecorderTriesAgainOnlyWhatARetryCanMend(t *testing.T) {
 // going.
 func TestRecorderWritesNothingAfterTheProofsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tel := humustest.NewTelemetry()
-		kc := kubefake.NewClientset()
+		tel, kc, r, _ := recording(t)
 		var mu sync.Mutex
 		var tries []time.Time
 		kc.PrependReactor("create", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -439,7 +427,6 @@ func TestRecorderWritesNothingAfterTheProofsDeadline(t *testing.T) {
 			tries = append(tries, time.Now())
 			return true, nil, apierrors.NewServiceUnavailable("down")
 		})
-		r := newTestRecorder(t, tel, kc)
 
 		// No proof, or one already past.
 		r.Record(context.Background(), createdEvent("no proof"))
@@ -476,13 +463,9 @@ func TestRecorderWritesNothingAfterTheProofsDeadline(t *testing.T) {
 		if len(tries) != 8 {
 			t.Errorf("tries under a renewed proof at %v, want 8, for a minute", offsets(start, tries))
 		}
-		if err := stop(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		stopped(t, stop)
 		want := map[string]int64{eventDropped + "/" + dropNotLeading: 4, eventDropped + "/" + dropGaveUp: 1}
-		if got := eventOutcomes(t, tel); !mapsEqual64(got, want) {
-			t.Errorf("humus.kube.controller.events = %v, want %v", got, want)
-		}
+		wantOutcomes(t, tel, want)
 	})
 }
 
@@ -499,9 +482,7 @@ func offsets(start time.Time, ts []time.Time) []time.Duration {
 // tried again: the request's context ends at the deadline.
 func TestRecorderCutsAWriteOffAtTheProofsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tel := humustest.NewTelemetry()
-		kc := kubefake.NewClientset()
-		r := newTestRecorder(t, tel, kc)
+		tel, kc, r, _ := recording(t)
 		hung := &hangingEvents{EventsV1Interface: kc.EventsV1()}
 		r.events = hung
 		stop := serveRecorder(t, r)
@@ -510,9 +491,7 @@ func TestRecorderCutsAWriteOffAtTheProofsDeadline(t *testing.T) {
 		r.Record(withProof(context.Background(), func() time.Time { return until }), createdEvent("hangs"))
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if err := stop(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		stopped(t, stop)
 		if len(hung.ended) != 1 || hung.ended[0].Sub(start) != 3*time.Second {
 			t.Errorf("creates ended %v after the record, want one, at the proof's deadline, 3s", offsets(start, hung.ended))
 		}
@@ -549,10 +528,7 @@ func (h hangingEvent) Create(ctx context.Context, _ *eventsv1.Event, _ metav1.Cr
 // it has returned is dropped.
 func TestRecorderShutdownWritesWhatWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tel := humustest.NewTelemetry()
-		kc := kubefake.NewClientset()
-		r := newTestRecorder(t, tel, kc)
-		ctx := proven(context.Background())
+		tel, kc, r, ctx := recording(t)
 		for i := range 3 {
 			r.Record(ctx, createdEvent(fmt.Sprintf("Created Deployment %d", i)))
 		}
@@ -590,7 +566,7 @@ func TestRecorderShutdownWritesWhatWaits(t *testing.T) {
 // written once.
 func TestRecorderShutdownFinishesTheWriteServeLeft(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		kc := kubefake.NewClientset()
+		_, kc, r, ctx := recording(t)
 		calls := 0
 		kc.PrependReactor("create", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
 			calls++
@@ -599,13 +575,10 @@ func TestRecorderShutdownFinishesTheWriteServeLeft(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		r := newTestRecorder(t, nil, kc)
 		stop := serveRecorder(t, r)
-		r.Record(proven(context.Background()), createdEvent("Created Deployment sessions"))
+		r.Record(ctx, createdEvent("Created Deployment sessions"))
 		synctest.Wait() // Serve waits to try again
-		if err := stop(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		stopped(t, stop)
 		if got := storedEvents(t, kc, "shop"); len(got) != 1 || calls != 2 {
 			t.Errorf("%d Events stored after %d creates, want 1 after 2", len(got), calls)
 		}
@@ -615,10 +588,7 @@ func TestRecorderShutdownFinishesTheWriteServeLeft(t *testing.T) {
 // An Event the API server would refuse is dropped at Record, with one
 // record naming every mistake; a Note over 1024 bytes is cut.
 func TestRecorderChecksEachEvent(t *testing.T) {
-	tel := humustest.NewTelemetry()
-	kc := kubefake.NewClientset()
-	r := newTestRecorder(t, tel, kc)
-	ctx := proven(context.Background())
+	tel, _, r, ctx := recording(t)
 	r.Record(ctx, Event{Type: "Info", Reason: strings.Repeat("R", 129), Related: &corev1.ObjectReference{Name: "d"}})
 	drops := recordsWithBody(tel, "dropped an Event")
 	if len(drops) != 1 {

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -26,6 +27,11 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 )
+
+// The unit tests' one fixture to run a controller on client-go's fakes,
+// in a synctest bubble: newFakeCluster holds the objects,
+// newTestController or observedController (observedKindController for a
+// Kind) builds the controller on them, and served runs it.
 
 // fakeCluster is client-go's fakes standing in for the API server: the
 // dynamic client for the controller's objects, the metadata client for
@@ -376,4 +382,59 @@ func (c *counter) keys() []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// resize changes the object's spec in the fake cluster, as an edit would.
+func resize(t *testing.T, f *fakeCluster, name string, size int64) {
+	t.Helper()
+	u := f.get(t, cachesGVR, "default", name)
+	if err := unstructured.SetNestedField(u.Object, size, "spec", "size"); err != nil {
+		t.Fatal(err)
+	}
+	f.update(t, cachesGVR, u)
+}
+
+// served runs ctrl's Serve in the background, in a synctest bubble or on
+// the real control plane, until stop is called or t ends. stop cancels
+// Serve's context and returns what Serve returned, at once when Serve
+// already has, as often as it is called; it gives up after 30s. To see
+// Serve return by itself, wait on ctrl.done, or call awaitServe.
+func served(t testing.TB, ctrl *Controller) (stop func() error) {
+	t.Helper()
+	return servedIn(t, context.Background(), ctrl)
+}
+
+// servedIn is served with Serve's context made from ctx.
+func servedIn(t testing.TB, ctx context.Context, ctrl *Controller) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		err = ctrl.Serve(ctx)
+	}()
+	stop = func() error {
+		cancel()
+		select {
+		case <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			return errors.New("served: Serve didn't return within 30s of its context being cancelled")
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// awaitServe waits up to d for ctrl's Serve, run by served, to return by
+// itself, and reports whether it did, and what it returned; stop is
+// served's.
+func awaitServe(ctrl *Controller, stop func() error, d time.Duration) (returned bool, err error) {
+	select {
+	case <-ctrl.done:
+		return true, stop()
+	case <-time.After(d):
+		return false, nil
+	}
 }

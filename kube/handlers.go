@@ -166,15 +166,6 @@ func sameVersion(old, obj any) bool {
 	return ok && ok2 && was.GetResourceVersion() != "" && was.GetResourceVersion() == now.GetResourceVersion()
 }
 
-// queueNow queues key at once, in place of any wait it had, at p or at the
-// wait's priority if higher.
-func (c *Controller) queueNow(w *work, key string, p priority, changed time.Time) {
-	if waited, ok := w.later.cancel(key); ok {
-		p = max(p, waited)
-	}
-	w.q.Add(key, p, changed)
-}
-
 func (c *Controller) ownerKey(obj any) (string, bool) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,10 +12,14 @@ import (
 	"time"
 
 	coordinationapiv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/z5labs/humus/kube/internal/elector/electortest"
 )
@@ -351,6 +356,189 @@ func TestAStandbyTakesAReleasedLeaseWithinRetryPeriod(t *testing.T) {
 				}
 				if err := stopStandby(); err != nil {
 					t.Errorf("the standby's Serve = %v, want nil", err)
+				}
+			})
+		})
+	}
+}
+
+func TestServeEndsWhenTheLeaseIsForbidden(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		leases := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+		denied := apierrors.NewForbidden(leases, "memcached-controller", errors.New("the ServiceAccount default/memcached may not get it"))
+		f.kube.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, denied
+		})
+		var calls counter
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+		stop := served(t, ctrl)
+
+		returned, err := awaitServe(ctrl, stop, 2*time.Minute)
+		if !returned {
+			t.Fatalf("Serve didn't return within 2 minutes of a forbidden Lease; Serve, cancelled = %v", stop())
+		}
+		const want = "kube: the Lease kube-system/memcached-controller: "
+		if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("Serve = %v, want %q followed by the Forbidden", err, want)
+		}
+		if got := calls.get("m"); got != 0 {
+			t.Errorf("reconciles = %d, want none without the Lease", got)
+		}
+		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+			t.Error("Synced is healthy after Serve returned")
+		}
+	})
+}
+
+// A restarted API server serves before its authorizer has loaded RBAC,
+// and refuses with a 403 meanwhile (seen for 6 s in the fault suite): a
+// replica taking or renewing the Lease then waits the 403s out, for up to
+// unservedGrace, and goes on leading. Before, the first 403 ended a
+// leader's term, and Serve.
+func TestALeaseForbiddenForAFewSecondsIsWaitedOut(t *testing.T) {
+	for _, verb := range []string{"get", "update"} {
+		t.Run(verb, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+				leases := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+				var mu sync.Mutex
+				var until time.Time // 403s before it
+				forbid := func() {
+					mu.Lock()
+					defer mu.Unlock()
+					until = time.Now().Add(unservedGrace - 4*time.Second)
+				}
+				f.kube.PrependReactor(verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if time.Now().Before(until) {
+						return true, nil, apierrors.NewForbidden(leases, "memcached-controller", errors.New("RBAC: not loaded yet"))
+					}
+					return false, nil, nil
+				})
+				if verb == "get" {
+					forbid() // from the first look
+				}
+				var calls counter
+				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+				stop := served(t, ctrl)
+				synctest.Wait()
+				if verb == "update" {
+					time.Sleep(time.Second) // leading: every renewal refused from now
+					forbid()
+				}
+				if returned, err := awaitServe(ctrl, stop, time.Minute); returned {
+					t.Fatalf("Serve = %v, want it to wait out 403s of the Lease for %s", err, unservedGrace-4*time.Second)
+				}
+				lease, err := f.kube.CoordinationV1().Leases("kube-system").Get(t.Context(), "memcached-controller", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != "replica-1" || time.Since(lease.Spec.RenewTime.Time) > 3*time.Second {
+					t.Errorf("the Lease's holder = %q, renewed %s ago; want replica-1, renewed within RetryPeriod", h, time.Since(lease.Spec.RenewTime.Time))
+				}
+				if got := calls.get("m"); got == 0 {
+					t.Error("m wasn't reconciled")
+				}
+				if err := stop(); err != nil {
+					t.Errorf("Serve = %v, want nil", err)
+				}
+			})
+		})
+	}
+}
+
+// A Lease that may be read but not taken ends Serve once its takes have
+// been refused for unservedGrace, naming the Lease and the 403: with get
+// and create on Leases but no update, and the Lease already there,
+// released by the last leader's shutdown, every take is an update. Before,
+// the read before each take reset the grace, so the 403 never became
+// final: Serve ran on, Synced healthy, and no replica ever led.
+func TestServeEndsWhenAReleasedLeaseMayBeReadButNotTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		released := &coordinationapiv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "memcached-controller"},
+			Spec:       coordinationapiv1.LeaseSpec{LeaseDurationSeconds: new(int32(1)), LeaseTransitions: new(int32(3))},
+		}
+		if _, err := f.kube.CoordinationV1().Leases("kube-system").Create(t.Context(), released, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		denied := apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "memcached-controller", errors.New("update not allowed"))
+		f.kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, denied
+		})
+		var calls counter
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+		stop := served(t, ctrl)
+
+		le := testSettings().LeaderElection
+		bound := unservedGrace + le.RetryPeriod + time.Second
+		returned, err := awaitServe(ctrl, stop, bound)
+		if !returned {
+			t.Fatalf("Serve didn't return within unservedGrace+RetryPeriod+1s (%s) of every take refused; Serve, cancelled = %v", bound, stop())
+		}
+		want := "kube: the Lease kube-system/memcached-controller: " + denied.Error()
+		if err == nil || err.Error() != want || !errors.Is(err, denied) {
+			t.Errorf("Serve = %v, want %q", err, want)
+		}
+		if got := calls.get("m"); got != 0 {
+			t.Errorf("reconciles = %d, want none without the Lease", got)
+		}
+		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+			t.Error("Synced is healthy after Serve returned")
+		}
+	})
+}
+
+// A Lease that can't be created for an answer no retry mends, other than
+// a 403 (its namespace missing, a 404; a 422, the Lease refused as
+// invalid; a 400), ends Serve as a 403 does, naming the Lease and the
+// answer, and Synced goes unhealthy: before, the elector logged "Failed to
+// update lock" and retried forever, every replica Ready and none working.
+// A Lease whose renewal is refused so ends Serve too, naming the answer,
+// a 403's at the renew deadline.
+func TestServeEndsWhenTheLeaseCanNeverBeCreated(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		verb string
+		err  error
+	}{
+		{"its namespace missing", "create", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "kube-system")},
+		{"invalid", "create", apierrors.NewInvalid(schema.GroupKind{Group: "coordination.k8s.io", Kind: "Lease"}, "memcached-controller",
+			field.ErrorList{field.Invalid(field.NewPath("spec", "holderIdentity"), "replica-1", "refused by a policy")})},
+		{"a bad request", "create", apierrors.NewBadRequest("the request is refused")},
+		{"its renewal forbidden", "update", apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "memcached-controller", errors.New("update taken away"))},
+		{"its renewal invalid", "update", apierrors.NewInvalid(schema.GroupKind{Group: "coordination.k8s.io", Kind: "Lease"}, "memcached-controller",
+			field.ErrorList{field.Invalid(field.NewPath("spec", "renewTime"), "now", "refused by a policy")})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+				f.kube.PrependReactor(tc.verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, tc.err
+				})
+				var calls counter
+				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+				stop := served(t, ctrl)
+
+				returned, err := awaitServe(ctrl, stop, time.Minute)
+				if !returned {
+					t.Fatalf("Serve didn't return within a minute of a Lease refused with %v; Serve, cancelled = %v", tc.err, stop())
+				}
+				want := "kube: the Lease kube-system/memcached-controller: " + tc.err.Error()
+				if tc.verb == "update" {
+					want = ErrLostLeadership.Error() + ": " + want
+				}
+				if err == nil || err.Error() != want || !errors.Is(err, tc.err) {
+					t.Errorf("Serve = %v, want %q", err, want)
+				}
+				if got := calls.get("m"); tc.verb == "create" && got != 0 {
+					t.Errorf("reconciles = %d, want none without the Lease", got)
+				}
+				if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+					t.Error("Synced is healthy after Serve returned")
 				}
 			})
 		})

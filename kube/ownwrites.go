@@ -26,13 +26,9 @@ import (
 // bring would only reconcile an object again to find nothing to do; and a
 // reconcile on a cache older than its key's last write would apply again
 // what that write did. This file holds what tells the controller's own
-// writes from anyone else's, and what makes a reconcile read its own last
-// write:
+// writes from anyone else's, which queueUnlessOwn (queue.go) asks of each
+// event, and what makes a reconcile read its own last write:
 //
-//   - queueUnlessOwn, which the event handlers queue a change through, and
-//     inFlight, which holds an event that comes while its key is
-//     reconciled until the reconcile ends: a write's event can come before
-//     its answer does.
 //   - writtenVersions: the resourceVersions of the controller's own writes
 //     to its resource's objects (their finalizer and status, which apply
 //     records), to read one's own writes and to know their events.
@@ -42,73 +38,6 @@ import (
 //     keeps, and which tell whose write made a version.
 //   - markingListed, which marks the versions a list brought, which are
 //     never own writes.
-
-// queueUnlessOwn queues key at once at p, for a change made at changed,
-// unless the event is a reconcile's own write, which redundant tells.
-// While key is being reconciled, the event is held until the reconcile
-// ends: a write's event can come before its answer does, and so before the
-// write is known.
-func (c *Controller) queueUnlessOwn(w *work, key string, p priority, changed time.Time, redundant func() bool) {
-	if c.inFlight.hold(key, heldEvent{redundant: redundant, p: p, changed: changed}) || redundant() {
-		return
-	}
-	c.queueNow(w, key, p, changed)
-}
-
-// inFlight keeps, for each key being reconciled, the events held until its
-// reconcile ends.
-type inFlight struct {
-	mu sync.Mutex
-	m  map[string][]heldEvent
-}
-
-// heldEvent is an event held while its key is reconciled.
-type heldEvent struct {
-	redundant func() bool // reports whether the event was the reconcile's own
-	p         priority
-	changed   time.Time
-}
-
-func (f *inFlight) begin(key string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.m == nil {
-		f.m = map[string][]heldEvent{}
-	}
-	f.m[key] = nil
-}
-
-// hold keeps an event of key's until its reconcile ends, and reports
-// whether key is being reconciled.
-func (f *inFlight) hold(key string, e heldEvent) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	held, ok := f.m[key]
-	if ok {
-		f.m[key] = append(held, e)
-	}
-	return ok
-}
-
-// end reports whether any event held for key's reconcile was not its own,
-// so the key is to be queued again, at the highest priority of those, for
-// the oldest change among them. Each is judged, in the order it came.
-func (f *inFlight) end(key string) (again bool, p priority, changed time.Time) {
-	f.mu.Lock()
-	held := f.m[key]
-	delete(f.m, key)
-	f.mu.Unlock()
-	for _, e := range held {
-		if e.redundant() {
-			continue
-		}
-		again, p = true, max(p, e.p)
-		if !e.changed.IsZero() && (changed.IsZero() || e.changed.Before(changed)) {
-			changed = e.changed
-		}
-	}
-	return again, p, changed
-}
 
 // rywBound is how long a write is remembered for reading one's own writes.
 // The watch event that brings it normally comes within a second; a

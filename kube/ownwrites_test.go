@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/client-go/kubernetes"
@@ -257,6 +259,211 @@ func TestAWriteThatChangesNothingRecordsNoVersion(t *testing.T) {
 			}
 			if n := len(q.added); n != tc.queued {
 				t.Errorf("owners queued by the event of version %s = %d, want %d", tc.new.ResourceVersion, n, tc.queued)
+			}
+		})
+	}
+}
+
+// aheadRV is the resourceVersion the API server answers the controller's
+// status apply with, far ahead of every one the cache will see: as after
+// etcd was restored from a backup, and the API server's resourceVersions
+// went backwards.
+const aheadRV = "1000000"
+
+func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanItsBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
+		f.answerStatusAppliesAt(aheadRV)
+		var calls counter
+		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls)))
+
+		sleepUntil(start, time.Second)
+		if got := len(f.appliesTo("status")); got != 1 {
+			t.Fatalf("status applies = %d, want 1", got)
+		}
+		// The object changes, with a resourceVersion behind the write's.
+		resize(t, f, "m", 5)
+		sleepUntil(start, rywBound-time.Second)
+		if got := calls.get("m"); got != 1 {
+			t.Errorf("reconciles within rywBound of the write = %d, want 1: a cache behind the key's own write holds it back", got)
+		}
+		sleepUntil(start, rywBound+5*time.Second)
+		if got := calls.get("m"); got != 2 {
+			t.Errorf("reconciles by rywBound+5s = %d, want 2: a write the cache never catches up with is forgotten after rywBound", got)
+		}
+		if n, _, _ := unstructured.NestedInt64(f.get(t, cachesGVR, "default", "m").Object, "status", "readyReplicas"); n != 5 {
+			t.Errorf("status.readyReplicas = %d, want 5: the change was reconciled", n)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanRywBoundAfterTheWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
+		f.answerStatusAppliesAt(aheadRV)
+		var calls counter
+		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls)))
+		sleepUntil(start, rywBound-time.Second)
+		resize(t, f, "m", 5)
+		sleepUntil(start, rywBound+2*time.Second)
+		if got := calls.get("m"); got != 2 {
+			t.Errorf("reconciles by rywBound+2s after the write = %d, want 2", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+// A reconcile's own writes, its finalizer and its status, are its outcome:
+// their events queue nothing, whether they come before or after a worker
+// reconciled the write from the cache. Any other version's event queues
+// the key, and so does the event of an own write that brings a change of
+// someone else's with it (a relist folds the versions between two lists
+// into one event).
+func TestTheEventsOfAReconcilesOwnWritesQueueNothing(t *testing.T) {
+	input := versionOfM("3")
+	for _, tc := range ownWriteEvents(input) {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newCountingQueue(t)
+			sh := testWork(q)
+			c := &Controller{finalizer: testFinalizer, versions: writtenVersions{manager: "memcached-controller"}}
+			h := c.objectKeys(sh)
+			tc.steps(c, func(u *unstructured.Unstructured) { h.OnUpdate(input, u) })
+			if got := len(q.added); got != tc.queued {
+				t.Errorf("keys queued = %d, want %d", got, tc.queued)
+			}
+		})
+	}
+}
+
+// versionOfM is the object default/m at resourceVersion rv, as a
+// reconcile read it, with change made to it.
+func versionOfM(rv string, change ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetNamespace("default")
+	u.SetName("m")
+	u.SetUID("u1")
+	u.SetGeneration(1)
+	u.SetLabels(map[string]string{"app": "m"})
+	u.SetResourceVersion(rv)
+	for _, f := range change {
+		f(u)
+	}
+	return u
+}
+
+// ownWriteEvent is a reconcile's writes, recorded in c, and the update
+// events of the object its handler is then handed, from the version a
+// reconcile read (input); queued is how many keys they queue.
+type ownWriteEvent struct {
+	name   string
+	steps  func(c *Controller, update func(*unstructured.Unstructured))
+	queued int
+}
+
+// ownWriteEvents are TestTheEventsOfAReconcilesOwnWritesQueueNothing's
+// cases: first those that queue nothing, then those that queue the key.
+func ownWriteEvents(input *unstructured.Unstructured) []ownWriteEvent {
+	obj := versionOfM
+	finalized := func(u *unstructured.Unstructured) { u.SetFinalizers([]string{testFinalizer}) }
+	return []ownWriteEvent{
+		{"the status's event", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5"))
+		}, 0},
+		{"the finalizer's and the status's events", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "4", input)
+			c.versions.wrote("default/m", "5", input)
+			update(obj("4", finalized))
+			update(obj("5", finalized))
+		}, 0},
+		{"reconciled from the cache, then its event", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			c.versions.aheadFor("default/m", "5")
+			update(obj("5"))
+		}, 0},
+		{"only the last write's event, after a relist", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "4", input)
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5", finalized))
+		}, 0},
+		{"another's version, then the write's", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("4", func(u *unstructured.Unstructured) { u.SetGeneration(2) }))
+			update(obj("5", func(u *unstructured.Unstructured) { u.SetGeneration(2) }))
+		}, 2},
+		{"a newer version's event", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5"))
+			update(obj("6"))
+		}, 1},
+		{"the write's event with a new spec folded in", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5", func(u *unstructured.Unstructured) { u.SetGeneration(2) }))
+		}, 1},
+		{"the write's event with a label folded in", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5", func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"app": "n"}) }))
+		}, 1},
+		{"the write's event with another's finalizer folded in", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{testFinalizer, "other"}) }))
+		}, 1},
+		{"the write's event with a deletion folded in", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			update(obj("5", func(u *unstructured.Unstructured) { u.SetDeletionTimestamp(new(metav1.Now())) }))
+		}, 1},
+		{"a write forgotten", func(c *Controller, update func(*unstructured.Unstructured)) {
+			c.versions.wrote("default/m", "5", input)
+			c.versions.forget("default/m")
+			update(obj("5"))
+		}, 1},
+	}
+}
+
+// A relist can fold another's change into the event of the controller's
+// own write, and a Kind such as a ConfigMap bumps no generation for it: a
+// managedFields entry other than the controller's own two applies that
+// changed since the reconcile's object queues the key; the controller's
+// own entries changing queue nothing (issue 22, point 11).
+func TestTheEventOfAnOwnWriteWithAnotherWritersEntryChangedQueuesTheKey(t *testing.T) {
+	obj := func(rv string, entries ...metav1.ManagedFieldsEntry) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetNamespace("default")
+		u.SetName("m")
+		u.SetUID("u1")
+		u.SetResourceVersion(rv)
+		u.SetManagedFields(entries)
+		return u
+	}
+	kubectl := func(sec int64) metav1.ManagedFieldsEntry {
+		return managedEntry("kubectl", metav1.ManagedFieldsOperationUpdate, "", sec, `{"f:data":{}}`)
+	}
+	own := func(subresource string) metav1.ManagedFieldsEntry {
+		return managedEntry("memcached-controller", metav1.ManagedFieldsOperationApply, subresource, 300, `{"f:metadata":{}}`)
+	}
+	input := obj("3", kubectl(100))
+	for _, tc := range []struct {
+		name   string
+		event  *unstructured.Unstructured
+		queued int
+	}{
+		{"another's entry changed", obj("5", kubectl(200)), 1},
+		{"the controller's own entries changed", obj("5", kubectl(100), own(""), own("status")), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newCountingQueue(t)
+			c := &Controller{finalizer: "cache.example.com/finalizer", versions: writtenVersions{manager: "memcached-controller"}}
+			c.versions.wrote("default/m", "5", input)
+			c.objectKeys(testWork(q)).OnUpdate(input, tc.event)
+			if got := len(q.added); got != tc.queued {
+				t.Errorf("keys queued = %d, want %d", got, tc.queued)
 			}
 		})
 	}

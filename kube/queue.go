@@ -10,6 +10,18 @@ import (
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
 
+// A key is queued here, whatever queues it:
+//
+//   - queueNow, which a change queues its key through, in place of any
+//     wait it had; queueUnlessOwn, the same unless the change is a
+//     reconcile's own write (ownwrites.go tells), and inFlight, which
+//     holds a change that comes while its key is reconciled until the
+//     reconcile ends.
+//   - later, the one wait of each key: Result.After's, an error's backoff
+//     (newRetryLimiter), or reading its own write.
+//   - The work queue itself, in two priorities, over
+//     kube/internal/priorityqueue.
+
 // queue is the controller's work queue of object keys, in two
 // priorities (internal/priorityqueue): it never hands one key to two
 // workers at once, folds a key added again while it waits, and hands out a
@@ -53,6 +65,82 @@ func newRetryLimiter(s Settings) workqueue.TypedRateLimiter[string] {
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.RetryBaseDelay, s.RetryMaxDelay),
 		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
 	)
+}
+
+// queueNow queues key at once, in place of any wait it had, at p or at the
+// wait's priority if higher.
+func (c *Controller) queueNow(w *work, key string, p priority, changed time.Time) {
+	if waited, ok := w.later.cancel(key); ok {
+		p = max(p, waited)
+	}
+	w.q.Add(key, p, changed)
+}
+
+// queueUnlessOwn queues key at once at p, for a change made at changed,
+// unless the event is a reconcile's own write, which redundant tells.
+// While key is being reconciled, the event is held until the reconcile
+// ends: a write's event can come before its answer does, and so before the
+// write is known.
+func (c *Controller) queueUnlessOwn(w *work, key string, p priority, changed time.Time, redundant func() bool) {
+	if c.inFlight.hold(key, heldEvent{redundant: redundant, p: p, changed: changed}) || redundant() {
+		return
+	}
+	c.queueNow(w, key, p, changed)
+}
+
+// inFlight keeps, for each key being reconciled, the events held until its
+// reconcile ends.
+type inFlight struct {
+	mu sync.Mutex
+	m  map[string][]heldEvent
+}
+
+// heldEvent is an event held while its key is reconciled.
+type heldEvent struct {
+	redundant func() bool // reports whether the event was the reconcile's own
+	p         priority
+	changed   time.Time
+}
+
+func (f *inFlight) begin(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[string][]heldEvent{}
+	}
+	f.m[key] = nil
+}
+
+// hold keeps an event of key's until its reconcile ends, and reports
+// whether key is being reconciled.
+func (f *inFlight) hold(key string, e heldEvent) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	held, ok := f.m[key]
+	if ok {
+		f.m[key] = append(held, e)
+	}
+	return ok
+}
+
+// end reports whether any event held for key's reconcile was not its own,
+// so the key is to be queued again, at the highest priority of those, for
+// the oldest change among them. Each is judged, in the order it came.
+func (f *inFlight) end(key string) (again bool, p priority, changed time.Time) {
+	f.mu.Lock()
+	held := f.m[key]
+	delete(f.m, key)
+	f.mu.Unlock()
+	for _, e := range held {
+		if e.redundant() {
+			continue
+		}
+		again, p = true, max(p, e.p)
+		if !e.changed.IsZero() && (changed.IsZero() || e.changed.Before(changed)) {
+			changed = e.changed
+		}
+	}
+	return again, p, changed
 }
 
 // later holds each key's one pending reconcile: Result.After's, an

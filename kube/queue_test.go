@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // journal is a Reconciler that takes a second of the bubble's time for
@@ -303,121 +302,204 @@ func TestANewLeadersBacklogIsLowPriority(t *testing.T) {
 	})
 }
 
-// Each event's priority: low for what a cold start or a resync queues;
-// normal for a change of anything the controller reads, an owned object's
-// change, and a deletion; and nothing for a relist that found the object
-// unchanged.
-func TestAnEventsPriority(t *testing.T) {
-	base := func() *unstructured.Unstructured {
-		u := cacheObject("default", "m", 1)
-		u.SetGeneration(1)
-		u.SetResourceVersion("5")
-		u.SetFinalizers([]string{"cache.example.com/finalizer"})
-		return u
+// sleepUntil sleeps until d after start, and lets the bubble settle.
+func sleepUntil(start time.Time, d time.Duration) {
+	time.Sleep(time.Until(start.Add(d)))
+	synctest.Wait()
+}
+
+// heldReconciler is a Reconciler whose first reconcile waits, in flight,
+// until release is closed, and then ends with first; every later one ends
+// with rest.
+type heldReconciler struct {
+	calls    counter
+	inFlight chan struct{}
+	release  chan struct{}
+	first    func() (Result[cacheStatus], error)
+	rest     func() (Result[cacheStatus], error)
+}
+
+func newHeldReconciler(first, rest func() (Result[cacheStatus], error)) *heldReconciler {
+	return &heldReconciler{inFlight: make(chan struct{}), release: make(chan struct{}), first: first, rest: rest}
+}
+
+func (h *heldReconciler) Reconcile(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+	if h.calls.inc(m.Name) == 1 {
+		close(h.inFlight)
+		<-h.release
+		return h.first()
 	}
-	changed := func(f func(u *unstructured.Unstructured)) *unstructured.Unstructured {
-		u := base()
-		u.SetResourceVersion("6")
-		f(u)
-		return u
-	}
-	for _, tc := range []struct {
-		name  string
-		event func(h handler)
-		want  priority
-	}{
-		{"the initial list", func(h handler) { h.OnAdd(base(), true) }, low},
-		{"a create", func(h handler) { h.OnAdd(base(), false) }, normal},
-		{"a resync", func(h handler) { u := base(); h.OnUpdate(u, u) }, low},
-		{"a relist that found it unchanged", func(h handler) { h.OnUpdate(base(), base()) }, none},
-		{"a status written by another", func(h handler) {
-			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.Object["status"] = map[string]any{"readyReplicas": 1} }))
-		}, low},
-		{"the controller's finalizer added by another replica", func(h handler) {
-			h.OnUpdate(changed(func(u *unstructured.Unstructured) { u.SetFinalizers(nil) }), base())
-		}, low},
-		{"the spec", func(h handler) {
-			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.SetGeneration(2) }))
-		}, normal},
-		{"a label", func(h handler) {
-			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"a": "b"}) }))
-		}, normal},
-		{"an annotation", func(h handler) {
-			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{"a": "b"}) }))
-		}, normal},
-		{"a deletion begun", func(h handler) {
-			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.SetDeletionTimestamp(&metav1.Time{Time: time.Now()}) }))
-		}, normal},
-		{"an owner reference", func(h handler) {
-			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) {
-				u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "u"}})
-			}))
-		}, normal},
-		{"another's finalizer", func(h handler) {
-			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"cache.example.com/finalizer", "other"}) }))
-		}, normal},
-		{"anything, of a kind without generation", func(h handler) {
-			h.OnUpdate(changed(func(u *unstructured.Unstructured) { u.SetGeneration(0); u.SetResourceVersion("5") }),
-				changed(func(u *unstructured.Unstructured) { u.SetGeneration(0); u.Object["data"] = "x" }))
-		}, normal},
-		{"a deletion", func(h handler) { h.OnDelete(base()) }, normal},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			q := &countingQueue{queue: newQueue("test", time.Minute, nil)}
-			defer q.ShutDown()
-			c := &Controller{finalizer: "cache.example.com/finalizer"}
-			tc.event(c.objectKeys(testWork(q)))
-			if want := queuedAt(tc.want); !slices.Equal(q.priorities, want) {
-				t.Errorf("queued at %v, want at %v", q.priorities, want)
-			}
+	return h.rest()
+}
+
+// changeWhileInFlight waits for h's first reconcile, changes the object
+// while it is in flight, so the change queues the key again behind it, and
+// then lets the reconcile end.
+func (h *heldReconciler) changeWhileInFlight(t *testing.T, f *fakeCluster) {
+	t.Helper()
+	<-h.inFlight
+	time.Sleep(time.Second)
+	resize(t, f, "m", 2)
+	synctest.Wait() // the change's event has queued the key
+	close(h.release)
+	synctest.Wait()
+}
+
+func TestAChangeSupersedesAPendingAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		var calls counter
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			calls.inc(m.Name)
+			return Result[cacheStatus]{After: 10 * time.Second}, nil
 		})
-	}
+		stop := served(t, newTestController(t, f, testSettings(), rec))
+
+		sleepUntil(start, 5*time.Second)
+		if got := calls.get("m"); got != 1 {
+			t.Fatalf("reconciles in 5s = %d, want 1", got)
+		}
+		resize(t, f, "m", 2)
+		sleepUntil(start, 12*time.Second)
+		if got := calls.get("m"); got != 2 {
+			t.Errorf("reconciles by 12s = %d, want 2 (at 0 and 5s): the change at 5s replaces the After of 10s due at 10s", got)
+		}
+		sleepUntil(start, 16*time.Second)
+		if got := calls.get("m"); got != 3 {
+			t.Errorf("reconciles by 16s = %d, want 3: the change's own reconcile's After is due at 15s", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
 }
 
-// none is the priority of an event that queues nothing.
-const none priority = 255
+func TestAChangeSupersedesAPendingBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		var calls counter
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			if calls.inc(m.Name) == 1 {
+				return Result[cacheStatus]{}, errors.New("the memcached image can't be pulled")
+			}
+			return Result[cacheStatus]{}, nil
+		})
+		s := testSettings()
+		s.RetryBaseDelay, s.RetryMaxDelay = 10*time.Second, time.Minute
+		stop := served(t, newTestController(t, f, s, rec))
 
-// queuedAt is what a countingQueue holds once an event queued at p.
-func queuedAt(p priority) []priority {
-	if p == none {
-		return nil
-	}
-	return []priority{p}
+		sleepUntil(start, time.Second)
+		resize(t, f, "m", 2)
+		sleepUntil(start, 2*time.Second)
+		if got := calls.get("m"); got != 2 {
+			t.Fatalf("reconciles by 2s = %d, want 2: the failure at 0, and the change at 1s", got)
+		}
+		sleepUntil(start, 30*time.Second)
+		if got := calls.get("m"); got != 2 {
+			t.Errorf("reconciles in 30s = %d, want 2: the change, reconciled, replaced the failure's backoff due at 10s", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
 }
 
-type handler = interface {
-	OnAdd(any, bool)
-	OnUpdate(any, any)
-	OnDelete(any)
+func TestASuccessfulReconcileSupersedesAPendingBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		rec := newHeldReconciler(
+			func() (Result[cacheStatus], error) {
+				return Result[cacheStatus]{}, errors.New("the memcached image can't be pulled")
+			},
+			func() (Result[cacheStatus], error) { return Result[cacheStatus]{}, nil },
+		)
+		s := testSettings()
+		s.RetryBaseDelay, s.RetryMaxDelay = 10*time.Second, time.Minute
+		stop := served(t, newTestController(t, f, s, rec))
+
+		// The change comes while the failing reconcile is in flight: its
+		// backoff is set after the change, and only the reconcile that
+		// follows, which succeeds, can take it back.
+		rec.changeWhileInFlight(t, f)
+		if got := rec.calls.get("m"); got != 2 {
+			t.Fatalf("reconciles once the first failed = %d, want 2: the change queued the key behind it", got)
+		}
+		sleepUntil(start, 30*time.Second)
+		if got := rec.calls.get("m"); got != 2 {
+			t.Errorf("reconciles in 30s = %d, want 2: the success forgets the failure's backoff, due at 11s", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
 }
 
-func TestAnOwnedObjectsEventsPriority(t *testing.T) {
-	owned := func(rv string) *metav1.PartialObjectMetadata {
-		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", ResourceVersion: rv,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached", Name: "m", Controller: new(true)}}}}
+func TestAPanicSupersedesAPendingAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		rec := newHeldReconciler(
+			func() (Result[cacheStatus], error) { return Result[cacheStatus]{After: 10 * time.Second}, nil },
+			func() (Result[cacheStatus], error) { panic("the cache's volume is gone") },
+		)
+		stop := served(t, newTestController(t, f, testSettings(), rec))
+
+		rec.changeWhileInFlight(t, f)
+		if got := rec.calls.get("m"); got != 2 {
+			t.Fatalf("reconciles once the first returned = %d, want 2: the change queued the key behind it", got)
+		}
+		sleepUntil(start, 30*time.Second)
+		if got := rec.calls.get("m"); got != 2 {
+			t.Errorf("reconciles in 30s = %d, want 2: the panic forgets the first reconcile's After, due at 11s", got)
+		}
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	})
+}
+
+// A write's event can come before its answer, so before the write is
+// known: while the key is being reconciled, its events are held, and
+// judged once the reconcile ends. Its own write's queues nothing; any
+// other's queues the key again.
+func TestAnEventThatComesBeforeItsWritesAnswerIsJudgedOnceTheReconcileEnds(t *testing.T) {
+	obj := func(rv string, generation int64) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetNamespace("default")
+		u.SetName("m")
+		u.SetGeneration(generation)
+		u.SetResourceVersion(rv)
+		return u
 	}
+	input := obj("3", 1)
 	for _, tc := range []struct {
 		name  string
-		event func(h handler)
-		want  priority
+		event *unstructured.Unstructured
+		again bool
 	}{
-		{"the initial list", func(h handler) { h.OnAdd(owned("5"), true) }, low},
-		{"a create", func(h handler) { h.OnAdd(owned("5"), false) }, normal},
-		{"a relist that found it unchanged", func(h handler) { h.OnUpdate(owned("5"), owned("5")) }, none},
-		{"a change", func(h handler) { h.OnUpdate(owned("5"), owned("6")) }, normal},
-		{"a deletion", func(h handler) { h.OnDelete(owned("5")) }, normal},
+		{"its own write", obj("5", 1), false},
+		{"another's change", obj("4", 2), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &countingQueue{queue: newQueue("test", time.Minute, nil)}
-			defer q.ShutDown()
-			c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
-			tc.event(c.ownerKeys(testWork(q), deploymentsGR))
-			want, keys := queuedAt(tc.want), []string{"default/m"}
-			if want == nil {
-				keys = nil
+			q := newCountingQueue(t)
+			sh := testWork(q)
+			c := &Controller{}
+			h := c.objectKeys(sh)
+			c.inFlight.begin("default/m")
+			h.OnUpdate(input, tc.event)
+			if len(q.added) != 0 {
+				t.Errorf("keys queued while the reconcile runs = %v, want none", q.added)
 			}
-			if !slices.Equal(q.priorities, want) || !slices.Equal(q.added, keys) {
-				t.Errorf("queued %v at %v, want %v at %v", q.added, q.priorities, keys, want)
+			c.versions.wrote("default/m", "5", input)
+			if got, _, _ := c.inFlight.end("default/m"); got != tc.again {
+				t.Errorf("queued again once the reconcile ended = %v, want %v", got, tc.again)
+			}
+			h.OnUpdate(input, obj("6", 1))
+			if len(q.added) != 1 {
+				t.Errorf("keys queued by a change after the reconcile = %v, want one", q.added)
 			}
 		})
 	}

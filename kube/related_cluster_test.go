@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/clustertest"
 )
@@ -35,6 +36,56 @@ func siteSettings(ns, name string) Settings {
 	s := testSettings()
 	s.Name, s.Namespace, s.LeaderElection.Namespace = name, ns, ns
 	return s
+}
+
+// siteCluster is the Website controllers' fixture on the real control
+// plane: the Websites' CRD, a namespace of the test's own, and in it a
+// ServiceAccount site-controller with grants, and a Client as it; and the
+// admin's clients, to write what the controller reads.
+type siteCluster struct {
+	ns        string
+	setup     *humus.Setup
+	client    *Client
+	admin     dynamic.Interface
+	adminKube kubernetes.Interface
+}
+
+// newSiteCluster is a siteCluster whose ServiceAccount has siteRBAC(ns),
+// and what more extend adds (nil: nothing).
+func newSiteCluster(t *testing.T, extend func(ns string, grants []clustertest.Grant) []clustertest.Grant) *siteCluster {
+	t.Helper()
+	c := clustertest.Get(t)
+	installCRD(t, c, sites)
+	ns := c.Namespace(t)
+	grants := siteRBAC(ns)
+	if extend != nil {
+		grants = extend(ns, grants)
+	}
+	token := c.ServiceAccount(t, ns, "site-controller", grants...)
+	setup, client := clientAs(t, c, humustest.NewTelemetry(), token)
+	return &siteCluster{ns: ns, setup: setup, client: client,
+		admin: dynamic.NewForConfigOrDie(c.AdminConfig()), adminKube: kubernetes.NewForConfigOrDie(c.AdminConfig())}
+}
+
+// configMaps is a Reader of the namespace's ConfigMaps, through sc's Client.
+func (sc *siteCluster) configMaps() *Reader[corev1.ConfigMap] {
+	return Read(sc.client, configMapKind, Selector{Namespace: sc.ns})
+}
+
+// serve builds a controller of the namespace's Websites with s (nil:
+// siteSettings, named site-controller), rec and parts, and serves it until
+// t ends: stop is served's.
+func (sc *siteCluster) serve(t *testing.T, s *Settings, rec Reconciler[siteSpec, siteStatus], parts ...Part) (ctrl *Controller, stop func() error) {
+	t.Helper()
+	settings := siteSettings(sc.ns, "site-controller")
+	if s != nil {
+		settings = *s
+	}
+	ctrl, err := NewController(sc.setup, sc.client, settings, sites, rec, parts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctrl, served(t, ctrl)
 }
 
 func createSite(t *testing.T, d dynamic.Interface, ns, name, contentFrom string) {
@@ -78,21 +129,11 @@ func contentIs(t *testing.T, d dynamic.Interface, ns, name, want string) {
 // edits and its deletion reconcile every Website naming it, and a
 // Website that names another ConfigMap no longer follows the first.
 func TestClusterReferencesFollowTheConfigMapsTheyName(t *testing.T) {
-	c := clustertest.Get(t)
-	installCRD(t, c, sites)
-	ns := c.Namespace(t)
-	token := c.ServiceAccount(t, ns, "site-controller", siteRBAC(ns)...)
-	setup, client := clientAs(t, c, humustest.NewTelemetry(), token)
-	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
-	adminKube := kubernetes.NewForConfigOrDie(c.AdminConfig())
-
-	cms := Read(client, configMapKind, Selector{Namespace: ns})
+	sc := newSiteCluster(t, nil)
+	ns, admin, adminKube := sc.ns, sc.admin, sc.adminKube
+	cms := sc.configMaps()
 	var calls counter
-	ctrl, err := NewController(setup, client, siteSettings(ns, "site-controller"), sites, serveContent(cms, &calls), References(cms, contentFrom))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := served(t, ctrl)
+	_, stop := sc.serve(t, nil, serveContent(cms, &calls), References(cms, contentFrom))
 	putConfigMap(t, adminKube, ns, "c1", "one", nil)
 	putConfigMap(t, adminKube, ns, "c2", "two", nil)
 	createSite(t, admin, ns, "a", "c1")
@@ -220,24 +261,16 @@ func healthy(ctrl *Controller) bool { return ctrl.Synced().Healthy(context.Backg
 // A Reader's Selector is listed and watched with: the API server sends
 // only the objects it keeps, so the cache holds no other.
 func TestClusterAReadersSelectorKeepsOtherObjectsOut(t *testing.T) {
-	c := clustertest.Get(t)
-	installCRD(t, c, sites)
-	ns := c.Namespace(t)
-	token := c.ServiceAccount(t, ns, "site-controller", siteRBAC(ns)...)
-	setup, client := clientAs(t, c, humustest.NewTelemetry(), token)
-	adminKube := kubernetes.NewForConfigOrDie(c.AdminConfig())
+	sc := newSiteCluster(t, nil)
+	ns := sc.ns
 	for i := range 20 {
-		putConfigMap(t, adminKube, ns, fmt.Sprintf("other-%d", i), "not read", nil)
+		putConfigMap(t, sc.adminKube, ns, fmt.Sprintf("other-%d", i), "not read", nil)
 	}
-	putConfigMap(t, adminKube, ns, "web", "read", map[string]string{"tier": "web"})
+	putConfigMap(t, sc.adminKube, ns, "web", "read", map[string]string{"tier": "web"})
 
-	cms := Read(client, configMapKind, Selector{Namespace: ns, Labels: "tier=web"})
+	cms := Read(sc.client, configMapKind, Selector{Namespace: ns, Labels: "tier=web"})
 	var calls counter
-	ctrl, err := NewController(setup, client, siteSettings(ns, "site-controller"), sites, serveContent(cms, &calls), Reads(cms))
-	if err != nil {
-		t.Fatal(err)
-	}
-	served(t, ctrl)
+	ctrl, _ := sc.serve(t, nil, serveContent(cms, &calls), Reads(cms))
 	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
 		if !healthy(ctrl) {
 			return fmt.Errorf("the controller hasn't synced")
@@ -289,22 +322,14 @@ func (e *echoer) Reconcile(ctx context.Context, w website) (Result[siteStatus], 
 // write made just before it, each time, though the watch event that
 // brings it to the cache comes after the write's answer.
 func TestClusterAReadAfterTheReconcilesOwnWriteSeesIt(t *testing.T) {
-	c := clustertest.Get(t)
-	installCRD(t, c, sites)
-	ns := c.Namespace(t)
-	grants := siteRBAC(ns)
-	grants[0].Rules = append(grants[0].Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "patch"}})
-	token := c.ServiceAccount(t, ns, "site-controller", grants...)
-	setup, client := clientAs(t, c, humustest.NewTelemetry(), token)
-	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
-
-	cms := Read(client, configMapKind, Selector{Namespace: ns})
-	rec := &echoer{kube: kubernetes.NewForConfigOrDie(client.Config()), cms: cms, stale: make(chan string, 100)}
-	ctrl, err := NewController(setup, client, siteSettings(ns, "site-controller"), sites, rec, Reads(cms))
-	if err != nil {
-		t.Fatal(err)
-	}
-	served(t, ctrl)
+	sc := newSiteCluster(t, func(_ string, grants []clustertest.Grant) []clustertest.Grant {
+		grants[0].Rules = append(grants[0].Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "patch"}})
+		return grants
+	})
+	ns, admin := sc.ns, sc.admin
+	cms := sc.configMaps()
+	rec := &echoer{kube: kubernetes.NewForConfigOrDie(sc.client.Config()), cms: cms, stale: make(chan string, 100)}
+	sc.serve(t, nil, rec, Reads(cms))
 	createSite(t, admin, ns, "a", "v0")
 	contentIs(t, admin, ns, "a", "v0")
 	for i := 1; i <= 10; i++ {
@@ -323,26 +348,18 @@ func TestClusterAReadAfterTheReconcilesOwnWriteSeesIt(t *testing.T) {
 // A Reconciler that hangs is ended by Settings.ReconcileTimeout: the
 // status it returns then is applied, and it is retried with backoff.
 func TestClusterAHungReconcileTimesOut(t *testing.T) {
-	c := clustertest.Get(t)
-	installCRD(t, c, sites)
-	ns := c.Namespace(t)
-	token := c.ServiceAccount(t, ns, "site-controller", siteRBAC(ns)...)
-	setup, client := clientAs(t, c, humustest.NewTelemetry(), token)
-	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
+	sc := newSiteCluster(t, nil)
+	ns, admin := sc.ns, sc.admin
 	s := siteSettings(ns, "site-controller")
 	s.ReconcileTimeout = 2 * time.Second
 	var calls counter
-	ctrl, err := NewController(setup, client, s, sites, ReconcilerFunc[siteSpec, siteStatus](
+	sc.serve(t, &s, ReconcilerFunc[siteSpec, siteStatus](
 		func(ctx context.Context, w website) (Result[siteStatus], error) {
 			calls.inc(w.Name)
 			<-ctx.Done() // hangs, until the bound ends it
 			st := siteStatus{Content: "timed out"}
 			return Result[siteStatus]{Status: &st}, ctx.Err()
 		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	served(t, ctrl)
 	started := time.Now()
 	createSite(t, admin, ns, "hung", "c1")
 	contentIs(t, admin, ns, "hung", "timed out")

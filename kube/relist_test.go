@@ -39,6 +39,28 @@ func listedThrough(t *testing.T, list runtime.Object, transform func(any) (any, 
 	return out
 }
 
+// watchedAndRelisted runs queued, which reports how many of what (keys,
+// owners) an update to the version of an own write queued, on that update
+// brought by a watch, which queues none, and by a relist (listed), which
+// queues one: a version a list brought is no own write.
+func watchedAndRelisted(t *testing.T, what string, queued func(t *testing.T, listed bool) int) {
+	t.Helper()
+	for _, tc := range []struct {
+		name   string
+		listed bool
+		want   int
+	}{
+		{"from a watch", false, 0},
+		{"from a relist", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := queued(t, tc.listed); got != tc.want {
+				t.Errorf("%s queued by the update to the write's version = %d, want %d", what, got, tc.want)
+			}
+		})
+	}
+}
+
 // After a watch gap, a relist can bring an owned object at the version of
 // the reconcile's own write, from a version before another client's
 // write that the cache never saw: kube-controller-manager writing a
@@ -54,41 +76,30 @@ func TestARelistsUpdateAtAnOwnWritesVersionQueuesTheOwner(t *testing.T) {
 		return managedEntry("memcached", metav1.ManagedFieldsOperationApply, "", sec, specFields)
 	}
 	kcm := managedEntry("kube-controller-manager", metav1.ManagedFieldsOperationUpdate, "status", 200, statusFields)
-	for _, tc := range []struct {
-		name   string
-		listed bool
-		queued int
-	}{
-		{"from a watch", false, 0},
-		{"from a relist", true, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			answer := storedDeployment("6", 2, ours(300), kcm)
-			c := applyAnswered(t, http.StatusOK, answer)
-			q := newCountingQueue(t)
-			h := c.ownerKeys(testWork(q), deploymentsGR)
-			md := func(rv string, replicas int, entries ...metav1.ManagedFieldsEntry) *metav1.PartialObjectMetadata {
-				d := storedDeployment(rv, replicas, entries...)
-				return &metav1.PartialObjectMetadata{TypeMeta: d.TypeMeta, ObjectMeta: d.ObjectMeta}
-			}
-			old, err := ownedMetadata(md("4", 1, ours(100), kcm))
-			if err != nil {
-				t.Fatal(err)
-			}
-			now, err := ownedMetadata(md("6", 2, ours(300), kcm))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.listed {
-				list := &metav1.PartialObjectMetadataList{Items: []metav1.PartialObjectMetadata{*md("6", 2, ours(300), kcm)}}
-				now = listedThrough(t, list, ownedMetadata)[0]
-			}
-			h.OnUpdate(old, now)
-			if n := len(q.added); n != tc.queued {
-				t.Errorf("owners queued by the update to the write's version = %d, want %d", n, tc.queued)
-			}
-		})
-	}
+	watchedAndRelisted(t, "owners", func(t *testing.T, listed bool) int {
+		answer := storedDeployment("6", 2, ours(300), kcm)
+		c := applyAnswered(t, http.StatusOK, answer)
+		q := newCountingQueue(t)
+		h := c.ownerKeys(testWork(q), deploymentsGR)
+		md := func(rv string, replicas int, entries ...metav1.ManagedFieldsEntry) *metav1.PartialObjectMetadata {
+			d := storedDeployment(rv, replicas, entries...)
+			return &metav1.PartialObjectMetadata{TypeMeta: d.TypeMeta, ObjectMeta: d.ObjectMeta}
+		}
+		old, err := ownedMetadata(md("4", 1, ours(100), kcm))
+		if err != nil {
+			t.Fatal(err)
+		}
+		now, err := ownedMetadata(md("6", 2, ours(300), kcm))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if listed {
+			list := &metav1.PartialObjectMetadataList{Items: []metav1.PartialObjectMetadata{*md("6", 2, ours(300), kcm)}}
+			now = listedThrough(t, list, ownedMetadata)[0]
+		}
+		h.OnUpdate(old, now)
+		return len(q.added)
+	})
 }
 
 // The same on the resource's own side, for a kind without a generation: a
@@ -122,30 +133,19 @@ func TestARelistsUpdateAtAnOwnWritesVersionQueuesTheKey(t *testing.T) {
 	}
 	kubectl := entry("kubectl", metav1.ManagedFieldsOperationUpdate, "", 100, `{"f:data":{"f:k":{}}}`)
 	own := entry("memcached-controller", metav1.ManagedFieldsOperationApply, "", 300, `{"f:metadata":{"f:finalizers":{}}}`)
-	for _, tc := range []struct {
-		name   string
-		listed bool
-		queued int
-	}{
-		{"from a watch", false, 0},
-		{"from a relist", true, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			input := obj("3", "a", kubectl)
-			now := obj("5", "b", kubectl, own)
-			if tc.listed {
-				list := &cachedList{Items: []*cachedObject{obj("5", "b", kubectl, own)}}
-				now = listedThrough(t, list, func(o any) (any, error) { return o, nil })[0].(*cachedObject)
-			}
-			q := newCountingQueue(t)
-			c := &Controller{finalizer: "cache.example.com/finalizer", versions: writtenVersions{manager: "memcached-controller"}}
-			c.versions.wrote("default/m", "5", input)
-			c.objectKeys(testWork(q)).OnUpdate(input, now)
-			if got := len(q.added); got != tc.queued {
-				t.Errorf("keys queued = %d, want %d", got, tc.queued)
-			}
-		})
-	}
+	watchedAndRelisted(t, "keys", func(t *testing.T, listed bool) int {
+		input := obj("3", "a", kubectl)
+		now := obj("5", "b", kubectl, own)
+		if listed {
+			list := &cachedList{Items: []*cachedObject{obj("5", "b", kubectl, own)}}
+			now = listedThrough(t, list, func(o any) (any, error) { return o, nil })[0].(*cachedObject)
+		}
+		q := newCountingQueue(t)
+		c := &Controller{finalizer: "cache.example.com/finalizer", versions: writtenVersions{manager: "memcached-controller"}}
+		c.versions.wrote("default/m", "5", input)
+		c.objectKeys(testWork(q)).OnUpdate(input, now)
+		return len(q.added)
+	})
 }
 
 // A watch that streams a list (sendInitialEvents) brings it as its initial

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/internal/elector/electortest"
 	"github.com/z5labs/humus/kube/internal/shard"
@@ -49,12 +48,7 @@ func shardedControllerOf(t *testing.T, f *fakeCluster, id string, tel *humustest
 	s := testSettings()
 	s.Shards, s.Workers = 4, workers
 	s.LeaderElection.Identity = id
-	setup := &humus.Setup{Host: humustest.NewHost().Host(), Telemetry: tel.Telemetry()}
-	ctrl, err := NewController(setup, testClient(t, setup), s, caches, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f.use(ctrl)
+	return observedController(t, f, tel, s, rec)
 }
 
 // shardedControllerBy is shardedController dividing the objects by key.
@@ -63,12 +57,7 @@ func shardedControllerBy(t *testing.T, f *fakeCluster, id string, by ShardKey, r
 	s := testSettings()
 	s.Shards, s.ShardBy, s.Workers = 4, by, 20
 	s.LeaderElection.Identity = id
-	setup := &humus.Setup{Host: humustest.NewHost().Host(), Telemetry: humustest.NewTelemetry().Telemetry()}
-	ctrl, err := NewController(setup, testClient(t, setup), s, caches, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f.use(ctrl)
+	return observedController(t, f, humustest.NewTelemetry(), s, rec)
 }
 
 // shardHoldersOf is the holder of each of the 4 shards' Leases in f.

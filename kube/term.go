@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -30,6 +32,10 @@ import (
 //     it takes no new key, lets the reconciles in flight finish, stops
 //     renewing and releases the Lease; unless the Lease can no longer be
 //     proven first, which ends it as above.
+//   - Its proof ends with it, before the Lease is released or once it is
+//     lost: what its reconciles left to be written under it, such as the
+//     Events a Recorder still holds, is never sent once a standby may hold
+//     the Lease.
 
 // term is one term of leading on one Lease.
 type term struct {
@@ -42,6 +48,9 @@ type term struct {
 	held        <-chan struct{}
 	stopHolding func()
 	attrs       []any // its log records': the shard's, or none
+	// ended is when the term's proof ended, in Unix nanoseconds: 0 while
+	// it lasts.
+	ended atomic.Int64
 
 	reconciles context.Context // its reconciles', with the proof
 	end        context.CancelFunc
@@ -59,9 +68,9 @@ func (c *Controller) newTerm(ctx context.Context, el *elector.Elector, w *work, 
 	close(none)
 	t := &term{
 		c: c, ctx: ctx, el: el, w: w, held: held, stopHolding: stopHolding, attrs: attrs,
-		reconciles: withProof(klog.NewContext(reconciles, c.tel.logr), el.ProvenUntil),
-		end:        end, over: make(chan struct{}), finished: none,
+		end: end, over: make(chan struct{}), finished: none,
 	}
+	t.reconciles = withProof(klog.NewContext(reconciles, c.tel.logr), t.provenUntil)
 	t.lost = t.watchProof()
 	return t
 }
@@ -93,6 +102,25 @@ func (t *term) watchProof() <-chan struct{} {
 		}
 	}()
 	return lost
+}
+
+// provenUntil is the term's proof: the elector's (el.ProvenUntil) while
+// the term lasts, and once it has ended, when it did.
+func (t *term) provenUntil() time.Time {
+	if ended := t.ended.Load(); ended != 0 {
+		return time.Unix(0, ended)
+	}
+	return t.el.ProvenUntil()
+}
+
+// endProof ends the term's proof now, unless it has already ended: no
+// write made under it is sent after this.
+func (t *term) endProof() {
+	now := time.Now()
+	if until := t.el.ProvenUntil(); until.Before(now) {
+		now = until
+	}
+	t.ended.CompareAndSwap(0, now.UnixNano())
 }
 
 // lead starts the term's workers (startWorkers): the reconciles of the
@@ -127,20 +155,22 @@ func (t *term) serve(stop, ask <-chan struct{}) (lost bool) {
 }
 
 // release stops renewing the Lease and, once the renewals have stopped,
-// releases it.
+// ends the term's proof and releases the Lease.
 func (t *term) release() {
 	t.stopHolding()
 	<-t.held
+	t.endProof()
 	t.c.release(t.el)
 }
 
 // lose ends a term whose Lease can't be proven: at once, its workers stop
-// taking keys, its reconciles are cancelled, the renewals stop (one now
+// taking keys, its proof ends, its reconciles are cancelled, the renewals stop (one now
 // would only delay the next holder) and the connections are aborted. It
 // waits for the workers until the lost deadline, and reports whether they
 // returned by then.
 func (t *term) lose() bool {
 	t.w.stopTaking()
+	t.endProof()
 	t.end()
 	t.stopHolding()
 	t.c.clients.abort()
@@ -155,8 +185,9 @@ func (t *term) lose() bool {
 	}
 }
 
-// close ends the term's reconciles, and the watch of its proof.
+// close ends the term's reconciles, its proof, and the watch of it.
 func (t *term) close() {
+	t.endProof()
 	t.end()
 	close(t.over)
 }
@@ -168,3 +199,27 @@ func (t *term) close() {
 func lostDeadline(le LeaderElection) time.Duration {
 	return le.RenewDeadline + (le.LeaseDuration-le.RenewDeadline)/2
 }
+
+// proof is what every write of the controller's own checks before it is
+// sent: the deadline until which this replica can prove it holds the Lease
+// the write is made under, as of now. A term of leading gives it
+// to its reconciles' context; a write without one isn't sent.
+type proof func() time.Time
+
+type proofKey struct{}
+
+// withProof is ctx carrying the proof of the Lease its writes are made
+// under: the reconciles' context of a term of leading.
+func withProof(ctx context.Context, until proof) context.Context {
+	return context.WithValue(ctx, proofKey{}, until)
+}
+
+// proofOf is the proof ctx carries, or nil.
+func proofOf(ctx context.Context) proof {
+	until, _ := ctx.Value(proofKey{}).(proof)
+	return until
+}
+
+// errNotLeading is the error of a write this replica can't prove it may
+// make: it can't prove it holds the Lease.
+var errNotLeading = errors.New("kube: this replica can't prove it holds the Lease")

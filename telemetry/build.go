@@ -44,7 +44,8 @@ func New(service string, opts ...Option) func(ctx context.Context, h humus.Host)
 // Build returns the Telemetry of an App named service, read from h: its
 // log records as lines on h.Stderr, its metrics for MetricsHandler's
 // handler, and OTLP exports where the OTEL_* variables h.LookupEnv answers
-// ask for them; see the package doc for the whole of it. service is
+// ask for them, keeping the log records LOG_VERBOSITY (or opts' Verbosity)
+// says; see the package doc for the whole of it. service is
 // service.name, unless OTEL_SERVICE_NAME, or service.name in
 // OTEL_RESOURCE_ATTRIBUTES, names another.
 //
@@ -66,6 +67,9 @@ func Build(ctx context.Context, h humus.Host, service string, opts ...Option) (h
 	c, err := readConfig(h, service)
 	if err != nil {
 		return humus.Telemetry{}, err
+	}
+	if c.hasVerbosity {
+		Verbosity(c.verbosity)(&o)
 	}
 
 	// What can fail comes first, before the SDK's batch processors and

@@ -233,11 +233,13 @@ func TestBuildRefusesBadVariables(t *testing.T) {
 	h.Env["OTEL_EXPORTER_OTLP_HEADERS"] = "api-key=hunter2,hunter3,bad key=x,tenant=%zz"
 	h.Env["OTEL_RESOURCE_ATTRIBUTES"] = "team=payments,=x,zone"
 	h.Env["OTEL_SDK_DISABLED"] = "no"
+	h.Env["LOG_VERBOSITY"] = "debug"
 	_, err := telemetry.Build(t.Context(), h.Host(), "")
 	want := strings.Join([]string{
 		`telemetry: OTEL_RESOURCE_ATTRIBUTES: "=x": want key=value pairs, separated by commas and percent-encoded, such as deployment.environment.name=production,team=payments`,
 		`telemetry: OTEL_RESOURCE_ATTRIBUTES: "zone": want key=value pairs, separated by commas and percent-encoded, such as deployment.environment.name=production,team=payments`,
 		`telemetry: no service name: pass one to Build, or set OTEL_SERVICE_NAME`,
+		`telemetry: LOG_VERBOSITY "debug": want a V level, an integer such as 2 (the default: INFO and client-go's messages of note), 4 (and DEBUG), 0 (INFO and above) or -4 (WARN and above)`,
 		`telemetry: OTEL_SDK_DISABLED "no": want true or false`,
 		`telemetry: OTEL_EXPORTER_OTLP_ENDPOINT "otel-collector:4318": want an http or https URL, such as http://otel-collector:4318`,
 		`telemetry: OTEL_EXPORTER_OTLP_HEADERS: header 2 has no "=": want name=value pairs, separated by commas, such as api-key=secret,tenant=a`,

@@ -17,8 +17,9 @@
 //   - Every log record the Verbosity keeps is one line on the Host's
 //     stderr, written when it is emitted: its time in UTC, level and
 //     message, its object as namespace/name, and its other attributes as
-//     key=value (see NewLineProcessor). The Verbosity is V(2) unless set:
-//     INFO and above, and client-go's messages of note (see Verbosity).
+//     key=value (see NewLineProcessor). The Verbosity is V(2) unless set,
+//     by LOG_VERBOSITY or the Verbosity option: INFO and above, and
+//     client-go's messages of note (see Verbosity).
 //   - The metrics are kept for MetricsHandler's handler, which serves them
 //     in Prometheus' text format from a registry of their own, never
 //     Prometheus' global one, under Prometheus' names
@@ -67,6 +68,18 @@
 //   - OTEL_SDK_DISABLED: true turns the OTLP exports off, and the
 //     OTEL_EXPORTER_OTLP_ variables go unread; the stderr lines and the
 //     Prometheus metrics stay, as they are the App's own.
+//
+// and one of its own, for the log records, which OpenTelemetry has none
+// for:
+//
+//   - LOG_VERBOSITY: the Verbosity, Kubernetes' V level as its components'
+//     -v flag takes it, such as 4 to keep DEBUG records, or -4 to keep
+//     WARN and above; it overrides the Verbosity option, so a Deployment's
+//     env turns a controller's logs up or down without a new build. It is
+//     named as the kube module's kubeenv names its variables, without the
+//     OTEL_ prefix: OpenTelemetry's OTEL_LOG_LEVEL is the level of the
+//     SDK's own diagnostics (which Build leaves to OpenTelemetry's global
+//     error handler), and takes names (info, debug), not V levels.
 //
 // The other OTEL_EXPORTER_OTLP_ variables (COMPRESSION, TIMEOUT,
 // CERTIFICATE, CLIENT_CERTIFICATE, CLIENT_KEY, INSECURE) and the SDK's own

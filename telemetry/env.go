@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -19,6 +20,11 @@ const (
 	envResource    = "OTEL_RESOURCE_ATTRIBUTES"
 	envDisabled    = "OTEL_SDK_DISABLED"
 	envOTLP        = "OTEL_EXPORTER_OTLP_" // + [signal_]ENDPOINT, HEADERS or PROTOCOL
+
+	// envVerbosity is the Verbosity, Kubernetes' V level, not
+	// OpenTelemetry's: OTEL_LOG_LEVEL is the level of the SDK's own
+	// diagnostics, not of the App's records. See the package doc.
+	envVerbosity = "LOG_VERBOSITY"
 )
 
 // signal is one of the three OTLP exports.
@@ -55,6 +61,9 @@ type config struct {
 	service string               // service.name
 	attrs   []attribute.KeyValue // OTEL_RESOURCE_ATTRIBUTES, service.name excepted
 	otlp    [3]*target           // indexed by signal; nil when not exported
+
+	verbosity    int  // LOG_VERBOSITY
+	hasVerbosity bool // whether LOG_VERBOSITY is set
 }
 
 // target is where one signal is exported.
@@ -80,6 +89,8 @@ func readConfig(h humus.Host, service string) (config, error) {
 	if c.service == "" {
 		errs = append(errs, fmt.Errorf("telemetry: no service name: pass one to Build, or set %s", envServiceName))
 	}
+	c.verbosity, c.hasVerbosity, err = parseVerbosity(env(envVerbosity))
+	errs = append(errs, err)
 	disabled, err := parseBool(envDisabled, env(envDisabled))
 	errs = append(errs, err)
 	if !disabled {
@@ -157,6 +168,21 @@ func checkProtocol(key, v string) error {
 	default:
 		return fmt.Errorf("telemetry: %s %q: want http/protobuf", key, v)
 	}
+}
+
+// parseVerbosity parses LOG_VERBOSITY, a V level as Kubernetes' -v flag
+// takes it: an integer, negative to keep less than INFO. ok is false when
+// v is empty.
+func parseVerbosity(v string) (verbosity int, ok bool, err error) {
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, false, fmt.Errorf("telemetry: %s %q: want a V level, an integer such as 2 (the default: INFO and client-go's messages of note), "+
+			"4 (and DEBUG), 0 (INFO and above) or -4 (WARN and above)", envVerbosity, v)
+	}
+	return n, true, nil
 }
 
 // parseBool is OpenTelemetry's boolean variable: true or false, in any

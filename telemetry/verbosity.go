@@ -7,7 +7,8 @@ import (
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 )
 
-// DefaultVerbosity is the Verbosity Build keeps without the option: V(2),
+// DefaultVerbosity is the Verbosity Build keeps without the option or
+// LOG_VERBOSITY: V(2),
 // which Kubernetes' logging conventions call "useful steady state
 // information about the service", the level they recommend for most
 // systems. It keeps INFO and above, and client-go's V(1) and V(2): the
@@ -18,7 +19,9 @@ const DefaultVerbosity = 2
 
 // Verbosity sets which log records Build's LoggerProvider takes: those of
 // client-go's V(v) and below, and the same for every other record by its
-// severity, overriding the default of DefaultVerbosity (2).
+// severity, overriding the default of DefaultVerbosity (2). The Host's
+// LOG_VERBOSITY, when set, overrides both: Verbosity is the program's
+// choice, the variable its Deployment's.
 //
 // client-go logs through logr, and the kube module hands its records to
 // slog, so V(n) is slog's level -n: slog's Info is V(0), and its Debug

@@ -22,23 +22,35 @@ func TestVerbosity(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts []telemetry.Option
+		env  string // the Host's LOG_VERBOSITY, when not ""
 		want string // the levels and messages kept, in order
 	}{
-		{"default", nil, "INFO V(0) DEBUG V(1) DEBUG V(2) WARN slog.Warn ERROR logr.Error INFO slog.Info"},
-		{"0", []telemetry.Option{telemetry.Verbosity(0)}, "INFO V(0) WARN slog.Warn ERROR logr.Error INFO slog.Info"},
-		{"4", []telemetry.Option{telemetry.Verbosity(4)},
+		{"default", nil, "", "INFO V(0) DEBUG V(1) DEBUG V(2) WARN slog.Warn ERROR logr.Error INFO slog.Info"},
+		{"0", []telemetry.Option{telemetry.Verbosity(0)}, "", "INFO V(0) WARN slog.Warn ERROR logr.Error INFO slog.Info"},
+		{"4", []telemetry.Option{telemetry.Verbosity(4)}, "",
 			"INFO V(0) DEBUG V(1) DEBUG V(2) DEBUG V(3) DEBUG V(4) WARN slog.Warn ERROR logr.Error INFO slog.Info DEBUG slog.Debug"},
-		{"5", []telemetry.Option{telemetry.Verbosity(5)},
+		{"5", []telemetry.Option{telemetry.Verbosity(5)}, "",
 			"INFO V(0) DEBUG V(1) DEBUG V(2) DEBUG V(3) DEBUG V(4) TRACE V(5) WARN slog.Warn ERROR logr.Error INFO slog.Info DEBUG slog.Debug"},
-		{"10", []telemetry.Option{telemetry.Verbosity(10)},
+		{"10", []telemetry.Option{telemetry.Verbosity(10)}, "",
 			"INFO V(0) DEBUG V(1) DEBUG V(2) DEBUG V(3) DEBUG V(4) TRACE V(5) TRACE V(6) TRACE V(7) TRACE V(8) TRACE V(9) TRACE V(10) " +
 				"WARN slog.Warn ERROR logr.Error INFO slog.Info DEBUG slog.Debug"},
-		{"-4", []telemetry.Option{telemetry.Verbosity(-4)}, "WARN slog.Warn ERROR logr.Error"},
-		{"the last one set", []telemetry.Option{telemetry.Verbosity(8), nil, telemetry.Verbosity(0)},
+		{"-4", []telemetry.Option{telemetry.Verbosity(-4)}, "", "WARN slog.Warn ERROR logr.Error"},
+		{"the last one set", []telemetry.Option{telemetry.Verbosity(8), nil, telemetry.Verbosity(0)}, "",
 			"INFO V(0) WARN slog.Warn ERROR logr.Error INFO slog.Info"},
+		{"LOG_VERBOSITY=4", nil, "4",
+			"INFO V(0) DEBUG V(1) DEBUG V(2) DEBUG V(3) DEBUG V(4) WARN slog.Warn ERROR logr.Error INFO slog.Info DEBUG slog.Debug"},
+		{"LOG_VERBOSITY=-4 over the option", []telemetry.Option{telemetry.Verbosity(8)}, "-4", "WARN slog.Warn ERROR logr.Error"},
+		{"LOG_VERBOSITY=0 over the option", []telemetry.Option{telemetry.Verbosity(5)}, " 0 ", "INFO V(0) WARN slog.Warn ERROR logr.Error INFO slog.Info"},
+		{"LOG_VERBOSITY=+1000, as 24", nil, "+1000",
+			"INFO V(0) DEBUG V(1) DEBUG V(2) DEBUG V(3) DEBUG V(4) TRACE V(5) TRACE V(6) TRACE V(7) TRACE V(8) TRACE V(9) TRACE V(10) " +
+				"WARN slog.Warn ERROR logr.Error INFO slog.Info DEBUG slog.Debug"},
+		{"LOG_VERBOSITY empty, unset", []telemetry.Option{telemetry.Verbosity(0)}, " ", "INFO V(0) WARN slog.Warn ERROR logr.Error INFO slog.Info"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := humustest.NewHost()
+			if tc.env != "" {
+				h.Env["LOG_VERBOSITY"] = tc.env
+			}
 			tel, err := telemetry.Build(t.Context(), h.Host(), "test-controller", tc.opts...)
 			if err != nil {
 				t.Fatal(err)
@@ -64,6 +76,22 @@ func TestVerbosity(t *testing.T) {
 				t.Errorf("kept %s\nwant %s", g, tc.want)
 			}
 		})
+	}
+}
+
+// LOG_VERBOSITY is read from the Host, never from the process's
+// environment.
+func TestLogVerbosityIsTheHosts(t *testing.T) {
+	t.Setenv("LOG_VERBOSITY", "-8")
+	h := humustest.NewHost()
+	tel, err := telemetry.Build(t.Context(), h.Host(), "test-controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, tel)
+	slog.New(otelslog.NewHandler("test", otelslog.WithLoggerProvider(tel.LoggerProvider))).Info("kept")
+	if s := h.Stderr(); !strings.HasSuffix(s, " INFO kept\n") {
+		t.Errorf("stderr = %q, want the INFO record, at the default Verbosity", s)
 	}
 }
 

@@ -36,6 +36,11 @@
 //     Check function; config.Checked reads an App's own settings the same
 //     way.
 //
+// The log records' verbosity is not a kube.Setting but the Telemetry's:
+// telemetry.Build (in the core module) reads LOG_VERBOSITY, a V level as
+// Kubernetes' -v flag takes it, named as these are, beside OpenTelemetry's
+// OTEL_* variables.
+//
 // What it guarantees:
 //
 //   - Everything is read through the Host: the environment through

@@ -30,6 +30,8 @@ import (
 //     checks them against each other.
 //
 // Each duration is read as time.ParseDuration reads it ("15s", "250ms").
+// The log records' verbosity, LOG_VERBOSITY, is telemetry.Build's to read,
+// as the LoggerProvider is its.
 //
 // Settings.Namespace and the selectors are left "", every object: which
 // objects a controller handles is the App's to say, and an App that lets

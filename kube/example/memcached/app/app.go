@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/client-go/kubernetes"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/health"
@@ -28,12 +28,13 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The clientset the Reconciler applies Deployments with shares the
-	// Client's transport: its dialler, credentials and telemetry; so does
-	// the Recorder.
-	kc, err := kubernetes.NewForConfig(client.Config())
+	// The apps/v1 client the Reconciler applies Deployments with shares
+	// the Client's transport: its dialler, credentials and telemetry; so
+	// does the Recorder. It is that group's client, not the whole
+	// clientset, which would link every group's into the binary.
+	apps, err := appsv1client.NewForConfig(client.Config())
 	if err != nil {
-		return nil, fmt.Errorf("app: the clientset: %w", err)
+		return nil, fmt.Errorf("app: the apps/v1 client: %w", err)
 	}
 	// The Events are the controller's, reported by this replica, POD_NAME,
 	// as its Lease is.
@@ -41,7 +42,7 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := Reconciler{Kube: kc, Events: events}
+	rec := Reconciler{Kube: appsV1{apps}, Events: events}
 	ctrl, err := kube.NewController(s, client, set.controller, Memcached, rec,
 		kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments")),
 		kube.Finalize(Finalizer, rec.Finalize),

@@ -12,7 +12,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 
 	"github.com/z5labs/humus/kube"
 )
@@ -31,12 +31,27 @@ const Finalizer = "cache.example.com/finalizer"
 // Reconciler applies a Deployment that each Memcached controls, and
 // reports it in the Memcached's status.
 type Reconciler struct {
-	Kube kubernetes.Interface
+	// Kube reads and applies the Deployments: a clientset, such as a
+	// test's fake, or Init's apps/v1 client.
+	Kube AppsV1Getter
 
 	// Events records the Events about the Memcacheds: Init's
 	// kube.Recorder, or a test's; nil records none.
 	Events EventRecorder
 }
+
+// AppsV1Getter is the part of client-go's clientset (kubernetes.Interface)
+// the Reconciler uses. Init hands it client-go's apps/v1 client alone: the
+// whole clientset would link the typed client of every API group into the
+// binary, 14 MB of its 79 (kube/BENCHMARKS.md, "Binary size").
+type AppsV1Getter interface {
+	AppsV1() appsv1client.AppsV1Interface
+}
+
+// appsV1 is client-go's apps/v1 client as an AppsV1Getter.
+type appsV1 struct{ appsv1client.AppsV1Interface }
+
+func (a appsV1) AppsV1() appsv1client.AppsV1Interface { return a.AppsV1Interface }
 
 // EventRecorder records an Event, with the proof of the Lease that ctx, a
 // reconcile's, carries: a *kube.Recorder does.

@@ -1,34 +1,25 @@
 package kube
 
 import (
-	"context"
 	"errors"
 	"net"
 	"os"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/go-logr/logr"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 )
 
 // failingLists answers the first n lists of the controller's resource with
@@ -56,6 +47,18 @@ func (l *failingLists) count() int {
 	return l.lists
 }
 
+// listsFailing is a controller of one Memcached, m, on fakes whose first
+// n lists of Memcacheds (every one, when n is negative) answer err: lists
+// counts them, and calls the reconciles.
+func listsFailing(t *testing.T, n int, err error) (ctrl *Controller, lists *failingLists, calls *counter) {
+	t.Helper()
+	f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+	lists = &failingLists{n: n, err: err}
+	f.dyn.PrependReactor("list", "memcacheds", lists.react)
+	calls = &counter{}
+	return newTestController(t, f, testSettings(), readyReplicas(calls)), lists, calls
+}
+
 const listingCaches = "kube: listing cache.example.com/v1alpha1, Resource=memcacheds: "
 
 var (
@@ -79,11 +82,7 @@ func TestServeRetriesATransientErrorAtStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-				lists := &failingLists{n: 3, err: tc.err}
-				f.dyn.PrependReactor("list", "memcacheds", lists.react)
-				var calls counter
-				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+				ctrl, lists, calls := listsFailing(t, 3, tc.err)
 				stop := served(t, ctrl)
 
 				if returned, err := awaitServe(ctrl, stop, 30*time.Second); returned {
@@ -117,11 +116,7 @@ func TestATransientErrorOutlastingStartRetryEndsServe(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-				lists := &failingLists{n: -1, err: tc.err}
-				f.dyn.PrependReactor("list", "memcacheds", lists.react)
-				var calls counter
-				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+				ctrl, lists, calls := listsFailing(t, -1, tc.err)
 				start := time.Now()
 				stop := served(t, ctrl)
 
@@ -159,11 +154,7 @@ func TestServeEndsAtOnceWhenTheResourceIsNotServedOrForbidden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-				lists := &failingLists{n: -1, err: tc.err}
-				f.dyn.PrependReactor("list", "memcacheds", lists.react)
-				var calls counter
-				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
+				ctrl, lists, _ := listsFailing(t, -1, tc.err)
 				start := time.Now()
 				err := ctrl.Serve(t.Context())
 				if took := time.Since(start); took != 0 {
@@ -482,189 +473,6 @@ func TestAResourceUnservedForLessThanTheGraceKeepsServing(t *testing.T) {
 	})
 }
 
-func TestServeEndsWhenTheLeaseIsForbidden(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-		leases := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
-		denied := apierrors.NewForbidden(leases, "memcached-controller", errors.New("the ServiceAccount default/memcached may not get it"))
-		f.kube.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, denied
-		})
-		var calls counter
-		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
-		stop := served(t, ctrl)
-
-		returned, err := awaitServe(ctrl, stop, 2*time.Minute)
-		if !returned {
-			t.Fatalf("Serve didn't return within 2 minutes of a forbidden Lease; Serve, cancelled = %v", stop())
-		}
-		const want = "kube: the Lease kube-system/memcached-controller: "
-		if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), want) {
-			t.Errorf("Serve = %v, want %q followed by the Forbidden", err, want)
-		}
-		if got := calls.get("m"); got != 0 {
-			t.Errorf("reconciles = %d, want none without the Lease", got)
-		}
-		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
-			t.Error("Synced is healthy after Serve returned")
-		}
-	})
-}
-
-// A restarted API server serves before its authorizer has loaded RBAC,
-// and refuses with a 403 meanwhile (seen for 6 s in the fault suite): a
-// replica taking or renewing the Lease then waits the 403s out, for up to
-// unservedGrace, and goes on leading. Before, the first 403 ended a
-// leader's term, and Serve.
-func TestALeaseForbiddenForAFewSecondsIsWaitedOut(t *testing.T) {
-	for _, verb := range []string{"get", "update"} {
-		t.Run(verb, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-				leases := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
-				var mu sync.Mutex
-				var until time.Time // 403s before it
-				forbid := func() {
-					mu.Lock()
-					defer mu.Unlock()
-					until = time.Now().Add(unservedGrace - 4*time.Second)
-				}
-				f.kube.PrependReactor(verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-					mu.Lock()
-					defer mu.Unlock()
-					if time.Now().Before(until) {
-						return true, nil, apierrors.NewForbidden(leases, "memcached-controller", errors.New("RBAC: not loaded yet"))
-					}
-					return false, nil, nil
-				})
-				if verb == "get" {
-					forbid() // from the first look
-				}
-				var calls counter
-				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
-				stop := served(t, ctrl)
-				synctest.Wait()
-				if verb == "update" {
-					time.Sleep(time.Second) // leading: every renewal refused from now
-					forbid()
-				}
-				if returned, err := awaitServe(ctrl, stop, time.Minute); returned {
-					t.Fatalf("Serve = %v, want it to wait out 403s of the Lease for %s", err, unservedGrace-4*time.Second)
-				}
-				lease, err := f.kube.CoordinationV1().Leases("kube-system").Get(t.Context(), "memcached-controller", metav1.GetOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != "replica-1" || time.Since(lease.Spec.RenewTime.Time) > 3*time.Second {
-					t.Errorf("the Lease's holder = %q, renewed %s ago; want replica-1, renewed within RetryPeriod", h, time.Since(lease.Spec.RenewTime.Time))
-				}
-				if got := calls.get("m"); got == 0 {
-					t.Error("m wasn't reconciled")
-				}
-				if err := stop(); err != nil {
-					t.Errorf("Serve = %v, want nil", err)
-				}
-			})
-		})
-	}
-}
-
-// A Lease that may be read but not taken ends Serve once its takes have
-// been refused for unservedGrace, naming the Lease and the 403: with get
-// and create on Leases but no update, and the Lease already there,
-// released by the last leader's shutdown, every take is an update. Before,
-// the read before each take reset the grace, so the 403 never became
-// final: Serve ran on, Synced healthy, and no replica ever led.
-func TestServeEndsWhenAReleasedLeaseMayBeReadButNotTaken(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-		released := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "memcached-controller"},
-			Spec:       coordinationv1.LeaseSpec{LeaseDurationSeconds: new(int32(1)), LeaseTransitions: new(int32(3))},
-		}
-		if _, err := f.kube.CoordinationV1().Leases("kube-system").Create(t.Context(), released, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		denied := apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "memcached-controller", errors.New("update not allowed"))
-		f.kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, denied
-		})
-		var calls counter
-		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
-		stop := served(t, ctrl)
-
-		le := testSettings().LeaderElection
-		bound := unservedGrace + le.RetryPeriod + time.Second
-		returned, err := awaitServe(ctrl, stop, bound)
-		if !returned {
-			t.Fatalf("Serve didn't return within unservedGrace+RetryPeriod+1s (%s) of every take refused; Serve, cancelled = %v", bound, stop())
-		}
-		want := "kube: the Lease kube-system/memcached-controller: " + denied.Error()
-		if err == nil || err.Error() != want || !errors.Is(err, denied) {
-			t.Errorf("Serve = %v, want %q", err, want)
-		}
-		if got := calls.get("m"); got != 0 {
-			t.Errorf("reconciles = %d, want none without the Lease", got)
-		}
-		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
-			t.Error("Synced is healthy after Serve returned")
-		}
-	})
-}
-
-// A Lease that can't be created for an answer no retry mends, other than
-// a 403 (its namespace missing, a 404; a 422, the Lease refused as
-// invalid; a 400), ends Serve as a 403 does, naming the Lease and the
-// answer, and Synced goes unhealthy: before, the elector logged "Failed to
-// update lock" and retried forever, every replica Ready and none working.
-// A Lease whose renewal is refused so ends Serve too, naming the answer,
-// a 403's at the renew deadline.
-func TestServeEndsWhenTheLeaseCanNeverBeCreated(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		verb string
-		err  error
-	}{
-		{"its namespace missing", "create", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "kube-system")},
-		{"invalid", "create", apierrors.NewInvalid(schema.GroupKind{Group: "coordination.k8s.io", Kind: "Lease"}, "memcached-controller",
-			field.ErrorList{field.Invalid(field.NewPath("spec", "holderIdentity"), "replica-1", "refused by a policy")})},
-		{"a bad request", "create", apierrors.NewBadRequest("the request is refused")},
-		{"its renewal forbidden", "update", apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "memcached-controller", errors.New("update taken away"))},
-		{"its renewal invalid", "update", apierrors.NewInvalid(schema.GroupKind{Group: "coordination.k8s.io", Kind: "Lease"}, "memcached-controller",
-			field.ErrorList{field.Invalid(field.NewPath("spec", "renewTime"), "now", "refused by a policy")})},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-				f.kube.PrependReactor(tc.verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
-					return true, nil, tc.err
-				})
-				var calls counter
-				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
-				stop := served(t, ctrl)
-
-				returned, err := awaitServe(ctrl, stop, time.Minute)
-				if !returned {
-					t.Fatalf("Serve didn't return within a minute of a Lease refused with %v; Serve, cancelled = %v", tc.err, stop())
-				}
-				want := "kube: the Lease kube-system/memcached-controller: " + tc.err.Error()
-				if tc.verb == "update" {
-					want = ErrLostLeadership.Error() + ": " + want
-				}
-				if err == nil || err.Error() != want || !errors.Is(err, tc.err) {
-					t.Errorf("Serve = %v, want %q", err, want)
-				}
-				if got := calls.get("m"); tc.verb == "create" && got != 0 {
-					t.Errorf("reconciles = %d, want none without the Lease", got)
-				}
-				if err := ctrl.Synced().Healthy(t.Context()); err == nil {
-					t.Error("Synced is healthy after Serve returned")
-				}
-			})
-		})
-	}
-}
-
 func TestServeEndsWhenTheResourceMayBeListedButNotWatched(t *testing.T) {
 	resetErrorBackoff(t)
 	synctest.Test(t, func(t *testing.T) {
@@ -684,88 +492,4 @@ func TestServeEndsWhenTheResourceMayBeListedButNotWatched(t *testing.T) {
 			t.Errorf("Serve = %v, want %q followed by the Forbidden", err, want)
 		}
 	})
-}
-
-// TestAnInformerRefusedByTheAPIServerStopsAtOnce: while every connection is
-// refused, or every request throttled, an informer's reflector backs off,
-// up to 30 s and more; stopped, it returns at once, so Serve, which waits
-// for its informers, does too. client-go's reflector sleeps out the backoff
-// of a refused or throttled watch-list request without looking at its
-// context; newInformer keeps it from that sleep.
-func TestAnInformerRefusedByTheAPIServerStopsAtOnce(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		err  error
-	}{
-		{"refused", errRefusedAtConnect},
-		{"throttled", apierrors.NewTooManyRequests("busy", 1)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			resetErrorBackoff(t)
-			synctest.Test(t, func(t *testing.T) {
-				var watchLists atomic.Int32
-				lw := cache.ListWatch{
-					ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) { return nil, tc.err },
-					WatchFuncWithContext: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
-						if o.SendInitialEvents != nil && *o.SendInitialEvents {
-							watchLists.Add(1)
-						}
-						return nil, tc.err
-					},
-				}
-				inf := newInformer(lw, nil, clusterCaches.GVR(), &unstructured.Unstructured{}, 0, cache.Indexers{})
-				ctx, stop := context.WithCancel(klog.NewContext(t.Context(), logr.Discard()))
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
-					inf.RunWithContext(ctx)
-				}()
-				time.Sleep(2 * time.Minute) // the backoff has grown to its cap
-				stop()
-				stopped := time.Now()
-				<-done
-				if took := time.Since(stopped); took != 0 {
-					t.Errorf("the informer returned %s after it was stopped, want at once", took)
-				}
-				if n := watchLists.Load(); n < 5 {
-					t.Errorf("%d watch-list requests in 2 minutes, want the informer to keep trying", n)
-				}
-			})
-		})
-	}
-}
-
-// TestOnlyARefusedWatchListIsHandedBackAsAnotherError: the reflector sleeps
-// without looking at its context only after a watch-list request refused
-// at connect or throttled; every other error, and those of any other
-// request, are kept as they are.
-func TestOnlyARefusedWatchListIsHandedBackAsAnotherError(t *testing.T) {
-	watchList := metav1.ListOptions{SendInitialEvents: new(true)}
-	for _, tc := range []struct {
-		name string
-		o    metav1.ListOptions
-		err  error
-		same bool
-	}{
-		{"a refused watch-list", watchList, errRefusedAtConnect, false},
-		{"a refused watch", metav1.ListOptions{}, errRefusedAtConnect, true},
-		{"a refused watch without initial events", metav1.ListOptions{SendInitialEvents: new(false)}, errRefusedAtConnect, true},
-		{"a watch-list throttled", watchList, apierrors.NewTooManyRequests("busy", 1), false},
-		{"a watch throttled", metav1.ListOptions{}, apierrors.NewTooManyRequests("busy", 1), true},
-		{"a watch-list refused as forbidden", watchList, apierrors.NewForbidden(clusterCaches.GVR().GroupResource(), "", errors.New("no")), true},
-		{"no error", watchList, nil, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := refusedWatchList(tc.o, tc.err)
-			if tc.same {
-				if got != tc.err { //nolint:errorlint // the very error, unwrapped
-					t.Errorf("refusedWatchList = %v, want %v itself", got, tc.err)
-				}
-				return
-			}
-			if got == nil || utilnet.IsConnectionRefused(got) || apierrors.IsTooManyRequests(got) || got.Error() != tc.err.Error() {
-				t.Errorf("refusedWatchList = %#v, want the text %q, neither a refusal nor a 429", got, tc.err.Error())
-			}
-		})
-	}
 }

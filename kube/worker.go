@@ -16,6 +16,11 @@ import (
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
 
+// The workers of a term of leading: the work they share, the crew of
+// Settings.Workers across the replica's terms, the worker loop, and how
+// one key is reconciled, in the steps the package doc names (reconcile).
+// What a user writes, the Reconciler, is in reconciler.go.
+
 // work is what a term of leading's workers work on: its queue of keys,
 // the waits of its keys, and the resource's cache they read. The one
 // Lease's is the replica's from its start, queued while it stands by; a

@@ -1,0 +1,284 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Whether the resources the informers list and watch are served, and may
+// be listed and watched: checkServed, once, at Serve's step 1; and while
+// the controller runs, servedWatch, on the informers' list and watch
+// errors and on the rights probe's lists, which ends Serve once a resource
+// has answered NotFound or Forbidden for unservedGrace.
+
+// How long a controller waits on the API server before it gives up.
+const (
+	// startRetry bounds how long step 1 retries a transient error, such
+	// as a refused connection, a 429 or a 5xx, before it ends Serve: long
+	// enough for a rolling upgrade of the API server, short enough that a
+	// controller that can't start says so.
+	startRetry = time.Minute
+
+	// unservedGrace is how long a resource must keep answering NotFound or
+	// Forbidden while the controller runs before Serve ends: an API server
+	// that has just restarted can answer so for a moment, before its CRDs
+	// and RBAC are loaded.
+	unservedGrace = 10 * time.Second
+
+	// rightsProbe is how often a running controller lists and watches its
+	// resource, and each it owns, once more: the API server checks a
+	// request's rights when it begins, so an open watch goes on after
+	// list and watch are taken away, until it times out (5 to 10 minutes).
+	// So Serve ends within rightsProbe and unservedGrace of them taken
+	// away.
+	rightsProbe = 10 * time.Second
+
+	retryFirst = 500 * time.Millisecond
+	retryMax   = 8 * time.Second
+)
+
+// checkServed lists the controller's resource, and each it owns, once, with
+// a limit of 1, so a resource that isn't served, or may not be listed, ends
+// Serve loudly, rather than leaving an informer to retry its list forever
+// and only log. A transient error is retried with backoff for startRetry.
+func (c *Controller) checkServed(ctx context.Context) error {
+	for i := range c.watched {
+		delay, deadline := retryFirst, time.Now().Add(startRetry)
+		for {
+			_, err := c.list(ctx, i, metav1.ListOptions{Limit: 1})
+			if err == nil {
+				break
+			}
+			if !transient(err) || time.Now().Add(delay).After(deadline) {
+				return err
+			}
+			c.tel.log.WarnContext(ctx, "the API server is unavailable: retrying", "error", err.Error(), "after", delay)
+			if !sleep(ctx, delay) {
+				return err
+			}
+			delay = min(2*delay, retryMax)
+		}
+	}
+	return nil
+}
+
+// list lists the i-th resource once, with opts and the resource's
+// selectors: the controller's own through the dynamic client, any other
+// through the metadata client. It returns the list's resourceVersion.
+func (c *Controller) list(ctx context.Context, i int, opts metav1.ListOptions) (string, error) {
+	k := c.watched[i]
+	gvr := k.gvr
+	opts.LabelSelector, opts.FieldSelector = andSelector(opts.LabelSelector, k.labels), andSelector(opts.FieldSelector, k.fields)
+	var list metav1.ListInterface
+	var err error
+	if i == 0 {
+		list, err = c.clients.dynamic.Resource(gvr).Namespace(k.namespace).List(ctx, opts)
+	} else {
+		list, err = c.clients.metadata.Resource(gvr).Namespace(k.namespace).List(ctx, opts)
+	}
+	if err != nil {
+		return "", fmt.Errorf("kube: listing %s: %w", gvr, err)
+	}
+	return list.GetResourceVersion(), nil
+}
+
+// probeName is the one name the rights probe lists: the API server reads
+// a list of one name by its key, where a list of a namespace, even with a
+// limit of 1, goes through every object of it (at 100,000 Memcacheds and
+// their Deployments, 0.6% of kube-apiserver's CPU, the lists of two
+// resources every rightsProbe, a cost that grows with the objects). It
+// authorizes the list as a list of the resource, of that name: the same
+// answer as for the informer's list unless a role names its objects one
+// by one (resourceNames), which no informer's list passes, as the
+// controller's start finds.
+const probeName = "humus-kube-rights-probe"
+
+// probeList is the rights probe's list: of probeName, in the controller's
+// namespace. A controller of every namespace names one too when its
+// resource is namespaced, as the objects it owns are then:
+// the API server reads a list of every namespace by its key only when its
+// selector names the namespace.
+func (c *Controller) probeList(i int) metav1.ListOptions {
+	selector := fields.OneTermEqualSelector("metadata.name", probeName)
+	scope := c.scope // an owned resource's is taken to be its owner's
+	if r := i - 1 - len(c.owned); r >= 0 {
+		scope = c.reads[r].scope
+	}
+	if c.watched[i].namespace == "" && scope == Namespaced {
+		selector = fields.AndSelectors(selector, fields.OneTermEqualSelector("metadata.namespace", metav1.NamespaceDefault))
+	}
+	return metav1.ListOptions{FieldSelector: selector.String(), Limit: 1}
+}
+
+// listAndWatch lists the i-th resource, of probeName, and opens a watch of
+// it from the list's resourceVersion, as its informer does, and stops it
+// at once: whether the API server lets this replica list and watch it. A
+// watch without a resourceVersion would begin with every object there is
+// (the API server makes and sends them until the watch stops); from the
+// list's, it begins with none.
+func (c *Controller) listAndWatch(ctx context.Context, i int) error {
+	rv, err := c.list(ctx, i, c.probeList(i))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	k, opts := c.watched[i], metav1.ListOptions{ResourceVersion: rv, TimeoutSeconds: new(int64(1))}
+	gvr := k.gvr
+	var w watch.Interface
+	if i == 0 {
+		w, err = c.clients.dynamic.Resource(gvr).Namespace(k.namespace).Watch(ctx, opts)
+	} else {
+		w, err = c.clients.metadata.Resource(gvr).Namespace(k.namespace).Watch(ctx, opts)
+	}
+	if err != nil {
+		return fmt.Errorf("kube: watching %s: %w", gvr, err)
+	}
+	w.Stop()
+	return nil
+}
+
+// transient reports whether err may pass by itself: a 429, a 5xx, or no
+// answer at all, such as a refused connection.
+func transient(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := status.Status().Code
+		return code == http.StatusTooManyRequests || code >= http.StatusInternalServerError
+	}
+	return true
+}
+
+// unserved reports whether err says a resource isn't served, or may not be
+// listed or watched.
+func unserved(err error) bool { return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) }
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// servedWatch sees the informers' list and watch errors while the
+// controller runs. A resource that answers NotFound or Forbidden, such as
+// one whose CRD was deleted or whose RBAC was taken away, is listed again
+// until it answers; one that keeps answering so for unservedGrace ends
+// Serve with the API server's answer, as a missing CRD does at start, so
+// Synced never stays healthy on a controller that does nothing.
+type servedWatch struct {
+	c       *Controller
+	ctx     context.Context
+	fail    context.CancelCauseFunc
+	running *sync.WaitGroup
+
+	mu       sync.Mutex
+	checking map[int]bool
+}
+
+func newServedWatch(c *Controller, ctx context.Context, fail context.CancelCauseFunc, running *sync.WaitGroup) *servedWatch {
+	return &servedWatch{c: c, ctx: ctx, fail: fail, running: running, checking: map[int]bool{}}
+}
+
+// handler is the i-th resource's informer's watch error handler: client-go's
+// own, which logs, and then a check when the error says the resource isn't
+// served.
+func (w *servedWatch) handler(i int) cache.WatchErrorHandlerWithContext {
+	return func(ctx context.Context, r *cache.Reflector, err error) {
+		if unserved(err) {
+			w.recheck(i)
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}
+}
+
+// check is a shared informer's check of the i-th resource's list and
+// watch errors: a recheck when the error says the resource isn't served.
+// The informer's own handler logs them.
+func (w *servedWatch) check(i int) func(error) {
+	return func(err error) {
+		if unserved(err) {
+			w.recheck(i)
+		}
+	}
+}
+
+// probe lists and watches each resource every rightsProbe until ctx ends,
+// and rechecks one that answers NotFound or Forbidden. It runs on
+// running.
+func (w *servedWatch) probe() {
+	w.running.Go(func() {
+		t := time.NewTicker(rightsProbe)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.ctx.Done():
+				return
+			case <-t.C:
+			}
+			for i := range w.c.watched {
+				if err := w.c.listAndWatch(w.ctx, i); unserved(err) {
+					w.recheck(i)
+				}
+			}
+		}
+	})
+}
+
+// recheck lists the i-th resource until it answers, at most once at a
+// time. It runs on running, which the informer calling it is counted in.
+func (w *servedWatch) recheck(i int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.checking[i] {
+		return
+	}
+	w.checking[i] = true
+	w.running.Go(func() {
+		defer func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.checking[i] = false
+		}()
+		if err := w.c.stillUnserved(w.ctx, i); err != nil {
+			w.fail(err)
+		}
+	})
+}
+
+// stillUnserved lists and watches the i-th resource every second, and
+// returns the API server's answer once it has answered NotFound or
+// Forbidden for unservedGrace; nil once it answers otherwise, or when ctx
+// is done.
+func (c *Controller) stillUnserved(ctx context.Context, i int) error {
+	deadline := time.Now().Add(unservedGrace)
+	for {
+		err := c.listAndWatch(ctx, i)
+		if err == nil || !unserved(err) || ctx.Err() != nil {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return err
+		}
+		if !sleep(ctx, time.Second) {
+			return nil
+		}
+	}
+}
