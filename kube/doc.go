@@ -154,6 +154,40 @@
 // The reflection itself is in kube/internal/crd, whose package doc lists
 // what it promises.
 //
+// # Several versions
+//
+// Versions is a resource of several versions: one CRD, each version a
+// Resource of its own types and Rules, one of them the Hub, the others
+// tied to it by VersionOf and two plain functions, to the hub and from it:
+//
+//	var Memcacheds = kube.Versions[v1beta1.Spec, v1beta1.Status]{
+//		Hub:     v1beta1.Memcached,
+//		Others:  []kube.Version[v1beta1.Spec, v1beta1.Status]{kube.VersionOf(v1alpha1.Memcached, v1alpha1.ToHub, v1alpha1.FromHub)},
+//		Storage: "v1beta1",
+//		Webhook: kube.ConversionWebhook{Service: &kube.ServiceReference{Namespace: "memcached-system", Name: "memcached-webhook", Path: "/convert"}},
+//	}
+//
+// What it gives:
+//
+//   - Versions.CRD is the one CRD, with every mistake across the versions
+//     in one error.
+//   - Versions.Handler is the conversion webhook, an http.Handler answering
+//     the API server's ConversionReviews through the hub, for the core's
+//     webhook.Service to serve on every replica. A function's error or
+//     panic, or a converted object with another name, namespace, UID or
+//     kind, fails the review, and is recorded; the App goes on.
+//   - Nothing is lost in a round trip: what a version can't hold of
+//     another is kept in the annotation <group>/<version> on the object
+//     converted to it, and restored on the way back. RoundTrip checks it in
+//     a test, for examples, and that the hub alone holds every version's
+//     fields.
+//   - Versions.Migrate rewrites the objects stored at an old version at
+//     Storage, then brings the CRD's status.storedVersions down to it.
+//
+// A controller reconciles one version, its Resource's; objects written at
+// another reach it converted. docs/evolving-your-api.md goes through
+// adding, moving and removing a version.
+//
 // # Connecting
 //
 // NewClient takes a Connection: the API server's host:port, the TLS config

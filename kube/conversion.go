@@ -1,0 +1,255 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/contrib/bridges/otelslog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/z5labs/humus"
+)
+
+// The attributes of a conversion's telemetry, besides humus.kube.resource.
+const (
+	attrConvFrom    = "humus.kube.conversion.from"    // the version an object was at
+	attrConvTo      = "humus.kube.conversion.to"      // the version it was asked at
+	attrConvOutcome = "humus.kube.conversion.outcome" // success, error or panic
+)
+
+// Handler is the conversion webhook: an http.Handler answering the API
+// server's apiextensions.k8s.io/v1 ConversionReviews for the resource,
+// converting each object from its version to the one asked for through
+// the hub, by the functions VersionOf was given. Serve it over HTTPS at
+// Webhook's URL, or behind its Service, on every replica: the API server
+// calls it for every read and write at another version than the stored
+// one, the controller's own included, whichever replica holds the Lease.
+//
+// A conversion function's error, or its panic, recovered, fails the
+// review: it is answered with a Failed result whose message names the
+// function and the object, which the API server answers the request that
+// needed it with. So is an object whose conversion changed its name,
+// namespace, UID or kind, which the API server would refuse. The review
+// of a request the handler can't read is answered 400, and a method but
+// POST 405.
+//
+// Nothing is lost in a round trip: where a version can't hold a field of
+// another, such as a field only the newer version has, the object
+// converted to it carries the annotation <Group>/<version>, the spec and
+// status it had at the other version, as JSON, and the conversion back
+// restores each field lost from it that wasn't changed meanwhile. So an
+// object written at v1beta1, read at v1alpha1, changed and written back,
+// keeps the fields only v1beta1 has. An annotation that doesn't decode
+// as the other version's spec and status, edited by hand, fails the
+// conversion, naming it: remove it to read the object. RoundTrip checks
+// all this for examples.
+//
+// Each review is a span, "convert <Kind>", with the review's UID, the
+// child of the server's span in the request's context (webhook.Service's),
+// and is recorded through t, under the module's scope:
+//
+//	humus.kube.conversion.duration  histogram, s: each review, by humus.kube.conversion.to and outcome
+//	humus.kube.conversion.objects   counter: the objects converted, by from, to and outcome
+//
+// each with humus.kube.resource, and a failure as an ERROR record, a
+// panic's with its stack. Handler returns the error CRD would, or one
+// creating the instruments.
+func (v Versions[HubSpec, HubStatus]) Handler(t humus.Telemetry) (http.Handler, error) {
+	if _, errs := v.build(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	t = t.Resolved()
+	h := &conversionHandler[HubSpec, HubStatus]{
+		versionSet: newVersionSet(v),
+		resource:   attribute.String(attrResource, v.Hub.Plural+"."+v.Hub.Group),
+		tracer:     t.TracerProvider.Tracer(scope),
+	}
+	h.log = slog.New(otelslog.NewHandler(scope, otelslog.WithLoggerProvider(t.LoggerProvider))).With(attrResource, v.Hub.Plural+"."+v.Hub.Group)
+	m := t.MeterProvider.Meter(scope)
+	var err error
+	var errs []error
+	h.duration, err = m.Float64Histogram("humus.kube.conversion.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long each ConversionReview took to answer, by the version asked for and its outcome."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("kube: creating the instrument humus.kube.conversion.duration: %w", err))
+	}
+	h.objects, err = m.Int64Counter("humus.kube.conversion.objects", metric.WithUnit("{object}"),
+		metric.WithDescription("Objects converted, by the version each was at, the version asked for, and the outcome."))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("kube: creating the instrument humus.kube.conversion.objects: %w", err))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return h, nil
+}
+
+type conversionHandler[HubSpec, HubStatus any] struct {
+	*versionSet[HubSpec, HubStatus]
+	resource attribute.KeyValue
+	tracer   trace.Tracer
+	log      *slog.Logger
+	duration metric.Float64Histogram
+	objects  metric.Int64Counter
+}
+
+// versionSet converts objects between the versions of a Versions.
+type versionSet[HubSpec, HubStatus any] struct {
+	group, kind, hub string
+	versions         map[string]*converter[HubSpec, HubStatus] // by apiVersion, group/version
+}
+
+func newVersionSet[HubSpec, HubStatus any](v Versions[HubSpec, HubStatus]) *versionSet[HubSpec, HubStatus] {
+	s := &versionSet[HubSpec, HubStatus]{group: v.Hub.Group, kind: v.Hub.Kind, hub: v.Hub.Version, versions: map[string]*converter[HubSpec, HubStatus]{}}
+	for _, e := range v.entries() {
+		s.versions[v.Hub.Group+"/"+e.resource.Version] = e.conv
+	}
+	return s
+}
+
+func (h *conversionHandler[HubSpec, HubStatus]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "a ConversionReview is POSTed", http.StatusMethodNotAllowed)
+		return
+	}
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
+		http.Error(w, fmt.Sprintf("Content-Type %q: a ConversionReview is application/json", r.Header.Get("Content-Type")), http.StatusUnsupportedMediaType)
+		return
+	}
+	var review apiextensionsv1.ConversionReview
+	if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+		http.Error(w, "decoding the ConversionReview: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if review.Request == nil {
+		http.Error(w, "the ConversionReview has no request", http.StatusBadRequest)
+		return
+	}
+	review.Response = h.review(r.Context(), review.Request)
+	review.Request = nil
+	review.APIVersion, review.Kind = apiextensionsv1.SchemeGroupVersion.String(), "ConversionReview"
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(&review) // the API server gone: nothing to tell
+}
+
+// review converts req's objects, and records it.
+func (h *conversionHandler[HubSpec, HubStatus]) review(ctx context.Context, req *apiextensionsv1.ConversionRequest) *apiextensionsv1.ConversionResponse {
+	start := time.Now()
+	to := req.DesiredAPIVersion
+	ctx, span := h.tracer.Start(ctx, "convert "+h.kind, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(start),
+		trace.WithAttributes(h.resource, attribute.String(attrConvTo, to), attribute.Int("humus.kube.conversion.objects", len(req.Objects)),
+			attribute.String("humus.kube.conversion.uid", string(req.UID))))
+	resp := &apiextensionsv1.ConversionResponse{UID: req.UID}
+	outcome := success
+	converted, err := h.convertAll(ctx, req, to)
+	if err != nil {
+		var p *conversionPanic
+		outcome = failure
+		if errors.As(err, &p) {
+			outcome = panicked
+			h.panicked(ctx, span, p, err)
+		} else {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+			h.log.ErrorContext(ctx, "conversion failed", slog.String(attrConvTo, to), slog.String("error", err.Error()))
+		}
+		resp.Result = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
+	} else {
+		resp.ConvertedObjects = converted
+		resp.Result = metav1.Status{Status: metav1.StatusSuccess}
+	}
+	end := time.Now()
+	span.End(trace.WithTimestamp(end))
+	h.duration.Record(context.WithoutCancel(ctx), end.Sub(start).Seconds(), metric.WithAttributes(h.resource,
+		attribute.String(attrConvTo, to), attribute.String(attrConvOutcome, string(outcome))))
+	return resp
+}
+
+// panicked records a conversion function's panic, as a reconcile's is.
+func (h *conversionHandler[HubSpec, HubStatus]) panicked(ctx context.Context, span trace.Span, p *conversionPanic, err error) {
+	typ, msg, stack := fmt.Sprintf("%T", p.pv.value), fmt.Sprint(p.pv.value), string(p.pv.stack)
+	if e, ok := p.pv.value.(error); ok {
+		msg = e.Error()
+	}
+	span.AddEvent("exception", trace.WithAttributes(
+		attribute.String(attrExcType, typ),
+		attribute.String(attrExcMessage, msg),
+		attribute.String(attrExcStacktrace, stack),
+	))
+	span.SetStatus(codes.Error, err.Error())
+	h.log.ErrorContext(ctx, "conversion panicked", slog.String("error", err.Error()),
+		slog.String(attrExcType, typ), slog.String(attrExcMessage, msg), slog.String(attrExcStacktrace, stack))
+}
+
+// convertAll converts each of req's objects to the version to, and counts
+// them by the versions and the outcome; it stops at the first that fails,
+// which fails them all.
+func (h *conversionHandler[HubSpec, HubStatus]) convertAll(ctx context.Context, req *apiextensionsv1.ConversionRequest, to string) ([]runtime.RawExtension, error) {
+	if _, ok := h.versions[to]; !ok {
+		return nil, fmt.Errorf("kube: converting %s to %s: no such version of %s", h.kind, to, h.kind)
+	}
+	out := make([]runtime.RawExtension, 0, len(req.Objects))
+	for i, raw := range req.Objects {
+		var id struct {
+			APIVersion string            `json:"apiVersion"`
+			Kind       string            `json:"kind"`
+			Metadata   metav1.ObjectMeta `json:"metadata"`
+		}
+		_ = json.Unmarshal(raw.Raw, &id) // a mistake is the decode's, below
+		b, err := h.convert(raw.Raw, id.APIVersion, to)
+		o := success
+		if err != nil {
+			o = failure
+			var p *conversionPanic
+			if errors.As(err, &p) {
+				o = panicked
+			}
+		}
+		h.objects.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(h.resource,
+			attribute.String(attrConvFrom, id.APIVersion), attribute.String(attrConvTo, to), attribute.String(attrConvOutcome, string(o))))
+		if err != nil {
+			name := id.Metadata.Name
+			if id.Metadata.Namespace != "" {
+				name = id.Metadata.Namespace + "/" + name
+			}
+			return nil, fmt.Errorf("kube: converting %s %s (objects[%d]) from %s to %s: %w", h.kind, name, i, id.APIVersion, to, err)
+		}
+		out = append(out, runtime.RawExtension{Raw: b})
+	}
+	return out, nil
+}
+
+// convert converts raw, an object at the apiVersion from, to the
+// apiVersion to, through the hub.
+func (s *versionSet[HubSpec, HubStatus]) convert(raw []byte, from, to string) ([]byte, error) {
+	if from == to {
+		return raw, nil
+	}
+	src, ok := s.versions[from]
+	if !ok {
+		return nil, fmt.Errorf("%s: no such version of %s", from, s.kind)
+	}
+	dst, ok := s.versions[to]
+	if !ok {
+		return nil, fmt.Errorf("%s: no such version of %s", to, s.kind)
+	}
+	hub, err := src.up(raw, s.group, s.hub)
+	if err != nil {
+		return nil, err
+	}
+	return dst.down(hub, s.group, s.hub)
+}

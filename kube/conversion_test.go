@@ -1,0 +1,333 @@
+package kube_test
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/clustertest"
+)
+
+// review POSTs a ConversionReview of objs to h, asking for them at to, and
+// returns its response.
+func review(t *testing.T, h http.Handler, to string, objs ...any) *apiextensionsv1.ConversionResponse {
+	t.Helper()
+	req := apiextensionsv1.ConversionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"},
+		Request:  &apiextensionsv1.ConversionRequest{UID: "0a1b", DesiredAPIVersion: to},
+	}
+	for _, o := range objs {
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Request.Objects = append(req.Request.Objects, runtime.RawExtension{Raw: b})
+	}
+	body, _ := json.Marshal(req)
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, "/convert", bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(rec, r)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("answered %d: %s", rec.Code, rec.Body)
+	}
+	var resp apiextensionsv1.ConversionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.APIVersion != "apiextensions.k8s.io/v1" || resp.Kind != "ConversionReview" || resp.Response == nil || resp.Response.UID != "0a1b" {
+		t.Fatalf("answered %s", rec.Body)
+	}
+	return resp.Response
+}
+
+func alpha(name string, size int32) kube.Object[MemcachedSpec, MemcachedStatus] {
+	return kube.Object[MemcachedSpec, MemcachedStatus]{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: "u-" + "1", Labels: map[string]string{"app": name}},
+		Spec:       MemcachedSpec{Size: size, Image: "memcached:1"},
+		Status:     MemcachedStatus{ReadyReplicas: 1},
+	}
+}
+
+func beta(name string, replicas, port int32) kube.Object[MemcachedSpecV1beta1, MemcachedStatus] {
+	return kube.Object[MemcachedSpecV1beta1, MemcachedStatus]{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "cache.example.com/v1beta1", Kind: "Memcached"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: "u-" + "1", Labels: map[string]string{"app": name}},
+		Spec:       MemcachedSpecV1beta1{Replicas: replicas, Image: "memcached:1", Port: port},
+		Status:     MemcachedStatus{ReadyReplicas: 1},
+	}
+}
+
+func decodeAs[T any](t *testing.T, resp *apiextensionsv1.ConversionResponse) []T {
+	t.Helper()
+	if resp.Result.Status != metav1.StatusSuccess {
+		t.Fatalf("result %+v, want Success", resp.Result)
+	}
+	var out []T
+	for _, raw := range resp.ConvertedObjects {
+		var v T
+		if err := json.Unmarshal(raw.Raw, &v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func TestConversionThroughTheHub(t *testing.T) {
+	h, err := memcachedVersions().Handler(humustest.NewTelemetry().Telemetry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// v1alpha1 up to the hub, and an object at the hub passed through.
+	got := decodeAs[kube.Object[MemcachedSpecV1beta1, MemcachedStatus]](t, review(t, h, "cache.example.com/v1beta1", alpha("a", 2), beta("b", 3, 0)))
+	if len(got) != 2 {
+		t.Fatalf("%d objects, want 2", len(got))
+	}
+	if a := got[0]; a.APIVersion != "cache.example.com/v1beta1" || a.Kind != "Memcached" || a.Name != "a" || a.UID != "u-1" || a.Labels["app"] != "a" ||
+		a.Spec.Replicas != 2 || a.Spec.Image != "memcached:1" || a.Status.ReadyReplicas != 1 || len(a.Annotations) != 0 {
+		t.Errorf("v1alpha1 at v1beta1: %+v", a)
+	}
+	if b := got[1]; b.Spec.Replicas != 3 {
+		t.Errorf("v1beta1 at v1beta1: %+v", b)
+	}
+
+	// Down, with v1beta1's Port kept, and back with a change at v1alpha1.
+	down := decodeAs[kube.Object[MemcachedSpec, MemcachedStatus]](t, review(t, h, "cache.example.com/v1alpha1", beta("c", 2, 11211)))[0]
+	if down.APIVersion != "cache.example.com/v1alpha1" || down.Spec.Size != 2 || down.Labels["app"] != "c" {
+		t.Errorf("v1beta1 at v1alpha1: %+v", down)
+	}
+	if kept := down.Annotations["cache.example.com/v1beta1"]; !strings.Contains(kept, `"port":11211`) {
+		t.Errorf("v1beta1 at v1alpha1: annotations %v, want cache.example.com/v1beta1 keeping the port", down.Annotations)
+	}
+	down.Spec.Size = 3
+	up := decodeAs[kube.Object[MemcachedSpecV1beta1, MemcachedStatus]](t, review(t, h, "cache.example.com/v1beta1", down))[0]
+	if up.Spec.Replicas != 3 || up.Spec.Port != 11211 {
+		t.Errorf("written back at v1alpha1 with size 3, read at v1beta1: %+v, want replicas 3 and the port kept", up.Spec)
+	}
+	if len(up.Annotations) != 0 {
+		t.Errorf("the hub's object carries annotations %v, want none", up.Annotations)
+	}
+	// An object without a port loses nothing at v1alpha1: no annotation.
+	if down := decodeAs[kube.Object[MemcachedSpec, MemcachedStatus]](t, review(t, h, "cache.example.com/v1alpha1", beta("d", 2, 0)))[0]; len(down.Annotations) != 0 {
+		t.Errorf("annotations %v, want none when nothing is lost", down.Annotations)
+	}
+}
+
+// TestConversionFailures: a conversion function's error or panic, or one
+// changing the object's identity, fails the review, and is recorded.
+func TestConversionFailures(t *testing.T) {
+	for _, tt := range conversionFailures() {
+		t.Run(tt.name, func(t *testing.T) {
+			tel := humustest.NewTelemetry()
+			v := memcachedVersions()
+			// Each fails on size 7 alone.
+			toHub := func(in kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
+				if in.Spec.Size != 7 {
+					return memcachedToV1beta1(in)
+				}
+				return tt.toHub(in)
+			}
+			v.Others[0] = kube.VersionOf(Memcached, toHub, memcachedFromV1beta1)
+			h, err := v.Handler(tel.Telemetry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok := alpha("a", 1)
+			ok.Name = "ok" // the first converts; the second fails them all
+			resp := review(t, h, "cache.example.com/v1beta1", ok, alpha("a", 7))
+			if resp.Result.Status != metav1.StatusFailure || !strings.Contains(resp.Result.Message, tt.want) || len(resp.ConvertedObjects) != 0 {
+				t.Fatalf("result %+v, %d objects; want Failure saying %q, no objects", resp.Result, len(resp.ConvertedObjects), tt.want)
+			}
+			spans := tel.Spans()
+			if len(spans) != 1 || spans[0].Name() != "convert Memcached" || spans[0].Status().Code != codes.Error {
+				t.Fatalf("spans %v, want one convert Memcached, failed", spans)
+			}
+			var exception bool // a panic's, with its stack
+			for _, e := range spans[0].Events() {
+				for _, a := range e.Attributes {
+					exception = exception || a.Key == "exception.stacktrace"
+				}
+			}
+			if exception != (tt.outcome == "panic") {
+				t.Errorf("exception event %v, want one for a panic alone", exception)
+			}
+			if len(tel.Records()) != 1 {
+				t.Errorf("%d log records, want one", len(tel.Records()))
+			}
+			objects := conversionCounts(t, tel)
+			from := attribute.String("humus.kube.conversion.from", "cache.example.com/v1alpha1")
+			to := attribute.String("humus.kube.conversion.to", "cache.example.com/v1beta1")
+			if n := objects[attribute.NewSet(attribute.String("humus.kube.resource", "memcacheds.cache.example.com"), from, to, attribute.String("humus.kube.conversion.outcome", "success"))]; n != 1 {
+				t.Errorf("%d successes counted, want 1: %v", n, objects)
+			}
+			if n := objects[attribute.NewSet(attribute.String("humus.kube.resource", "memcacheds.cache.example.com"), from, to, attribute.String("humus.kube.conversion.outcome", tt.outcome))]; n != 1 {
+				t.Errorf("%d of outcome %s counted, want 1: %v", n, tt.outcome, objects)
+			}
+		})
+	}
+}
+
+// conversionFailure is a toHub that fails, what the review's result says,
+// and the outcome recorded.
+type conversionFailure struct {
+	name    string
+	toHub   func(kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error)
+	want    string
+	outcome string
+}
+
+func conversionFailures() []conversionFailure {
+	return []conversionFailure{
+		{"error", func(kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
+			return kube.Object[MemcachedSpecV1beta1, MemcachedStatus]{}, errors.New("size 7 has no replicas")
+		}, `kube: converting Memcached ns/a (objects[1]) from cache.example.com/v1alpha1 to cache.example.com/v1beta1: toHub of v1alpha1: size 7 has no replicas`, "error"},
+		{"panic", func(kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
+			panic("no replicas for size 7")
+		}, `kube: converting Memcached ns/a (objects[1]) from cache.example.com/v1alpha1 to cache.example.com/v1beta1: toHub of v1alpha1 panicked: no replicas for size 7`, "panic"},
+		{"name", func(in kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
+			out, err := memcachedToV1beta1(in)
+			out.Name += "-v1beta1"
+			return out, err
+		}, `toHub of v1alpha1 changed metadata.name from "a" to "a-v1beta1": a conversion keeps the object's name, namespace, UID and kind, so copy its ObjectMeta`, "error"},
+		{"uid", func(in kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
+			out, err := memcachedToV1beta1(in)
+			out.ObjectMeta = metav1.ObjectMeta{Name: in.Name, Namespace: in.Namespace}
+			return out, err
+		}, `toHub of v1alpha1 changed metadata.uid from "u-1" to ""`, "error"},
+		{"kind", func(in kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
+			out, err := memcachedToV1beta1(in)
+			out.Kind = "Memcache"
+			return out, err
+		}, `toHub of v1alpha1 changed kind from "Memcached" to "Memcache"`, "error"},
+	}
+}
+
+// conversionCounts is humus.kube.conversion.objects in tel, by attributes.
+func conversionCounts(t *testing.T, tel *humustest.Telemetry) map[attribute.Set]int64 {
+	t.Helper()
+	rm, err := tel.Metrics(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[attribute.Set]int64{}
+	var duration bool
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch m.Name {
+			case "humus.kube.conversion.objects":
+				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					out[dp.Attributes] += dp.Value
+				}
+			case "humus.kube.conversion.duration":
+				duration = true
+			}
+		}
+	}
+	if !duration {
+		t.Error("no humus.kube.conversion.duration")
+	}
+	return out
+}
+
+func TestConversionHandlerRefusesWhatIsNoReview(t *testing.T) {
+	h, err := memcachedVersions().Handler(humustest.NewTelemetry().Telemetry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		method, contentType, body string
+		code                      int
+	}{
+		{http.MethodGet, "", "", http.StatusMethodNotAllowed},
+		{http.MethodPost, "text/plain", "{}", http.StatusUnsupportedMediaType},
+		{http.MethodPost, "application/json", "{", http.StatusBadRequest},
+		{http.MethodPost, "application/json", `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview"}`, http.StatusBadRequest},
+	} {
+		rec := httptest.NewRecorder()
+		r := httptest.NewRequest(tt.method, "/convert", strings.NewReader(tt.body))
+		r.Header.Set("Content-Type", tt.contentType)
+		h.ServeHTTP(rec, r)
+		if rec.Code != tt.code {
+			t.Errorf("%s %q %q: %d, want %d", tt.method, tt.contentType, tt.body, rec.Code, tt.code)
+		}
+	}
+	// A version the resource doesn't have fails the review.
+	resp := review(t, h, "cache.example.com/v2", alpha("a", 1))
+	if resp.Result.Status != metav1.StatusFailure || !strings.Contains(resp.Result.Message, "cache.example.com/v2: no such version of Memcached") {
+		t.Errorf("result %+v", resp.Result)
+	}
+	// A Versions CRD refuses, Handler refuses too.
+	bad := memcachedVersions()
+	bad.Storage = ""
+	if _, err := bad.Handler(humustest.NewTelemetry().Telemetry()); err == nil || !strings.Contains(err.Error(), "missing Storage") {
+		t.Errorf("Handler of a Versions without Storage: %v", err)
+	}
+}
+
+// TestConversionOverTLS serves the handler as the API server reaches it:
+// over TLS, with a serving certificate of a CA the client trusts.
+func TestConversionOverTLS(t *testing.T) {
+	ca, err := clustertest.NewCA("webhook CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.Serving("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := memcachedVersions().Handler(humustest.NewTelemetry().Telemetry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
+	b, _ := json.Marshal(apiextensionsv1.ConversionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"},
+		Request: &apiextensionsv1.ConversionRequest{UID: "1", DesiredAPIVersion: "cache.example.com/v1beta1",
+			Objects: []runtime.RawExtension{{Raw: mustJSON(t, alpha("a", 2))}}},
+	})
+	resp, err := client.Post(srv.URL+"/convert", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var out apiextensionsv1.ConversionReview
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Response == nil || out.Response.Result.Status != metav1.StatusSuccess || !bytes.Contains(out.Response.ConvertedObjects[0].Raw, []byte(`"replicas":2`)) {
+		t.Errorf("answered %+v", out.Response)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
