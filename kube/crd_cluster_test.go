@@ -507,30 +507,7 @@ func TestClusterCRDDetails(t *testing.T) {
 // get does, and checks its columns and the object's row.
 func checkTable(t *testing.T, in installed, plural string) {
 	c := clustertest.Get(t)
-	cfg := c.AdminConfig()
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := cfg.Host + "/apis/" + in.apiVersion + "/namespaces/" + in.namespace + "/" + plural
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s as a Table: %s %v: %s", url, resp.Status, err, body)
-	}
-	var table metav1.Table
-	if err := json.Unmarshal(body, &table); err != nil {
-		t.Fatalf("decoding the Table: %v\n%s", err, body)
-	}
+	table, body := getTable(t, c.AdminConfig(), in.apiVersion, in.namespace, plural)
 	type col struct {
 		name, typ, description string
 		priority               int32
@@ -670,4 +647,35 @@ func TestClusterItemConstraints(t *testing.T) {
 		"spec.labels: Too many")
 	in.refused(t, "port", map[string]any{"targets": []any{"a"}, "ports": []any{0}}, "spec.ports[0]: Invalid value", "should be greater than or equal to 1")
 	in.refused(t, "type-rule", map[string]any{"targets": []any{"x-a"}}, "no x- targets")
+}
+
+// getTable asks the API server for the objects of plural at apiVersion in
+// ns as a Table, as kubectl get does, and returns it with the response's
+// body, for messages.
+func getTable(t *testing.T, cfg *rest.Config, apiVersion, ns, plural string) (metav1.Table, []byte) {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := cfg.Host + "/apis/" + apiVersion + "/namespaces/" + ns + "/" + plural
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s as a Table: %s %v: %s", url, resp.Status, err, body)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(body, &table); err != nil {
+		t.Fatalf("decoding the Table: %v\n%s", err, body)
+	}
+	return table, body
 }

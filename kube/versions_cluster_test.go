@@ -3,9 +3,7 @@ package kube_test
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -155,29 +153,7 @@ func names[Spec, Status any](objs []kube.Object[Spec, Status]) []string {
 // columns named, sorted by the first, each as fmt prints it.
 func table(t *testing.T, cfg *rest.Config, apiVersion, ns, plural string, columns ...string) [][]string {
 	t.Helper()
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := cfg.Host + "/apis/" + apiVersion + "/namespaces/" + ns + "/" + plural
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s as a Table: %s %v: %s", url, resp.Status, err, body)
-	}
-	var tab metav1.Table
-	if err := json.Unmarshal(body, &tab); err != nil {
-		t.Fatalf("decoding the Table: %v\n%s", err, body)
-	}
+	tab, body := getTable(t, cfg, apiVersion, ns, plural)
 	var rows [][]string
 	for _, r := range tab.Rows {
 		var cells []string
