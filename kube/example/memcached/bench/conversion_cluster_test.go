@@ -29,7 +29,8 @@ import (
 // stored at v1alpha1, the example's own types, and reconciled at v1beta1,
 // whose spec renames size replicas, so that every object the App lists,
 // watches and applies passes through the conversion webhook; beside the
-// same cold start reconciled at v1alpha1, which passes through none.
+// same cold start reconciled at v1alpha1, whose App's requests pass
+// through none.
 
 // memcachedSpecV1beta1 is the Memcached's spec at v1beta1: v1alpha1's
 // (app.MemcachedSpec) with Size renamed Replicas. Its status is
@@ -285,8 +286,8 @@ type coldPhase struct {
 	n                    int
 	settle, synced       time.Duration
 	reconciles, requests uint64
-	writes               int // of Memcacheds and Deployments
-	cpu, heap            float64
+	writes               int        // of Memcacheds and Deployments
+	cpu, heap            float64    // the App's, in seconds and bytes, to idle
 	machine              machineUse // from the App's start to settled
 	hook                 hookUse    // from the App's start to idle
 }
