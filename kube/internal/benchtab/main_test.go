@@ -192,3 +192,37 @@ func TestParse(t *testing.T) {
 		t.Errorf("writeTable:\n%s\nwant:\n%s", b.String(), wantTable)
 	}
 }
+
+// TestWriteTableBaselines: a figure of a baseline phase follows the
+// figure it is the baseline of, within the figures' ranks, and the
+// converted cold start has the plain one's targets.
+func TestWriteTableBaselines(t *testing.T) {
+	runs := map[string][]float64{}
+	for _, u := range []string{
+		"plain-fresh-settle-s", "plain-settle-s", "settle-s", "plain-objects/s", "objects/s",
+		"plain-writes/object", "writes/object", "webhook-cpu-ms/object", "plain-webhook-cpu-ms/object",
+		"reconciles/object", "v1beta1:conversion-reviews/object", "plain-v1beta1:conversion-reviews/object", "settle-vs-plain",
+	} {
+		runs[u] = []float64{1}
+	}
+	var b strings.Builder
+	writeTable(&b, "ConvertedColdStart/N=10000", "2026-12-06", runs)
+	want := "### ConvertedColdStart/N=10000 (1 run, 2026-12-06)\n\n" +
+		"| figure | median | min | max | target |\n| --- | ---: | ---: | ---: | --- |\n" +
+		"| settle-s | 1.000 | 1.000 | 1.000 | — |\n" +
+		"| plain-settle-s | 1.000 | 1.000 | 1.000 | — |\n" +
+		"| plain-fresh-settle-s | 1.000 | 1.000 | 1.000 | — |\n" +
+		"| objects/s | 1.000 | 1.000 | 1.000 | — |\n" +
+		"| plain-objects/s | 1.000 | 1.000 | 1.000 | — |\n" +
+		"| reconciles/object | 1.000 | 1.000 | 1.000 | ≤ 1.2 |\n" +
+		"| webhook-cpu-ms/object | 1.000 | 1.000 | 1.000 | — |\n" +
+		"| plain-webhook-cpu-ms/object | 1.000 | 1.000 | 1.000 | — |\n" +
+		"| writes/object | 1.000 | 1.000 | 1.000 | 3 |\n" +
+		"| plain-writes/object | 1.000 | 1.000 | 1.000 | — |\n" +
+		"| v1beta1:conversion-reviews/object | 1.000 | 1.000 | 1.000 | — |\n" +
+		"| plain-v1beta1:conversion-reviews/object | 1.000 | 1.000 | 1.000 | — |\n" +
+		"| settle-vs-plain | 1.000 | 1.000 | 1.000 | — |\n"
+	if b.String() != want {
+		t.Errorf("writeTable:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

@@ -1,7 +1,9 @@
-// Package bench measures the Memcached example's controller, and Apps of
-// its own on the cache the controllers of a Client share (a Website that
-// follows the ConfigMap it names, two owners of Deployments, a Reader's
-// selector: cache_cluster_test.go), each App in a process of its own (this
+// Package bench measures the Memcached example's controller, the same
+// controller reconciling a version its objects aren't stored at, through
+// a conversion webhook (conversion_cluster_test.go), and Apps of its own
+// on the cache the controllers of a Client share (a Website that follows
+// the ConfigMap it names, two owners of Deployments, a Reader's selector:
+// cache_cluster_test.go), each App in a process of its own (this
 // test binary started again), on the tests' real control plane: what
 // `make bench` runs and kube/BENCHMARKS.md reports. Each benchmark is one run of a scenario (run them with
 // -benchtime 1x and -count 3 for the median of three); its figures are

@@ -31,6 +31,9 @@ var benchApps = map[string]humus.Init{
 	"related":  relatedApp,
 	"owners":   ownersApp,
 	"selector": selectorApp,
+	// The converted cold start's (conversion_cluster_test.go).
+	"memcached-v1beta1":  v1beta1App,
+	"conversion-webhook": webhookApp,
 }
 
 // A Website serves the content of the ConfigMap its spec names: the

@@ -85,7 +85,9 @@ type usageReport struct {
 }
 
 // histogramReport is what the child's /histogram answers: the data
-// points of one instrument, merged, and their counts by an attribute.
+// points of one instrument, merged, and their counts by an attribute. A
+// histogram's counts are of its recordings, a counter's of what was added
+// to it; a counter has no Bounds or Buckets.
 type histogramReport struct {
 	Count   uint64            `json:"count"`
 	Bounds  []float64         `json:"bounds"`
@@ -268,14 +270,25 @@ func answer(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// histogramOf merges the data points of rm's histogram named name, and
-// counts them by the value of the attribute by.
+// histogramOf merges the data points of rm's histogram, or integer
+// counter, named name, and counts them by the value of the attribute by.
 func histogramOf(rm metricdata.ResourceMetrics, name string, by attribute.Key) histogramReport {
 	h := histogramReport{Counts: map[string]uint64{}}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, dp := range sum.DataPoints {
+					v, _ := dp.Attributes.Value(by)
+					h.Count += uint64(dp.Value)
+					h.Counts[v.AsString()] += uint64(dp.Value)
+				}
+				continue
+			}
 			data, ok := m.Data.(metricdata.Histogram[float64])
-			if m.Name != name || !ok {
+			if !ok {
 				continue
 			}
 			for _, dp := range data.DataPoints {
