@@ -132,7 +132,7 @@ func roundTripThrough[Spec, Status, HubSpec, HubStatus any](set *versionSet[HubS
 	wantFields := map[string]any{"spec": want["spec"], "status": want["status"]}
 	gotFields := map[string]any{"spec": got["spec"], "status": got["status"]}
 	for _, d := range differences("", wantFields, gotFields) {
-		errs = append(errs, fmt.Errorf("%s, without the annotation %s: %s: the hub should hold every field of every version, so that its object alone keeps them", where, keptKey(hub.Group, from), d))
+		errs = append(errs, fmt.Errorf("%s, without the annotation %s: %s: %s's toHub or fromHub loses it, and the annotation hid that; the hub must hold every field of every version, and fromHub set each one", where, keptKey(hub.Group, from), d, from))
 	}
 	return errs
 }

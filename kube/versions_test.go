@@ -276,7 +276,7 @@ func TestRoundTrip(t *testing.T) {
 	err := kube.RoundTrip(lossy, alpha("a", 3))
 	for _, want := range []string{
 		`kube: RoundTrip: v1alpha1 example 0 (ns/a) at v1beta1 and back: metadata.labels.app was "a", came back without it`,
-		`kube: RoundTrip: v1alpha1 example 0 (ns/a) at v1beta1 and back, without the annotation cache.example.com/v1alpha1: spec.size was 3, came back 0: the hub should hold every field of every version`,
+		`kube: RoundTrip: v1alpha1 example 0 (ns/a) at v1beta1 and back, without the annotation cache.example.com/v1alpha1: spec.size was 3, came back 0: v1alpha1's toHub or fromHub loses it`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("the error doesn't say %q:\n%v", want, err)
