@@ -536,55 +536,126 @@ func answers(writes []convWrite) map[string]int {
 	return out
 }
 
-// expected is what the writes leave, by name: each object the writer was
-// told it created, at the size of its last write the API server answered
-// with success; and each object whose create failed.
-func expected(writes []convWrite) (sizes map[string]int64, refused map[string]bool) {
-	sizes, refused = map[string]int64{}, map[string]bool{}
+// absent is an object's state before its create, and after a create
+// that wasn't stored.
+const absent int64 = -1
+
+// outcomes is what the writes may have left of each object, by name: its
+// size, or absent. A write answered with success leaves its size, and one
+// refused leaves what was; but one in flight when the webhook was killed
+// (sent before it was dead, answered after it was killed) may have been
+// stored: the API server converts a write to the stored version, stores
+// it, and converts the stored object back for its answer, so a write
+// stored just before the kill is answered with the webhook's failure.
+// Those writes are inDoubt. Each object's writes are one worker's, in the
+// order they were answered.
+func outcomes(writes []convWrite, killed, dead time.Time) (may map[string][]int64, inDoubt []convWrite) {
+	may = map[string][]int64{}
 	for _, w := range writes {
+		was, ok := may[w.name]
+		if !ok {
+			was = []int64{absent}
+		}
 		switch {
 		case w.err == nil:
-			sizes[w.name] = w.size
-		case w.op == "create":
-			refused[w.name] = true
+			may[w.name] = []int64{w.size}
+		case w.sent.Before(dead) && w.done.After(killed):
+			inDoubt = append(inDoubt, w)
+			may[w.name] = slices.Concat(was, []int64{w.size})
+		default:
+			may[w.name] = was
 		}
 	}
-	return sizes, refused
+	return may, inDoubt
 }
 
-// settled checks, at v1beta1, the stored version, that every object of
-// sizes is there at its size with its status settled, that no object
-// refused is, and that nothing else is but others.
-func (f *convFault) settled(ctx context.Context, sizes map[string]int64, refused map[string]bool, others ...string) error {
+// creates is the names the writer was told it created, and those it was
+// told it didn't.
+func creates(writes []convWrite) (created, refused map[string]bool) {
+	created, refused = map[string]bool{}, map[string]bool{}
+	for _, w := range writes {
+		if w.op == "create" {
+			if w.err == nil {
+				created[w.name] = true
+			} else {
+				refused[w.name] = true
+			}
+		}
+	}
+	return created, refused
+}
+
+// settled checks, at v1beta1, the stored version, that each object of may
+// is in one of the states its writes may have left, with its status
+// settled, and that no other is there but others.
+func (f *convFault) settled(ctx context.Context, may map[string][]int64, others ...string) error {
 	l, err := f.admin.Resource(f.gvr("v1beta1")).Namespace(f.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
 	var errs []error
-	found := map[string]bool{}
+	found := map[string]int64{}
 	for _, u := range l.Items {
 		name := u.GetName()
-		found[name] = true
 		replicas, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
 		ready, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
-		want, ok := sizes[name]
-		switch {
-		case refused[name]:
-			errs = append(errs, fmt.Errorf("%s exists, and the writer was told its create failed", name))
-		case !ok && !slices.Contains(others, name):
+		found[name] = replicas
+		if _, ok := may[name]; !ok && !slices.Contains(others, name) {
 			errs = append(errs, fmt.Errorf("%s exists, and no one wrote it", name))
-		case ok && replicas != want:
-			errs = append(errs, fmt.Errorf("%s: replicas %d, and the writer's last successful write set %d", name, replicas, want))
-		case ready != replicas:
+		}
+		if ready != replicas {
 			errs = append(errs, fmt.Errorf("%s: status.readyReplicas %d, want %d", name, ready, replicas))
 		}
 	}
-	for name := range sizes {
-		if !found[name] {
+	for name, states := range may {
+		state, ok := found[name]
+		if !ok {
+			state = absent
+		}
+		switch {
+		case slices.Contains(states, state):
+		case state == absent:
 			errs = append(errs, fmt.Errorf("%s is missing: the writer was told its create succeeded", name))
+		case slices.Equal(states, []int64{absent}):
+			errs = append(errs, fmt.Errorf("%s exists, and the writer was told its create failed", name))
+		default:
+			errs = append(errs, fmt.Errorf("%s: replicas %d, and its writes may have left %v (%d absent)", name, state, states, absent))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// certain is what writes answered with success left: each object at its
+// size.
+func certain(sizes map[string]int64) map[string][]int64 {
+	may := map[string][]int64{}
+	for name, size := range sizes {
+		may[name] = []int64{size}
+	}
+	return may
+}
+
+// checkInDoubtCreates checks each create in doubt: stored exactly when
+// the API server's 500 says the object it stored is "not decodable", the
+// conversion of its answer having failed (a create reads nothing before
+// it stores; a patch does, so its message can't tell). It returns what
+// became of each, with what the API server answered. (A patch's outcome
+// the object can't tell either, once later patches have written it.)
+func (f *convFault) checkInDoubtCreates(ctx context.Context, t *testing.T, inDoubt []convWrite) []string {
+	t.Helper()
+	var out []string
+	for _, w := range inDoubt {
+		if w.op != "create" {
+			continue
+		}
+		_, err := f.admin.Resource(f.gvr("v1beta1")).Namespace(f.ns).Get(ctx, w.name, metav1.GetOptions{})
+		stored := err == nil
+		if said := strings.Contains(w.err.Error(), "object not decodable"); stored != said {
+			t.Errorf("%s, created as the webhook was killed: stored %t, and the API server answered %v", w.name, stored, w.err)
+		}
+		out = append(out, fmt.Sprintf("%s stored %t: %v", w.name, stored, w.err))
+	}
+	return out
 }
 
 // storedReads reads and lists at v1beta1, the stored version, every
@@ -668,15 +739,15 @@ func (f *convFault) holds(identity string, within time.Duration) {
 	})
 }
 
-// checkWriters checks the audit log's writes of each object: one create,
-// by the writer, of each object it was told it created and of none whose
-// create it was told failed; every write of a spec by the writer (or by
-// the admin, of the names in others) and of a status by a controller of
-// controllers. It returns how many writes broke the rules.
-func checkWriters(t *testing.T, events []clustertest.AuditEvent, writer string, controllers []string, sizes map[string]int64, refused map[string]bool) int {
+// checkWriters checks the audit log's writes of each object: one create
+// answered with success, by the writer, of each object it was told it
+// created and none of one whose create it was told failed; no write of a
+// spec by a controller of controllers, and every write of a status by
+// one. It returns how many writes broke the rules.
+func checkWriters(t *testing.T, events []clustertest.AuditEvent, writer string, controllers []string, writes []convWrite) int {
 	t.Helper()
 	broken := 0
-	creates := map[string]int{}
+	stored := map[string]int{}
 	for _, e := range events {
 		if e.Code >= 300 {
 			continue
@@ -689,23 +760,24 @@ func checkWriters(t *testing.T, events []clustertest.AuditEvent, writer string, 
 			}
 		case e.User == writer:
 			if e.Verb == "create" {
-				creates[e.Name]++
+				stored[e.Name]++
 			}
 		case slices.Contains(controllers, e.User):
 			broken++
 			t.Errorf("the controller %s wrote %s %s (received %s), not its status", e.User, e.Verb, e.Name, stamp(e.RequestReceived))
 		}
 	}
-	for name := range sizes {
-		if creates[name] != 1 {
+	created, refused := creates(writes)
+	for name := range created {
+		if stored[name] != 1 {
 			broken++
-			t.Errorf("%s was created %d times by the writer, want once", name, creates[name])
+			t.Errorf("%s was created %d times by the writer, want once", name, stored[name])
 		}
 	}
 	for name := range refused {
-		if creates[name] != 0 {
+		if stored[name] != 0 {
 			broken++
-			t.Errorf("%s, whose create the writer was told failed, was created %d times", name, creates[name])
+			t.Errorf("%s, whose create the writer was told failed, was created %d times", name, stored[name])
 		}
 	}
 	return broken
@@ -718,15 +790,18 @@ func stamp(t time.Time) string { return t.Format(time.StampMicro) }
 // objects at v1alpha1, the version that isn't stored, and a controller of
 // v1alpha1 settles them, and starts it again on the same port 5s later.
 // Meanwhile each write at v1alpha1 fails with a 500 naming the conversion
-// webhook, and none is half applied; reads and lists at v1beta1, the
-// stored version, never fail. Once it is back every object converges: each
-// the writer was told it created is there at the size of its last write
-// told it succeeded, its status settled by the controller; none whose
-// create failed is; and the audit log shows one create of each, every
-// spec written by the writer and every status by the controller.
+// webhook, and none is stored; reads and lists at v1beta1, the stored
+// version, never fail. A write in flight at the kill is answered 500 too,
+// and may have been stored: the API server converts the object it stored
+// back for its answer. Once the webhook is back every object converges:
+// each the writer was told it created is there at the size of its last
+// write told it succeeded (or of one in flight at the kill), its status
+// settled by the controller; none whose create failed is, but one in
+// flight at the kill whose 500 says it was stored; and the audit log
+// shows one create of each, no spec written by the controller and every
+// status by it.
 func TestClusterFaultConversionWebhookKilledUnderLoad(t *testing.T) {
 	t.Parallel() // a namespace and a CRD of its own: it runs beside the other parallel scenarios
-	const down = 5 * time.Second
 	started := time.Now()
 	f := newConvFault(t, "killed.example.com")
 	port := freePort(t)
@@ -740,72 +815,153 @@ func TestClusterFaultConversionWebhookKilledUnderLoad(t *testing.T) {
 	w := f.writer(4, 100*time.Millisecond)
 
 	time.Sleep(3 * time.Second)
-	killed := hook.signal(t, syscall.SIGKILL)
-	time.Sleep(down)
-	restarting := time.Now()
+	var o outage
+	o.killed = hook.signal(t, syscall.SIGKILL)
+	o.dead = time.Now()
+	time.Sleep(5 * time.Second)
+	o.restarting = time.Now()
 	f.webhook("webhook-1", port)
-	served := time.Now()
+	o.served = time.Now()
 	time.Sleep(3 * time.Second)
 	writes := w.done()
 	stopped := time.Now()
 	failedReads := stopReads()
 
-	// What the API server answered meanwhile.
+	checkWhileDown(t, f.group, writes, o)
+	if len(failedReads) > 0 {
+		t.Errorf("%d reads at v1beta1, the stored version, failed: %v", len(failedReads), errors.Join(failedReads...))
+	}
+
+	// Every object converges, nothing lost, nothing half applied.
+	may, inDoubt := outcomes(writes, o.killed, o.dead)
+	clustertest.Eventually(t, time.Minute, func(ctx context.Context) error { return f.settled(ctx, may, "r") })
+	converged := time.Since(stopped)
+	t.Logf("writes in flight when the webhook was killed: %d, answered %v; its creates: %q", len(inDoubt), answers(inDoubt), f.checkInDoubtCreates(ctx, t, inDoubt))
+	if _, err := f.admin.Resource(f.gvr("v1alpha1")).Namespace(f.ns).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("a list at v1alpha1 once the webhook was back: %v", err)
+	}
+
+	// The audit log: the failures the writer saw, one create of each
+	// object, and one writer of its spec and one of its status.
+	time.Sleep(time.Second) // for the last writes to reach the log
+	events := f.memcachedWrites()
+	controllerFailed := checkAudited(t, events, writes, w.user, ctrl.user)
+	broken := checkWriters(t, events, w.user, []string{ctrl.user}, writes)
+	i := slices.IndexFunc(events, func(e clustertest.AuditEvent) bool {
+		return e.User == ctrl.user && e.Subresource == "status" && e.Code < 300 && e.RequestReceived.After(o.restarting)
+	})
+	if i < 0 {
+		t.Fatalf("the controller applied no status once the webhook was back")
+	}
+	created, refused := creates(writes)
+	t.Logf("%d writes in all, %d objects created, %d creates refused; the controller's status applies refused while the webhook was down: %d, its first applied %s after the webhook's process was started again; converged %s after the writer stopped, 3s after the webhook was back; writes breaking one writer an object: %d; the test took %s",
+		len(writes), len(created), len(refused), controllerFailed, events[i].RequestReceived.Sub(o.restarting).Round(time.Millisecond),
+		converged.Round(time.Millisecond), broken, time.Since(started).Round(time.Second))
+}
+
+// An outage is when the webhook's process was killed, when it was dead,
+// when the next was started, and when that one served.
+type outage struct{ killed, dead, restarting, served time.Time }
+
+// checkWhileDown checks what the API server answered the writes at
+// v1alpha1 of group: every write sent while the webhook was down, from
+// its death to the next's start, failed with a 500 naming the conversion
+// webhook; every one sent once it served again succeeded; and none failed
+// but those answered after the kill and sent before the webhook served.
+func checkWhileDown(t *testing.T, group string, writes []convWrite, o outage) {
+	t.Helper()
+	killed, restarting, served := o.killed, o.restarting, o.served
 	var during, after []convWrite
 	for _, op := range writes {
 		switch {
-		case op.sent.After(killed) && op.done.Before(restarting):
+		case op.sent.After(o.dead) && op.done.Before(restarting):
 			during = append(during, op)
 		case op.sent.After(served):
 			after = append(after, op)
 		}
+		if op.err != nil && (op.done.Before(killed) || op.sent.After(served)) {
+			t.Errorf("%s %s, sent %s, failed with the webhook up: %v", op.op, op.name, stamp(op.sent), op.err)
+		}
 	}
-	t.Logf("writes at v1alpha1 while the webhook was down (%s): %d, answered %v", down, len(during), answers(during))
+	t.Logf("writes at v1alpha1 while the webhook was down (%s): %d, answered %v", restarting.Sub(killed).Round(time.Millisecond), len(during), answers(during))
 	t.Logf("writes at v1alpha1 once it was back: %d, answered %v", len(after), answers(after))
 	if len(during) == 0 {
 		t.Fatal("no write while the webhook was down: the test shows nothing")
 	}
 	for _, op := range during {
-		if op.code != http.StatusInternalServerError || !strings.Contains(op.err.Error(), "conversion webhook for "+f.group+"/v1alpha1, Kind=Memcached failed") {
+		if op.code != http.StatusInternalServerError || !strings.Contains(op.err.Error(), "conversion webhook for "+group+"/v1alpha1, Kind=Memcached failed") {
 			t.Errorf("%s %s while the webhook was down: %d %v; want a 500 naming the conversion webhook", op.op, op.name, op.code, op.err)
 		}
 	}
 	if ok := answers(after); len(after) == 0 || ok["create ok"]+ok["patch ok"] != len(after) {
 		t.Errorf("writes once the webhook was back: %v; want every one a success", ok)
 	}
-	if len(failedReads) > 0 {
-		t.Errorf("%d reads at v1beta1, the stored version, failed: %v", len(failedReads), errors.Join(failedReads...))
-	}
+}
 
-	// Every object converges, nothing lost, nothing half applied.
-	sizes, refused := expected(writes)
-	clustertest.Eventually(t, time.Minute, func(ctx context.Context) error { return f.settled(ctx, sizes, refused, "r") })
-	converged := time.Since(stopped)
-	if _, err := f.admin.Resource(f.gvr("v1alpha1")).Namespace(f.ns).List(ctx, metav1.ListOptions{}); err != nil {
-		t.Errorf("a list at v1alpha1 once the webhook was back: %v", err)
-	}
-
-	// The audit log: the failures the writer saw, and one writer of each
-	// object's spec and of its status.
-	time.Sleep(time.Second) // for the last writes to reach the log
-	events := f.memcachedWrites()
-	var audited, controllerFailed int
+// checkAudited checks that the audit log has a write of writer's answered
+// 500 for each of its writes that failed, and returns how many of
+// controller's writes were answered 500.
+func checkAudited(t *testing.T, events []clustertest.AuditEvent, writes []convWrite, writer, controller string) (controllerFailed int) {
+	t.Helper()
+	var audited, failed int
 	for _, e := range events {
-		if e.Code == http.StatusInternalServerError && e.RequestReceived.After(killed) && e.StageTime.Before(restarting) {
-			switch e.User {
-			case w.user:
-				audited++
-			case ctrl.user:
-				controllerFailed++
-			}
+		if e.Code != http.StatusInternalServerError {
+			continue
+		}
+		switch e.User {
+		case writer:
+			audited++
+		case controller:
+			controllerFailed++
 		}
 	}
-	if audited != len(during) {
-		t.Errorf("the audit log has %d writes of the writer answered 500 while the webhook was down, and the writer saw %d", audited, len(during))
+	for _, op := range writes {
+		if op.err != nil {
+			failed++
+		}
 	}
-	broken := checkWriters(t, events, w.user, []string{ctrl.user}, sizes, refused)
-	t.Logf("%d writes in all, %d objects created, %d creates refused; the controller's status applies refused while the webhook was down: %d; converged %s after the writer stopped, 3s after the webhook was back; writes breaking one writer an object: %d; the test took %s",
-		len(writes), len(sizes), len(refused), controllerFailed, converged.Round(time.Millisecond), broken, time.Since(started).Round(time.Second))
+	if audited != failed {
+		t.Errorf("the audit log has %d writes of the writer answered 500, and the writer saw %d fail", audited, failed)
+	}
+	return controllerFailed
+}
+
+// A readAnswer is what the API server answered a read, and when.
+type readAnswer struct {
+	err  error
+	took time.Duration
+}
+
+// readLater reads name through res, and sends what the API server
+// answered.
+func readLater(ctx context.Context, res dynamic.ResourceInterface, name string) <-chan readAnswer {
+	read := make(chan readAnswer, 1)
+	go func() {
+		at := time.Now()
+		_, err := res.Get(ctx, name, metav1.GetOptions{})
+		read <- readAnswer{err, time.Since(at)}
+	}()
+	return read
+}
+
+// settledAtV1alpha1 checks that the objects at v1alpha1 are those of
+// sizes, each at its size and with its status settled.
+func (f *convFault) settledAtV1alpha1(ctx context.Context, sizes map[string]int64) error {
+	l, err := f.admin.Resource(f.gvr("v1alpha1")).Namespace(f.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	if len(l.Items) != len(sizes) {
+		return fmt.Errorf("%d objects at v1alpha1, want %d", len(l.Items), len(sizes))
+	}
+	for _, u := range l.Items {
+		size, _, _ := unstructured.NestedInt64(u.Object, "spec", "size")
+		ready, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
+		if size != sizes[u.GetName()] || ready != size {
+			return fmt.Errorf("%s at v1alpha1: size %d, readyReplicas %d; want %d", u.GetName(), size, ready, sizes[u.GetName()])
+		}
+	}
+	return nil
 }
 
 // TestClusterFaultConversionWebhookTooSlow stops the conversion webhook's
@@ -833,26 +989,17 @@ func TestClusterFaultConversionWebhookTooSlow(t *testing.T) {
 	}
 
 	paused := hook.signal(t, syscall.SIGSTOP)
-	type answer struct {
-		err  error
-		took time.Duration
-	}
-	read := make(chan answer, 1)
-	go func() {
-		at := time.Now()
-		_, err := alphas.Get(ctx, "a", metav1.GetOptions{})
-		read <- answer{err, time.Since(at)}
-	}()
+	read := readLater(ctx, alphas, "a")
 	sizes := map[string]int64{"a": 2}
 	for i := range 5 {
 		name := fmt.Sprintf("p-%d", i)
 		sizes[name] = int64(1 + i%3)
 		f.createStored(ctx, name, sizes[name])
 	}
-	clustertest.Eventually(t, 20*time.Second, func(ctx context.Context) error { return f.settled(ctx, sizes, nil) })
+	clustertest.Eventually(t, 20*time.Second, func(ctx context.Context) error { return f.settled(ctx, certain(sizes)) })
 	settled := time.Since(paused)
 
-	var got answer
+	var got readAnswer
 	select {
 	case got = <-read:
 	case <-time.After(45 * time.Second):
@@ -874,23 +1021,7 @@ func TestClusterFaultConversionWebhookTooSlow(t *testing.T) {
 	}
 
 	// Continued: every object reads at v1alpha1, settled.
-	clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
-		l, err := alphas.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if len(l.Items) != len(sizes) {
-			return fmt.Errorf("%d objects at v1alpha1, want %d", len(l.Items), len(sizes))
-		}
-		for _, u := range l.Items {
-			size, _, _ := unstructured.NestedInt64(u.Object, "spec", "size")
-			ready, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
-			if size != sizes[u.GetName()] || ready != size {
-				return fmt.Errorf("%s at v1alpha1: size %d, readyReplicas %d; want %d", u.GetName(), size, ready, sizes[u.GetName()])
-			}
-		}
-		return nil
-	})
+	clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error { return f.settledAtV1alpha1(ctx, sizes) })
 	t.Logf("converged at v1alpha1 %s after SIGCONT; the test took %s", time.Since(resumed).Round(time.Millisecond), time.Since(started).Round(time.Second))
 }
 
@@ -943,8 +1074,8 @@ func TestClusterFaultConversionWebhookOnEveryReplica(t *testing.T) {
 	if ok := answers(writes); ok["create ok"]+ok["patch ok"] != len(writes) {
 		t.Errorf("the writer's writes at v1alpha1: %v; want every one a success, the standby's webhook answering throughout", ok)
 	}
-	sizes, refused := expected(writes)
-	clustertest.Eventually(t, time.Minute, func(ctx context.Context) error { return f.settled(ctx, sizes, refused) })
+	may, _ := outcomes(writes, time.Time{}, time.Time{})
+	clustertest.Eventually(t, time.Minute, func(ctx context.Context) error { return f.settled(ctx, may) })
 	converged := time.Since(stopped)
 	reviews := standby.reviews()
 	if n := len(leader.reviews()); n != 0 {
@@ -958,7 +1089,7 @@ func TestClusterFaultConversionWebhookOnEveryReplica(t *testing.T) {
 	// nor the standby before its acquisition was complete.
 	time.Sleep(time.Second) // for the last writes to reach the log
 	events := f.memcachedWrites()
-	broken := checkWriters(t, events, w.user, []string{leader.user, standby.user}, sizes, refused)
+	broken := checkWriters(t, events, w.user, []string{leader.user, standby.user}, writes)
 	for _, e := range events {
 		if e.Subresource != "status" || e.Code >= 300 {
 			continue
