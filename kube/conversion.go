@@ -42,8 +42,8 @@ const (
 // function and the object, which the API server answers the request that
 // needed it with. So is an object whose conversion changed its name,
 // namespace, UID or kind, which the API server would refuse. The review
-// of a request the handler can't read is answered 400, and a method but
-// POST 405.
+// of a request the handler can't read is answered 400, one larger than
+// MaxConversionReviewBytes 413, and a method but POST 405.
 //
 // Nothing is lost in a round trip: where a version can't hold a field of
 // another, such as a field only the newer version has, the object
@@ -97,6 +97,21 @@ func (v Versions[HubSpec, HubStatus]) Handler(t humus.Telemetry) (http.Handler, 
 	return h, nil
 }
 
+// MaxConversionReviewBytes is the largest ConversionReview Handler reads:
+// 32 MiB. The webhook's port answers anyone who reaches it, so what it
+// reads is bounded, and the bound is far above what the API server sends.
+// It sends one object a review for each object it reads from etcd or
+// writes, and an object is at most the API server's request limit, 3 MiB
+// (etcd's --max-request-bytes, 1.5 MiB, holds it lower still); a review
+// of a list, which it may send, holds those of the list's objects that
+// aren't at the version asked: 32 MiB is ten of the largest objects, or
+// 500, a page of an informer's list, of 64 KiB.
+// A larger review is answered 413, and the request that needed it fails.
+const MaxConversionReviewBytes = 32 << 20
+
+// tooLarge is the answer to a review over MaxConversionReviewBytes.
+const tooLarge = "the ConversionReview is larger than 32 MiB (kube.MaxConversionReviewBytes), the most the conversion webhook reads"
+
 type conversionHandler[HubSpec, HubStatus any] struct {
 	*versionSet[HubSpec, HubStatus]
 	resource attribute.KeyValue
@@ -130,8 +145,17 @@ func (h *conversionHandler[HubSpec, HubStatus]) ServeHTTP(w http.ResponseWriter,
 		http.Error(w, fmt.Sprintf("Content-Type %q: a ConversionReview is application/json", r.Header.Get("Content-Type")), http.StatusUnsupportedMediaType)
 		return
 	}
+	if r.ContentLength > MaxConversionReviewBytes {
+		http.Error(w, tooLarge, http.StatusRequestEntityTooLarge)
+		return
+	}
 	var review apiextensionsv1.ConversionReview
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxConversionReviewBytes)).Decode(&review); err != nil {
+		var big *http.MaxBytesError
+		if errors.As(err, &big) {
+			http.Error(w, tooLarge, http.StatusRequestEntityTooLarge)
+			return
+		}
 		http.Error(w, "decoding the ConversionReview: "+err.Error(), http.StatusBadRequest)
 		return
 	}

@@ -331,3 +331,51 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// A ConversionReview larger than MaxConversionReviewBytes is answered 413,
+// naming the limit, whether its length is said up front or not; one of
+// the limit exactly is read.
+func TestConversionHandlerBoundsTheReview(t *testing.T) {
+	h, err := memcachedVersions().Handler(humustest.NewTelemetry().Telemetry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(apiextensionsv1.ConversionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"},
+		Request:  &apiextensionsv1.ConversionRequest{UID: "0a1b", DesiredAPIVersion: "cache.example.com/v1beta1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Padded at the front, so the whole body is read to reach the review.
+	padded := func(n int) []byte {
+		return append(bytes.Repeat([]byte(" "), n-len(b)), b...)
+	}
+	for _, tt := range []struct {
+		name   string
+		size   int
+		length bool // the request says its length
+		code   int
+	}{
+		{"the limit, its length said", kube.MaxConversionReviewBytes, true, http.StatusOK},
+		{"the limit, its length unsaid", kube.MaxConversionReviewBytes, false, http.StatusOK},
+		{"a byte over, its length said", kube.MaxConversionReviewBytes + 1, true, http.StatusRequestEntityTooLarge},
+		{"a byte over, its length unsaid", kube.MaxConversionReviewBytes + 1, false, http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/convert", bytes.NewReader(padded(tt.size)))
+			r.Header.Set("Content-Type", "application/json")
+			if !tt.length {
+				r.ContentLength = -1
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if rec.Code != tt.code {
+				t.Fatalf("a review of %d bytes was answered %d: %s; want %d", tt.size, rec.Code, rec.Body, tt.code)
+			}
+			if want := "the ConversionReview is larger than 32 MiB (kube.MaxConversionReviewBytes), the most the conversion webhook reads"; tt.code != http.StatusOK && strings.TrimSpace(rec.Body.String()) != want {
+				t.Errorf("answered %q, want %q", rec.Body, want)
+			}
+		})
+	}
+}
