@@ -424,18 +424,7 @@ func TestConversionFailuresRecordedAtASlowingRate(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		review(t, h, up, alpha("last", 1))
 
-		var got []string
-		for _, r := range tel.Records() {
-			attrs := map[string]string{}
-			r.WalkAttributes(func(kv attribute.KeyValue) bool {
-				attrs[string(kv.Key)] = kv.Value.String()
-				return true
-			})
-			if r.Severity() != otellog.SeverityError {
-				t.Errorf("a record at %v, want ERROR: %s", r.Severity(), r.Body().AsString())
-			}
-			got = append(got, fmt.Sprintf("%s %s to %s, failures %s", r.Body().AsString(), attrs["humus.kube.conversion.from"], attrs["humus.kube.conversion.to"], attrs["failures"]))
-		}
+		got := conversionRecords(t, tel)
 		want := []string{
 			"conversion failed " + down + " to " + up + ", failures 1",
 			// The first wait, a second, ended within the list.
@@ -461,4 +450,23 @@ func TestConversionFailuresRecordedAtASlowingRate(t *testing.T) {
 			t.Errorf("%d failed spans and %d errors counted from v1alpha1 to v1beta1; want %d and %d: every failure", failed, errorsUp, n+3, n+1)
 		}
 	})
+}
+
+// conversionRecords is each of tel's records, with the versions and the
+// failures it counts; each must be an ERROR.
+func conversionRecords(t *testing.T, tel *humustest.Telemetry) []string {
+	t.Helper()
+	var got []string
+	for _, r := range tel.Records() {
+		attrs := map[string]string{}
+		r.WalkAttributes(func(kv attribute.KeyValue) bool {
+			attrs[string(kv.Key)] = kv.Value.String()
+			return true
+		})
+		if r.Severity() != otellog.SeverityError {
+			t.Errorf("a record at %v, want ERROR: %s", r.Severity(), r.Body().AsString())
+		}
+		got = append(got, fmt.Sprintf("%s %s to %s, failures %s", r.Body().AsString(), attrs["humus.kube.conversion.from"], attrs["humus.kube.conversion.to"], attrs["failures"]))
+	}
+	return got
 }

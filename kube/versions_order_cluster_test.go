@@ -21,6 +21,23 @@ import (
 	"github.com/z5labs/humus/webhook"
 )
 
+// orderedGroup is the group of TestClusterVersionsWebhookBeforeController's
+// CRD, so its audit events are its own.
+const orderedGroup = "ordered.example.com"
+
+// webhookFirst is the setting of TestClusterVersionsWebhookBeforeController.
+type webhookFirst struct {
+	c       *clustertest.Cluster
+	v       kube.Versions[MemcachedSpecV1beta1, MemcachedStatus]
+	alpha   kube.Resource[MemcachedSpec, MemcachedStatus]
+	ns      string
+	betas   *kube.TypedClient[betaObject]
+	alphas  *kube.TypedClient[alphaObject]
+	host    *humustest.Host
+	addr    string       // the webhook's, which the CRD names
+	reviews atomic.Int64 // the webhook's, since the App started
+}
+
 // TestClusterVersionsWebhookBeforeController runs, in humus.Run, a
 // controller of v1alpha1, which isn't the storage version, served after
 // its conversion webhook by webhook.Service.Before. Its status applies go
@@ -34,124 +51,25 @@ import (
 // the controller's list and watch are answered from it, and what needs
 // the webhook from the start is the controller's writes.
 func TestClusterVersionsWebhookBeforeController(t *testing.T) {
-	c := clustertest.Get(t)
-	const group = "ordered.example.com"
-	v := versioned()
-	alpha := Memcached
-	alpha.Group = group
-	v.Hub.Group = group
-	v.Others = []kube.Version[MemcachedSpecV1beta1, MemcachedStatus]{kube.VersionOf(alpha, memcachedToV1beta1, memcachedFromV1beta1)}
-
-	authority, err := clustertest.NewCA("conversion webhook CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := authority.Serving("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The CRD names the webhook's address before the App runs: a free
-	// port, which the App listens on once it starts.
-	addr := freeAddr(t)
-	v.Webhook = kube.ConversionWebhook{URL: "https://" + addr + "/convert", CABundle: authority.PEM()}
-	c.Install(t, v)
-	ns := c.Namespace(t)
-	d := dynamic.NewForConfigOrDie(c.AdminConfig())
-	betas := kube.NewTypedClientOn(d, v.Hub)
-	alphas := kube.NewTypedClientOn(d, alpha)
+	o := newOrdered(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-
-	host := humustest.NewHost()
-	host.Files["etc/webhook/tls/tls.crt"] = &fstest.MapFile{Data: certPEM}
-	host.Files["etc/webhook/tls/tls.key"] = &fstest.MapFile{Data: keyPEM}
-	var reviews atomic.Int64
-	newHook := func(s *humus.Setup) (*webhook.Service, error) {
-		h, err := v.Handler(s.Telemetry)
-		if err != nil {
-			return nil, err
-		}
-		mux := http.NewServeMux()
-		mux.Handle("POST /convert", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			reviews.Add(1)
-			h.ServeHTTP(w, r)
-		}))
-		return webhook.NewService(s, webhook.Settings{Addr: addr, CertDir: "/etc/webhook/tls"}, mux)
-	}
-
-	// Three objects, stored at v1beta1 and read at v1alpha1 while a
-	// webhook served, so that the API server's cache of v1alpha1 holds
-	// them; then that webhook stops.
-	warm, err := newHook(&humus.Setup{Host: host.Host()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	warmCtx, stopWarm := context.WithCancel(ctx)
-	warmed := make(chan error, 1)
-	go func() { warmed <- warm.Serve(warmCtx) }()
 	sizes := map[string]int32{"a": 1, "b": 2, "c": 2}
-	for name, size := range sizes {
-		if _, err := betas.Create(ctx, betaObject{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: MemcachedSpecV1beta1{Replicas: size, Image: "memcached:1"}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
-		l, err := alphas.List(ctx, ns, nil, nil)
-		if err == nil && len(l) != len(sizes) {
-			err = fmt.Errorf("listed %d at v1alpha1, want %d", len(l), len(sizes))
-		}
-		return err
-	})
-	stopWarm()
-	if err := <-warmed; err != nil {
-		t.Fatal(err)
-	}
-	if err := warm.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	reviews.Store(0)
+	o.warm(ctx, t, sizes)
 
-	// The App: the webhook, and the controller of v1alpha1 after it. The
-	// reconcile of "last" is in flight when Run is cancelled, and applies
-	// its status a moment after.
+	// The reconcile of "last" is in flight when Run is cancelled, and
+	// applies its status a moment after.
 	entered, release := make(chan struct{}), make(chan struct{})
 	started := time.Now()
-	p := humustest.Start(t, host.Host(), func(_ context.Context, s *humus.Setup) ([]humus.Service, error) {
-		hook, err := newHook(s)
-		if err != nil {
-			return nil, err
+	p := humustest.Start(t, o.host.Host(), o.app(func(m alphaObject) {
+		if m.Name == "last" && m.Status.ReadyReplicas == 0 {
+			close(entered)
+			<-release
 		}
-		client, err := kube.NewClient(s, kube.Connection{
-			Server: c.Server(), TLS: &tls.Config{RootCAs: c.CA(), MinVersion: tls.VersionTLS12},
-			Token: func(context.Context) (string, error) { return c.AdminToken(), nil },
-		})
-		if err != nil {
-			return nil, err
-		}
-		st := kube.DefaultSettings()
-		st.Name = "ordered-memcached"
-		st.Namespace = ns
-		st.LeaderElection.Namespace = ns
-		st.LeaderElection.Identity = "replica-1"
-		ctrl, err := kube.NewController(s, client, st, alpha, kube.ReconcilerFunc[MemcachedSpec, MemcachedStatus](
-			func(_ context.Context, m alphaObject) (kube.Result[MemcachedStatus], error) {
-				if m.Name == "last" && m.Status.ReadyReplicas == 0 {
-					close(entered)
-					<-release
-				}
-				st := m.Status
-				st.ReadyReplicas = m.Spec.Size
-				return kube.Result[MemcachedStatus]{Status: &st}, nil
-			}))
-		if err != nil {
-			return nil, err
-		}
-		return []humus.Service{hook.Before(ctrl)}, nil
-	})
-
+	}))
 	clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
 		for name, size := range sizes {
-			m, err := betas.Get(ctx, ns, name)
+			m, err := o.betas.Get(ctx, o.ns, name)
 			if err != nil {
 				return err
 			}
@@ -161,9 +79,9 @@ func TestClusterVersionsWebhookBeforeController(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("the three objects settled %v after the App started, with %d reviews", time.Since(started).Round(time.Millisecond), reviews.Load())
+	t.Logf("the objects settled %v after the App started, with %d reviews", time.Since(started).Round(time.Millisecond), o.reviews.Load())
 
-	if _, err := betas.Create(ctx, betaObject{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "last"}, Spec: MemcachedSpecV1beta1{Replicas: 3, Image: "memcached:1"}}); err != nil {
+	if _, err := o.betas.Create(ctx, betaObject{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: "last"}, Spec: MemcachedSpecV1beta1{Replicas: 3, Image: "memcached:1"}}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -177,17 +95,141 @@ func TestClusterVersionsWebhookBeforeController(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	close(release)
 	if code := p.Wait(); code != 0 {
-		t.Errorf("exit code %d, want 0; stderr:\n%s", code, host.Stderr())
+		t.Errorf("exit code %d, want 0; stderr:\n%s", code, o.host.Stderr())
 	}
 	t.Logf("Run returned %v after it was cancelled", time.Since(cancelled).Round(time.Millisecond))
 
-	// What the API server answered the controller's status applies.
-	c.AwaitAudit(t, 10*time.Second, func(e clustertest.AuditEvent) bool {
-		return e.Namespace == ns && e.APIGroup == group && e.Name == "last" && e.Subresource == "status"
+	o.checkStatusApplies(t, len(sizes)+1, cancelled)
+	// Read at the stored version, which needs no webhook.
+	last, err := o.betas.Get(ctx, o.ns, "last")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Status.ReadyReplicas != 3 {
+		t.Errorf("last's status once the App stopped: readyReplicas %d, want 3, as its reconcile in flight applied", last.Status.ReadyReplicas)
+	}
+}
+
+// newOrdered installs the versioned Memcached in a group of its own, its
+// webhook named at a free port on 127.0.0.1 with a certificate of a CA of
+// its own, which the returned Host's files hold.
+func newOrdered(t *testing.T) *webhookFirst {
+	t.Helper()
+	o := &webhookFirst{c: clustertest.Get(t), v: versioned(), alpha: Memcached, host: humustest.NewHost(), addr: reservedWebhookAddr(t)}
+	o.alpha.Group = orderedGroup
+	o.v.Hub.Group = orderedGroup
+	o.v.Others = []kube.Version[MemcachedSpecV1beta1, MemcachedStatus]{kube.VersionOf(o.alpha, memcachedToV1beta1, memcachedFromV1beta1)}
+	authority, err := clustertest.NewCA("conversion webhook CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := authority.Serving("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.host.Files["etc/webhook/tls/tls.crt"] = &fstest.MapFile{Data: certPEM}
+	o.host.Files["etc/webhook/tls/tls.key"] = &fstest.MapFile{Data: keyPEM}
+	o.v.Webhook = kube.ConversionWebhook{URL: "https://" + o.addr + "/convert", CABundle: authority.PEM()}
+	o.c.Install(t, o.v)
+	o.ns = o.c.Namespace(t)
+	d := dynamic.NewForConfigOrDie(o.c.AdminConfig())
+	o.betas, o.alphas = kube.NewTypedClientOn(d, o.v.Hub), kube.NewTypedClientOn(d, o.alpha)
+	return o
+}
+
+// hook is the App's webhook, counting its reviews.
+func (o *webhookFirst) hook(s *humus.Setup) (*webhook.Service, error) {
+	h, err := o.v.Handler(s.Telemetry)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /convert", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o.reviews.Add(1)
+		h.ServeHTTP(w, r)
+	}))
+	return webhook.NewService(s, webhook.Settings{Addr: o.addr, CertDir: "/etc/webhook/tls"}, mux)
+}
+
+// warm creates the objects of sizes at v1beta1, and lists them at
+// v1alpha1, while a webhook serves, so that the API server's cache of
+// v1alpha1 holds them; then the webhook stops.
+func (o *webhookFirst) warm(ctx context.Context, t *testing.T, sizes map[string]int32) {
+	t.Helper()
+	hook, err := o.hook(&humus.Setup{Host: o.host.Host()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hookCtx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- hook.Serve(hookCtx) }()
+	for name, size := range sizes {
+		if _, err := o.betas.Create(ctx, betaObject{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: name}, Spec: MemcachedSpecV1beta1{Replicas: size, Image: "memcached:1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		l, err := o.alphas.List(ctx, o.ns, nil, nil)
+		if err == nil && len(l) != len(sizes) {
+			err = fmt.Errorf("listed %d at v1alpha1, want %d", len(l), len(sizes))
+		}
+		return err
+	})
+	stop()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if err := hook.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o.reviews.Store(0)
+}
+
+// app is the App: the webhook, and after it a controller of v1alpha1
+// whose reconcile runs during and sets readyReplicas to the size.
+func (o *webhookFirst) app(during func(alphaObject)) humus.Init {
+	return func(_ context.Context, s *humus.Setup) ([]humus.Service, error) {
+		hook, err := o.hook(s)
+		if err != nil {
+			return nil, err
+		}
+		client, err := kube.NewClient(s, kube.Connection{
+			Server: o.c.Server(), TLS: &tls.Config{RootCAs: o.c.CA(), MinVersion: tls.VersionTLS12},
+			Token: func(context.Context) (string, error) { return o.c.AdminToken(), nil },
+		})
+		if err != nil {
+			return nil, err
+		}
+		st := kube.DefaultSettings()
+		st.Name = "ordered-memcached"
+		st.Namespace = o.ns
+		st.LeaderElection.Namespace = o.ns
+		st.LeaderElection.Identity = "replica-1"
+		ctrl, err := kube.NewController(s, client, st, o.alpha, kube.ReconcilerFunc[MemcachedSpec, MemcachedStatus](
+			func(_ context.Context, m alphaObject) (kube.Result[MemcachedStatus], error) {
+				during(m)
+				st := m.Status
+				st.ReadyReplicas = m.Spec.Size
+				return kube.Result[MemcachedStatus]{Status: &st}, nil
+			}))
+		if err != nil {
+			return nil, err
+		}
+		return []humus.Service{hook.Before(ctrl)}, nil
+	}
+}
+
+// checkStatusApplies checks, in the audit log, that the controller applied
+// n statuses, one an object, each answered 200 at v1alpha1, through the
+// webhook, and last's after cancelled.
+func (o *webhookFirst) checkStatusApplies(t *testing.T, n int, cancelled time.Time) {
+	t.Helper()
+	o.c.AwaitAudit(t, 10*time.Second, func(e clustertest.AuditEvent) bool {
+		return e.Namespace == o.ns && e.APIGroup == orderedGroup && e.Name == "last" && e.Subresource == "status"
 	})
 	var applies int
-	for _, e := range c.Audit(t) {
-		if e.Namespace != ns || e.APIGroup != group || e.Subresource != "status" {
+	for _, e := range o.c.Audit(t) {
+		if e.Namespace != o.ns || e.APIGroup != orderedGroup || e.Subresource != "status" {
 			continue
 		}
 		applies++
@@ -198,25 +240,17 @@ func TestClusterVersionsWebhookBeforeController(t *testing.T) {
 			t.Errorf("the status apply of last was received at %v, before Run was cancelled at %v: it was no reconcile in flight", e.RequestReceived, cancelled)
 		}
 	}
-	if applies != len(sizes)+1 {
-		t.Errorf("%d status applies by the controller, want one an object, %d", applies, len(sizes)+1)
+	if applies != n {
+		t.Errorf("%d status applies by the controller, want one an object, %d", applies, n)
 	}
-	if reviews.Load() == 0 {
+	if o.reviews.Load() == 0 {
 		t.Error("the webhook converted nothing: the controller's applies needed no conversion")
-	}
-	// Read at the stored version, which needs no webhook.
-	last, err := betas.Get(ctx, ns, "last")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if last.Status.ReadyReplicas != 3 {
-		t.Errorf("last's status once the App stopped: readyReplicas %d, want 3, as its reconcile in flight applied", last.Status.ReadyReplicas)
 	}
 }
 
-// freeAddr returns an address on 127.0.0.1 whose port was free a moment
+// reservedWebhookAddr returns an address on 127.0.0.1 whose port was free a moment
 // ago.
-func freeAddr(t *testing.T) string {
+func reservedWebhookAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
