@@ -88,6 +88,9 @@ func (o *ordered) Serve(ctx context.Context) error {
 	l, err := o.hook.listen(hookCtx)
 	if err != nil {
 		close(o.hookDone)
+		if hookCtx.Err() != nil {
+			return nil // Shutdown came first
+		}
 		return err
 	}
 	go func() {

@@ -302,3 +302,36 @@ func TestBeforeContract(t *testing.T) {
 		t.Errorf("the Service after the webhook was answered %q, want all three", asked)
 	}
 }
+
+// Shut down before it serves, it serves nothing: Serve returns nil at
+// once, and the Services after the webhook are neither served nor shut
+// down.
+func TestBeforeShutdownFirst(t *testing.T) {
+	root := t.TempDir()
+	authority := newCA(t)
+	newVolume(t, filepath.Join(root, "tls"), authority.valid(t))
+	h := hostOn(root)
+	hook, err := webhook.NewService(&humus.Setup{Host: h}, webhook.Settings{Addr: "127.0.0.1:0", CertDir: "/tls"}, echo())
+	if err != nil {
+		t.Fatal(err)
+	}
+	then := newAfter()
+	svc := hook.Before(then)
+	if err := svc.Shutdown(context.Background()); err != nil {
+		t.Errorf("Shutdown = %v", err)
+	}
+	if err := svc.Serve(context.Background()); err != nil {
+		t.Errorf("Serve after Shutdown = %v, want nil", err)
+	}
+	if err := hook.Ready().Healthy(context.Background()); err == nil {
+		t.Error("the webhook is ready, after Shutdown")
+	}
+	select {
+	case <-then.served:
+		t.Error("the Service after the webhook was served after Shutdown")
+	default:
+	}
+	if _, _, shut := then.state(); shut {
+		t.Error("the Service after the webhook, never served, was shut down")
+	}
+}
