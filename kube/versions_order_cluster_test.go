@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
@@ -13,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
@@ -41,13 +44,15 @@ type webhookFirst struct {
 // TestClusterVersionsWebhookBeforeController runs, in humus.Run, a
 // controller of v1alpha1, which isn't the storage version, served after
 // its conversion webhook by webhook.Service.Before. Its status applies go
-// through the webhook both ways. From the API server's audit log: none
-// of them failed at the start, as they do while no webhook listens; and
-// the apply of the reconcile in flight when Run was cancelled was made
-// after the cancel, and stored, as the cluster then holds it.
+// through the webhook both ways. From the API server's side: none of the
+// controller's lists or watches was answered 500 (its count of requests),
+// none of its status applies failed at the start, as they do while no
+// webhook listens (the audit log), and the apply of the reconcile in
+// flight when Run was cancelled was made after the cancel, and stored, as
+// the cluster then holds it.
 //
 // The objects were converted into the API server's cache of v1alpha1
-// before the App started, as a webhook of the replica before would have:
+// before the App started, as the webhook of the replica before would have:
 // the controller's list and watch are answered from it, and what needs
 // the webhook from the start is the controller's writes.
 func TestClusterVersionsWebhookBeforeController(t *testing.T) {
@@ -56,6 +61,7 @@ func TestClusterVersionsWebhookBeforeController(t *testing.T) {
 	defer cancel()
 	sizes := map[string]int32{"a": 1, "b": 2, "c": 2}
 	o.warm(ctx, t, sizes)
+	before := o.readsAtV1alpha1(ctx, t)
 
 	// The reconcile of "last" is in flight when Run is cancelled, and
 	// applies its status a moment after.
@@ -99,6 +105,19 @@ func TestClusterVersionsWebhookBeforeController(t *testing.T) {
 	}
 	t.Logf("Run returned %v after it was cancelled", time.Since(cancelled).Round(time.Millisecond))
 
+	reads := o.readsAtV1alpha1(ctx, t)
+	for k, n := range before {
+		reads[k] -= n
+	}
+	t.Logf("the API server's answers to the lists and watches at v1alpha1 while the App ran: %v", reads)
+	if reads["200 LIST"]+reads["200 WATCH"] == 0 {
+		t.Errorf("no list or watch at v1alpha1 answered 200 while the App ran: %v", reads)
+	}
+	for k, n := range reads {
+		if n > 0 && strings.HasPrefix(k, "5") {
+			t.Errorf("%v lists or watches at v1alpha1 answered %s while the App ran, want none: %v", n, k, reads)
+		}
+	}
 	o.checkStatusApplies(t, len(sizes)+1, cancelled)
 	// Read at the stored version, which needs no webhook.
 	last, err := o.betas.Get(ctx, o.ns, "last")
@@ -246,6 +265,44 @@ func (o *webhookFirst) checkStatusApplies(t *testing.T, n int, cancelled time.Ti
 	if o.reviews.Load() == 0 {
 		t.Error("the webhook converted nothing: the controller's applies needed no conversion")
 	}
+}
+
+// readsAtV1alpha1 is the API server's count of the lists and watches at
+// v1alpha1 in a namespace it answered, by verb and code, "500 LIST" say:
+// apiserver_request_total, of the CRD's group, which is the test's own.
+func (o *webhookFirst) readsAtV1alpha1(ctx context.Context, t *testing.T) map[string]float64 {
+	t.Helper()
+	b, err := kubernetes.NewForConfigOrDie(o.c.AdminConfig()).RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `group="`+orderedGroup+`"`) ||
+			!strings.Contains(line, `version="v1alpha1"`) || !strings.Contains(line, `scope="namespace"`) {
+			continue
+		}
+		labels, value, _ := strings.Cut(strings.TrimPrefix(line, "apiserver_request_total{"), "} ")
+		var code, verb string
+		for _, l := range strings.Split(labels, ",") {
+			k, v, _ := strings.Cut(l, "=")
+			switch k {
+			case "code":
+				code = strings.Trim(v, `"`)
+			case "verb":
+				verb = strings.Trim(v, `"`)
+			}
+		}
+		if verb != "LIST" && verb != "WATCH" {
+			continue
+		}
+		n, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			t.Fatalf("apiserver_request_total: %q: %v", line, err)
+		}
+		out[code+" "+verb] += n
+	}
+	return out
 }
 
 // reservedWebhookAddr returns an address on 127.0.0.1 whose port was free a moment
