@@ -105,19 +105,7 @@ func TestClusterVersionsWebhookBeforeController(t *testing.T) {
 	}
 	t.Logf("Run returned %v after it was cancelled", time.Since(cancelled).Round(time.Millisecond))
 
-	reads := o.readsAtV1alpha1(ctx, t)
-	for k, n := range before {
-		reads[k] -= n
-	}
-	t.Logf("the API server's answers to the lists and watches at v1alpha1 while the App ran: %v", reads)
-	if reads["200 LIST"]+reads["200 WATCH"] == 0 {
-		t.Errorf("no list or watch at v1alpha1 answered 200 while the App ran: %v", reads)
-	}
-	for k, n := range reads {
-		if n > 0 && strings.HasPrefix(k, "5") {
-			t.Errorf("%v lists or watches at v1alpha1 answered %s while the App ran, want none: %v", n, k, reads)
-		}
-	}
+	o.checkReads(ctx, t, before)
 	o.checkStatusApplies(t, len(sizes)+1, cancelled)
 	// Read at the stored version, which needs no webhook.
 	last, err := o.betas.Get(ctx, o.ns, "last")
@@ -235,6 +223,25 @@ func (o *webhookFirst) app(during func(alphaObject)) humus.Init {
 			return nil, err
 		}
 		return []humus.Service{hook.Before(ctrl)}, nil
+	}
+}
+
+// checkReads checks that the lists and watches at v1alpha1 since before,
+// the controller's, were answered, and none of them 500.
+func (o *webhookFirst) checkReads(ctx context.Context, t *testing.T, before map[string]float64) {
+	t.Helper()
+	reads := o.readsAtV1alpha1(ctx, t)
+	for k, n := range before {
+		reads[k] -= n
+	}
+	t.Logf("the API server's answers to the lists and watches at v1alpha1 while the App ran: %v", reads)
+	if reads["200 LIST"]+reads["200 WATCH"] == 0 {
+		t.Errorf("no list or watch at v1alpha1 answered 200 while the App ran: %v", reads)
+	}
+	for k, n := range reads {
+		if n > 0 && strings.HasPrefix(k, "5") {
+			t.Errorf("%v lists or watches at v1alpha1 answered %s while the App ran, want none: %v", n, k, reads)
+		}
 	}
 }
 
