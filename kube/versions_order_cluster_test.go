@@ -56,7 +56,7 @@ type webhookFirst struct {
 // the controller's list and watch are answered from it, and what needs
 // the webhook from the start is the controller's writes.
 func TestClusterVersionsWebhookBeforeController(t *testing.T) {
-	o := newOrdered(t)
+	o := newWebhookFirst(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	sizes := map[string]int32{"a": 1, "b": 2, "c": 2}
@@ -117,10 +117,10 @@ func TestClusterVersionsWebhookBeforeController(t *testing.T) {
 	}
 }
 
-// newOrdered installs the versioned Memcached in a group of its own, its
+// newWebhookFirst installs the versioned Memcached in a group of its own, its
 // webhook named at a free port on 127.0.0.1 with a certificate of a CA of
 // its own, which the returned Host's files hold.
-func newOrdered(t *testing.T) *webhookFirst {
+func newWebhookFirst(t *testing.T) *webhookFirst {
 	t.Helper()
 	o := &webhookFirst{c: clustertest.Get(t), v: versioned(), alpha: Memcached, host: humustest.NewHost(), addr: reservedWebhookAddr(t)}
 	o.alpha.Group = orderedGroup

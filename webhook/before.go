@@ -16,16 +16,17 @@ import (
 // in place of s and of then, not beside them.
 //
 // Its Serve listens, and calls each of then's Serve only once s is ready:
-// listening, with the certificate NewService loaded. So no first list,
-// watch or write of a controller among then finds no webhook. On the way
-// down, s goes on serving until every one of then has stopped: it serves
-// on a context of its own, which keeps the values of Serve's but not its
-// end, and only Shutdown ends it. Shutdown shuts then down first, waits
-// within its ctx for their Shutdowns and Serves to return, and only then
-// stops s and lets its requests in flight finish. So a controller's last
-// reconciles, whose status applies the API server converts through the
-// webhook, are answered. Serve, once its context is done, returns once
-// then's Serves have, with s still serving, for Shutdown to stop.
+// listening, with the certificate NewService loaded. So a controller among
+// then finds the webhook answering from its first list, watch or write.
+// On the way down, s goes on serving until every one of then has stopped:
+// it serves on a context of its own, which keeps the values of Serve's
+// but not its end, and only Shutdown ends it. Shutdown shuts then down
+// first, waits within its ctx for their Shutdowns and Serves to return,
+// and only then stops s and lets its requests in flight finish. So a
+// controller's last reconciles, whose status applies the API server
+// converts through the webhook, are answered. Serve, once its context is
+// done, returns once then's Serves have, with s still serving, for
+// Shutdown to stop.
 //
 // When s fails to listen, Serve returns its error, and none of then is
 // served, nor shut down. When s fails while then serve, Serve returns its
@@ -68,7 +69,7 @@ func (o *ordered) Serve(ctx context.Context) error {
 	o.mu.Lock()
 	if o.served {
 		o.mu.Unlock()
-		return fmt.Errorf("webhook: the Service on %s, before %d others, has already served", o.hook.addr, len(o.then))
+		return fmt.Errorf("webhook: Before: the Service on %s has already served", o.hook.addr)
 	}
 	o.served = true
 	if o.stopping {
@@ -104,7 +105,7 @@ func (o *ordered) Serve(ctx context.Context) error {
 	}
 	select {
 	case <-o.hookDone:
-		// s failed, or Shutdown's ctx ended before then stopped.
+		// s stopped: it failed, or Shutdown stopped it.
 		o.stopThen()
 		return o.take()
 	case <-o.oneDone:
