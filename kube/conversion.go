@@ -113,8 +113,8 @@ func (v Versions[HubSpec, HubStatus]) Handler(t humus.Telemetry) (http.Handler, 
 // (etcd's --max-request-bytes, 1.5 MiB, holds it lower still); a review
 // of a list, which it may send, holds those of the list's objects that
 // aren't at the version asked: 32 MiB is ten of the largest objects, or
-// 500, a page of an informer's list, of 64 KiB.
-// A larger review is answered 413, and the request that needed it fails.
+// 500, a page of an informer's list, of 64 KiB. A larger review is
+// answered 413, and the request that needed it fails.
 const MaxConversionReviewBytes = 32 << 20
 
 // tooLarge is the answer to a review over MaxConversionReviewBytes.
