@@ -42,8 +42,8 @@ const (
 // function and the object, which the API server answers the request that
 // needed it with. So is an object whose conversion changed its name,
 // namespace, UID or kind, which the API server would refuse. The review
-// of a request the handler can't read is answered 400, and a method but
-// POST 405.
+// of a request the handler can't read is answered 400, one larger than
+// MaxConversionReviewBytes 413, and a method but POST 405.
 //
 // Nothing is lost in a round trip: where a version can't hold a field of
 // another, such as a field only the newer version has, the object
@@ -63,8 +63,15 @@ const (
 //	humus.kube.conversion.duration  histogram, s: each review, by humus.kube.conversion.to and outcome
 //	humus.kube.conversion.objects   counter: the objects converted, by from, to and outcome
 //
-// each with humus.kube.resource, and a failure as an ERROR record, a
-// panic's with its stack. Handler returns the error CRD would, or one
+// each with humus.kube.resource. The span and the instruments count every
+// failure; its ERROR record, a panic's with its stack, naming the
+// versions from and to, is written as a reconcile's failure record is (see
+// the package doc's Telemetry): the first of each version pair and
+// outcome at once, each later one once a wait has passed since the last,
+// doubling from a second to five minutes, counting the failures since the
+// one before, itself included (failures). So a conversion failing for
+// every object of a list of 10,000, a review an object, writes a handful
+// of records, not 10,000. Handler returns the error CRD would, or one
 // creating the instruments.
 func (v Versions[HubSpec, HubStatus]) Handler(t humus.Telemetry) (http.Handler, error) {
 	if _, errs := v.build(); len(errs) > 0 {
@@ -75,6 +82,7 @@ func (v Versions[HubSpec, HubStatus]) Handler(t humus.Telemetry) (http.Handler, 
 		versionSet: newVersionSet(v),
 		resource:   attribute.String(attrResource, v.Hub.Plural+"."+v.Hub.Group),
 		tracer:     t.TracerProvider.Tracer(scope),
+		failures:   newFailureLog(),
 	}
 	h.log = slog.New(otelslog.NewHandler(scope, otelslog.WithLoggerProvider(t.LoggerProvider))).With(attrResource, v.Hub.Plural+"."+v.Hub.Group)
 	m := t.MeterProvider.Meter(scope)
@@ -97,11 +105,27 @@ func (v Versions[HubSpec, HubStatus]) Handler(t humus.Telemetry) (http.Handler, 
 	return h, nil
 }
 
+// MaxConversionReviewBytes is the largest ConversionReview Handler reads:
+// 32 MiB. The webhook's port answers anyone who reaches it, so what it
+// reads is bounded, and the bound is far above what the API server sends.
+// It sends one object a review for each object it reads from etcd or
+// writes, and an object is at most the API server's request limit, 3 MiB
+// (etcd's --max-request-bytes, 1.5 MiB, holds it lower still); a review
+// of a list, which it may send, holds those of the list's objects that
+// aren't at the version asked: 32 MiB is ten of the largest objects, or
+// 500, a page of an informer's list, of 64 KiB. A larger review is
+// answered 413, and the request that needed it fails.
+const MaxConversionReviewBytes = 32 << 20
+
+// tooLarge is the answer to a review over MaxConversionReviewBytes.
+const tooLarge = "the ConversionReview is larger than 32 MiB (kube.MaxConversionReviewBytes), the most the conversion webhook reads"
+
 type conversionHandler[HubSpec, HubStatus any] struct {
 	*versionSet[HubSpec, HubStatus]
 	resource attribute.KeyValue
 	tracer   trace.Tracer
 	log      *slog.Logger
+	failures *failureLog // of version pairs and outcomes
 	duration metric.Float64Histogram
 	objects  metric.Int64Counter
 }
@@ -130,8 +154,17 @@ func (h *conversionHandler[HubSpec, HubStatus]) ServeHTTP(w http.ResponseWriter,
 		http.Error(w, fmt.Sprintf("Content-Type %q: a ConversionReview is application/json", r.Header.Get("Content-Type")), http.StatusUnsupportedMediaType)
 		return
 	}
+	if r.ContentLength > MaxConversionReviewBytes {
+		http.Error(w, tooLarge, http.StatusRequestEntityTooLarge)
+		return
+	}
 	var review apiextensionsv1.ConversionReview
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxConversionReviewBytes)).Decode(&review); err != nil {
+		var big *http.MaxBytesError
+		if errors.As(err, &big) {
+			http.Error(w, tooLarge, http.StatusRequestEntityTooLarge)
+			return
+		}
 		http.Error(w, "decoding the ConversionReview: "+err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -155,18 +188,14 @@ func (h *conversionHandler[HubSpec, HubStatus]) review(ctx context.Context, req 
 			attribute.String("humus.kube.conversion.uid", string(req.UID))))
 	resp := &apiextensionsv1.ConversionResponse{UID: req.UID}
 	outcome := success
-	converted, err := h.convertAll(ctx, req, to)
+	converted, from, err := h.convertAll(ctx, req, to)
 	if err != nil {
 		var p *conversionPanic
 		outcome = failure
 		if errors.As(err, &p) {
 			outcome = panicked
-			h.panicked(ctx, span, p, err)
-		} else {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-			h.log.ErrorContext(ctx, "conversion failed", slog.String(attrConvTo, to), slog.String("error", err.Error()))
 		}
+		h.failed(ctx, span, from, to, outcome, p, err)
 		resp.Result = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
 	} else {
 		resp.ConvertedObjects = converted
@@ -179,30 +208,59 @@ func (h *conversionHandler[HubSpec, HubStatus]) review(ctx context.Context, req 
 	return resp
 }
 
-// panicked records a conversion function's panic, as a reconcile's is.
-func (h *conversionHandler[HubSpec, HubStatus]) panicked(ctx context.Context, span trace.Span, p *conversionPanic, err error) {
-	typ, msg, stack := fmt.Sprintf("%T", p.pv.value), fmt.Sprint(p.pv.value), string(p.pv.stack)
-	if e, ok := p.pv.value.(error); ok {
-		msg = e.Error()
-	}
-	span.AddEvent("exception", trace.WithAttributes(
-		attribute.String(attrExcType, typ),
-		attribute.String(attrExcMessage, msg),
-		attribute.String(attrExcStacktrace, stack),
-	))
+// failed records a failed review on its span, and as an ERROR record,
+// with a panic's stack when p is one, as the failureLog of its version
+// pair and outcome allows: a conversion that fails for every object fails
+// a review an object, and a list of 10,000 would otherwise write 10,000
+// records of one mistake. The record counts the failures it stands for.
+func (h *conversionHandler[HubSpec, HubStatus]) failed(ctx context.Context, span trace.Span, from, to string, outcome outcome, p *conversionPanic, err error) {
 	span.SetStatus(codes.Error, err.Error())
-	h.log.ErrorContext(ctx, "conversion panicked", slog.String("error", err.Error()),
-		slog.String(attrExcType, typ), slog.String(attrExcMessage, msg), slog.String(attrExcStacktrace, stack))
+	var typ, msg, stack string
+	if p != nil {
+		typ, msg, stack = fmt.Sprintf("%T", p.pv.value), fmt.Sprint(p.pv.value), string(p.pv.stack)
+		if e, ok := p.pv.value.(error); ok {
+			msg = e.Error()
+		}
+		span.AddEvent("exception", trace.WithAttributes(
+			attribute.String(attrExcType, typ),
+			attribute.String(attrExcMessage, msg),
+			attribute.String(attrExcStacktrace, stack),
+		))
+	} else {
+		span.RecordError(err)
+	}
+
+	n, ok := h.failures.failed(h.known(from)+" to "+h.known(to)+" "+string(outcome), time.Now())
+	if !ok {
+		return
+	}
+	attrs := []any{slog.String(attrConvFrom, from), slog.String(attrConvTo, to), slog.String("error", err.Error()), slog.Int(attrFailures, n)}
+	if p == nil {
+		h.log.ErrorContext(ctx, "conversion failed", attrs...)
+		return
+	}
+	h.log.ErrorContext(ctx, "conversion panicked", append(attrs,
+		slog.String(attrExcType, typ), slog.String(attrExcMessage, msg), slog.String(attrExcStacktrace, stack))...)
+}
+
+// known is apiVersion when it is a version of the resource, and "" when
+// not, so that what a review names can't grow the failureLog's keys
+// without bound.
+func (s *versionSet[HubSpec, HubStatus]) known(apiVersion string) string {
+	if _, ok := s.versions[apiVersion]; ok {
+		return apiVersion
+	}
+	return ""
 }
 
 // convertAll converts each of req's objects to the version to, and counts
 // them by the versions and the outcome; it stops at the first that fails,
-// which fails them all.
-func (h *conversionHandler[HubSpec, HubStatus]) convertAll(ctx context.Context, req *apiextensionsv1.ConversionRequest, to string) ([]runtime.RawExtension, error) {
+// which fails them all, and returns the version that object was at.
+func (h *conversionHandler[HubSpec, HubStatus]) convertAll(ctx context.Context, req *apiextensionsv1.ConversionRequest, to string) (out []runtime.RawExtension, from string, err error) {
 	if _, ok := h.versions[to]; !ok {
-		return nil, fmt.Errorf("kube: converting %s to %s: no such version of %s", h.kind, to, h.kind)
+		return nil, "", fmt.Errorf("kube: converting %s to %s: no such version of %s", h.kind, to, h.kind)
 	}
-	out := make([]runtime.RawExtension, 0, len(req.Objects))
+	out = make([]runtime.RawExtension, 0, len(req.Objects))
 	for i, raw := range req.Objects {
 		var id struct {
 			APIVersion string            `json:"apiVersion"`
@@ -226,11 +284,11 @@ func (h *conversionHandler[HubSpec, HubStatus]) convertAll(ctx context.Context, 
 			if id.Metadata.Namespace != "" {
 				name = id.Metadata.Namespace + "/" + name
 			}
-			return nil, fmt.Errorf("kube: converting %s %s (objects[%d]) from %s to %s: %w", h.kind, name, i, id.APIVersion, to, err)
+			return nil, id.APIVersion, fmt.Errorf("kube: converting %s %s (objects[%d]) from %s to %s: %w", h.kind, name, i, id.APIVersion, to, err)
 		}
 		out = append(out, runtime.RawExtension{Raw: b})
 	}
-	return out, nil
+	return out, "", nil
 }
 
 // convert converts raw, an object at the apiVersion from, to the

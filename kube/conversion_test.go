@@ -5,13 +5,17 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	otellog "go.opentelemetry.io/otel/log"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -330,4 +334,139 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A ConversionReview larger than MaxConversionReviewBytes is answered 413,
+// naming the limit, whether its length is said up front or not; one of
+// the limit exactly is read.
+func TestConversionHandlerBoundsTheReview(t *testing.T) {
+	h, err := memcachedVersions().Handler(humustest.NewTelemetry().Telemetry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(apiextensionsv1.ConversionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"},
+		Request:  &apiextensionsv1.ConversionRequest{UID: "0a1b", DesiredAPIVersion: "cache.example.com/v1beta1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Padded at the front, so the whole body is read to reach the review.
+	padded := func(n int) []byte {
+		return append(bytes.Repeat([]byte(" "), n-len(b)), b...)
+	}
+	for _, tt := range []struct {
+		name   string
+		size   int
+		length bool // the request says its length
+		code   int
+	}{
+		{"the limit, its length said", kube.MaxConversionReviewBytes, true, http.StatusOK},
+		{"the limit, its length unsaid", kube.MaxConversionReviewBytes, false, http.StatusOK},
+		{"a byte over, its length said", kube.MaxConversionReviewBytes + 1, true, http.StatusRequestEntityTooLarge},
+		{"a byte over, its length unsaid", kube.MaxConversionReviewBytes + 1, false, http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/convert", bytes.NewReader(padded(tt.size)))
+			r.Header.Set("Content-Type", "application/json")
+			if !tt.length {
+				r.ContentLength = -1
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if rec.Code != tt.code {
+				t.Fatalf("a review of %d bytes was answered %d: %s; want %d", tt.size, rec.Code, rec.Body, tt.code)
+			}
+			if want := "the ConversionReview is larger than 32 MiB (kube.MaxConversionReviewBytes), the most the conversion webhook reads"; tt.code != http.StatusOK && strings.TrimSpace(rec.Body.String()) != want {
+				t.Errorf("answered %q, want %q", rec.Body, want)
+			}
+		})
+	}
+}
+
+// A conversion that fails for every object, under a list of 10,000, gives
+// a handful of ERROR records, not 10,000: one at once for each version
+// pair and outcome, and then one after each wait, doubling from a second,
+// counting the failures since the record before it, itself included. Its
+// spans and instruments count every failure.
+func TestConversionFailuresRecordedAtASlowingRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tel := humustest.NewTelemetry()
+		v := memcachedVersions()
+		v.Others[0] = kube.VersionOf(Memcached,
+			func(in kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
+				if in.Spec.Size == 8 {
+					panic("size 8")
+				}
+				return kube.Object[MemcachedSpecV1beta1, MemcachedStatus]{}, errors.New("size has no replicas")
+			},
+			func(kube.Object[MemcachedSpecV1beta1, MemcachedStatus]) (kube.Object[MemcachedSpec, MemcachedStatus], error) {
+				return kube.Object[MemcachedSpec, MemcachedStatus]{}, errors.New("replicas have no size")
+			})
+		h, err := v.Handler(tel.Telemetry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		const up, down = "cache.example.com/v1beta1", "cache.example.com/v1alpha1"
+
+		// A list of 10,000 objects at v1alpha1, read at v1beta1: a review
+		// an object, each failing, over two seconds.
+		const n = 10000
+		for i := range n {
+			review(t, h, up, alpha(fmt.Sprintf("m-%05d", i), 1))
+			time.Sleep(2 * time.Second / n)
+		}
+		// The other way, and a panic: recorded at once, each its own.
+		review(t, h, down, beta("b", 1, 0))
+		review(t, h, up, alpha("p", 8))
+		// Past the next wait, two seconds, the list's conversion fails
+		// again.
+		time.Sleep(2 * time.Second)
+		review(t, h, up, alpha("last", 1))
+
+		got := conversionRecords(t, tel)
+		want := []string{
+			"conversion failed " + down + " to " + up + ", failures 1",
+			// The first wait, a second, ended within the list.
+			"conversion failed " + down + " to " + up + ", failures " + fmt.Sprint(n/2),
+			"conversion failed " + up + " to " + down + ", failures 1",
+			"conversion panicked " + down + " to " + up + ", failures 1",
+			"conversion failed " + down + " to " + up + ", failures " + fmt.Sprint(n/2),
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+
+		var failed int
+		for _, s := range tel.Spans() {
+			if s.Status().Code == codes.Error {
+				failed++
+			}
+		}
+		counts := conversionCounts(t, tel)
+		resource := attribute.String("humus.kube.resource", "memcacheds.cache.example.com")
+		errorsUp := counts[attribute.NewSet(resource, attribute.String("humus.kube.conversion.from", down), attribute.String("humus.kube.conversion.to", up), attribute.String("humus.kube.conversion.outcome", "error"))]
+		if failed != n+3 || errorsUp != n+1 {
+			t.Errorf("%d failed spans and %d errors counted from v1alpha1 to v1beta1; want %d and %d: every failure", failed, errorsUp, n+3, n+1)
+		}
+	})
+}
+
+// conversionRecords is each of tel's records, with the versions and the
+// failures it counts; each must be an ERROR.
+func conversionRecords(t *testing.T, tel *humustest.Telemetry) []string {
+	t.Helper()
+	var got []string
+	for _, r := range tel.Records() {
+		attrs := map[string]string{}
+		r.WalkAttributes(func(kv attribute.KeyValue) bool {
+			attrs[string(kv.Key)] = kv.Value.String()
+			return true
+		})
+		if r.Severity() != otellog.SeverityError {
+			t.Errorf("a record at %v, want ERROR: %s", r.Severity(), r.Body().AsString())
+		}
+		got = append(got, fmt.Sprintf("%s %s to %s, failures %s", r.Body().AsString(), attrs["humus.kube.conversion.from"], attrs["humus.kube.conversion.to"], attrs["failures"]))
+	}
+	return got
 }

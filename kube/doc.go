@@ -173,7 +173,8 @@
 //     in one error.
 //   - Versions.Handler is the conversion webhook, an http.Handler answering
 //     the API server's ConversionReviews through the hub, for the core's
-//     webhook.Service to serve on every replica. A function's error or
+//     webhook.Service to serve on every replica, before the controller
+//     (webhook.Service.Before). A function's error or
 //     panic, or a converted object with another name, namespace, UID or
 //     kind, fails the review, and is recorded; the App goes on.
 //   - Nothing is lost in a round trip: what a version can't hold of

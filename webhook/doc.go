@@ -27,6 +27,10 @@
 //     accepting connections, or an error once the listener fails. Shutdown
 //     lets the requests in flight finish within its context. Ready is
 //     healthy while the Service serves, for health.Readiness.
+//   - Service.Before orders the webhook and the Services that need it,
+//     such as the controllers whose requests it converts, which humus.Run
+//     would start and stop together: they serve only once it listens,
+//     and it serves until they have stopped, within Shutdown's context.
 //   - Every request has a server span, from the Setup's Telemetry, in the
 //     request's context, under a trace context the request carries; the
 //     handler adds to it, or renames it, through trace.SpanFromContext.

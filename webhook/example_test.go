@@ -113,6 +113,49 @@ func ExampleNewService() {
 	// serve: <nil> shutdown: <nil>
 }
 
+// A controller served after its conversion webhook: it starts once the
+// webhook is ready, and the webhook answers until it has stopped.
+func ExampleService_Before() {
+	certPEM, keyPEM := selfSignedFor127()
+	h := humustest.NewHost()
+	h.Files["etc/webhook/tls/tls.crt"] = &fstest.MapFile{Data: certPEM}
+	h.Files["etc/webhook/tls/tls.key"] = &fstest.MapFile{Data: keyPEM}
+
+	ctx, stop := context.WithCancel(context.Background())
+	code := humus.Run(ctx, h.Host(), func(_ context.Context, s *humus.Setup) ([]humus.Service, error) {
+		hook, err := webhook.NewService(s, webhook.Settings{Addr: "127.0.0.1:0", CertDir: "/etc/webhook/tls"}, http.NotFoundHandler())
+		if err != nil {
+			return nil, err
+		}
+		ctrl := &controller{ready: hook.Ready(), started: stop}
+		return []humus.Service{hook.Before(ctrl)}, nil
+	})
+	fmt.Println("exit code", code)
+	// Output:
+	// the controller starts; the webhook's readiness: <nil>
+	// the controller stops; the webhook's readiness: <nil>
+	// exit code 0
+}
+
+// controller stands for a kube.Controller: it says whether the webhook is
+// ready as it starts and as it stops, and stops the App once it started.
+type controller struct {
+	ready   health.Monitor
+	started func()
+}
+
+func (c *controller) Serve(ctx context.Context) error {
+	fmt.Println("the controller starts; the webhook's readiness:", c.ready.Healthy(ctx))
+	c.started()
+	<-ctx.Done()
+	return nil
+}
+
+func (c *controller) Shutdown(ctx context.Context) error {
+	fmt.Println("the controller stops; the webhook's readiness:", c.ready.Healthy(ctx))
+	return nil
+}
+
 // selfSignedFor127 returns a certificate for 127.0.0.1, signed by its own
 // key, and the key, PEM: what cert-manager's Certificate would write.
 func selfSignedFor127() (certPEM, keyPEM []byte) {

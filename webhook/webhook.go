@@ -188,10 +188,21 @@ func (s *Service) Addr(ctx context.Context) (net.Addr, error) {
 // An error listening or accepting is returned, naming the address. A
 // Service serves once: a second Serve returns an error.
 func (s *Service) Serve(ctx context.Context) error {
+	l, err := s.listen(ctx)
+	if err != nil {
+		return err
+	}
+	return s.serve(ctx, l)
+}
+
+// listen opens the Service's listener, once. From its return, the Service
+// is ready: the listener takes connections, which serve accepts as soon
+// as it runs, with the certificate NewService loaded.
+func (s *Service) listen(ctx context.Context) (net.Listener, error) {
 	s.mu.Lock()
 	if s.served {
 		s.mu.Unlock()
-		return fmt.Errorf("webhook: the Service on %s has already served", s.addr)
+		return nil, fmt.Errorf("webhook: the Service on %s has already served", s.addr)
 	}
 	s.served = true
 	s.mu.Unlock()
@@ -199,19 +210,21 @@ func (s *Service) Serve(ctx context.Context) error {
 	l, err := s.host.Listen(ctx, "tcp", s.addr)
 	if err != nil {
 		close(s.listening)
-		return fmt.Errorf("webhook: listening on %s: %w", s.addr, err)
+		return nil, fmt.Errorf("webhook: listening on %s: %w", s.addr, err)
 	}
-	// Closed by Serve on ctx's end and by the server's Shutdown, in either
+	// Closed by serve on ctx's end and by the server's Shutdown, in either
 	// order: only the first closes it.
 	l = &onceCloseListener{Listener: l}
 	s.mu.Lock()
 	s.listener = l
 	s.mu.Unlock()
-	// Ready from here: the listener takes connections, which the server
-	// accepts as soon as it runs.
 	s.ready.MarkHealthy()
 	close(s.listening)
+	return l, nil
+}
 
+// serve serves on l, which listen opened, until ctx is done.
+func (s *Service) serve(ctx context.Context, l net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.server.ServeTLS(l, "", "") }()
 	defer s.ready.MarkUnhealthy(errors.New("webhook: stopped serving"))
