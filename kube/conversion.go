@@ -63,7 +63,9 @@ const (
 //	humus.kube.conversion.duration  histogram, s: each review, by humus.kube.conversion.to and outcome
 //	humus.kube.conversion.objects   counter: the objects converted, by from, to and outcome
 //
-// each with humus.kube.resource. The span and the instruments count every
+// each with humus.kube.resource, and with a version the resource doesn't
+// have recorded as "", so that what a review names can't grow the
+// instruments without bound. The span and the instruments count every
 // failure; its ERROR record, a panic's with its stack, naming the
 // versions from and to, is written as a reconcile's failure record is (see
 // the package doc's Telemetry): the first of each version pair and
@@ -204,7 +206,7 @@ func (h *conversionHandler[HubSpec, HubStatus]) review(ctx context.Context, req 
 	end := time.Now()
 	span.End(trace.WithTimestamp(end))
 	h.duration.Record(context.WithoutCancel(ctx), end.Sub(start).Seconds(), metric.WithAttributes(h.resource,
-		attribute.String(attrConvTo, to), attribute.String(attrConvOutcome, string(outcome))))
+		attribute.String(attrConvTo, h.known(to)), attribute.String(attrConvOutcome, string(outcome))))
 	return resp
 }
 
@@ -244,8 +246,9 @@ func (h *conversionHandler[HubSpec, HubStatus]) failed(ctx context.Context, span
 }
 
 // known is apiVersion when it is a version of the resource, and "" when
-// not, so that what a review names can't grow the failureLog's keys
-// without bound.
+// not, so that what a review names can't grow the failureLog's keys, or
+// the instruments' attribute sets, without bound: the webhook's port
+// answers anyone who reaches it.
 func (s *versionSet[HubSpec, HubStatus]) known(apiVersion string) string {
 	if _, ok := s.versions[apiVersion]; ok {
 		return apiVersion
@@ -278,7 +281,7 @@ func (h *conversionHandler[HubSpec, HubStatus]) convertAll(ctx context.Context, 
 			}
 		}
 		h.objects.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(h.resource,
-			attribute.String(attrConvFrom, id.APIVersion), attribute.String(attrConvTo, to), attribute.String(attrConvOutcome, string(o))))
+			attribute.String(attrConvFrom, h.known(id.APIVersion)), attribute.String(attrConvTo, to), attribute.String(attrConvOutcome, string(o))))
 		if err != nil {
 			name := id.Metadata.Name
 			if id.Metadata.Namespace != "" {

@@ -284,6 +284,59 @@ func TestConversionHandlerRefusesWhatIsNoReview(t *testing.T) {
 	}
 }
 
+// TestConversionInstrumentsBoundWhatAReviewNames sends reviews naming
+// versions the resource doesn't have, a hundred of them, as anyone who
+// reaches the webhook's port can: the instruments record each as "", not
+// a hundred attribute sets.
+func TestConversionInstrumentsBoundWhatAReviewNames(t *testing.T) {
+	tel := humustest.NewTelemetry()
+	h, err := memcachedVersions().Handler(tel.Telemetry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		review(t, h, fmt.Sprintf("cache.example.com/v%d", i+2), alpha("a", 1))
+		odd := alpha("b", 1)
+		odd.APIVersion = fmt.Sprintf("other.example.com/v%d", i)
+		review(t, h, "cache.example.com/v1beta1", odd)
+	}
+	known := map[string]bool{"": true, "cache.example.com/v1alpha1": true, "cache.example.com/v1beta1": true}
+	rm, err := tel.Metrics(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := 0
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			var attrs []attribute.Set
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, dp := range d.DataPoints {
+					attrs = append(attrs, dp.Attributes)
+				}
+			case metricdata.Histogram[float64]:
+				for _, dp := range d.DataPoints {
+					attrs = append(attrs, dp.Attributes)
+				}
+			}
+			if !strings.HasPrefix(m.Name, "humus.kube.conversion.") {
+				continue
+			}
+			sets += len(attrs)
+			for _, set := range attrs {
+				for _, key := range []attribute.Key{"humus.kube.conversion.from", "humus.kube.conversion.to"} {
+					if v, ok := set.Value(key); ok && !known[v.AsString()] {
+						t.Errorf("%s recorded %s %q, a version Memcached doesn't have", m.Name, key, v.AsString())
+					}
+				}
+			}
+		}
+	}
+	if sets == 0 || sets > 4 {
+		t.Errorf("%d attribute sets of the conversion instruments, want 1 to 4", sets)
+	}
+}
+
 // TestConversionOverTLS serves the handler as the API server reaches it:
 // over TLS, with a serving certificate of a CA the client trusts.
 func TestConversionOverTLS(t *testing.T) {
