@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/clustertest"
@@ -522,4 +523,57 @@ func conversionRecords(t *testing.T, tel *humustest.Telemetry) []string {
 		got = append(got, fmt.Sprintf("%s %s to %s, failures %s", r.Body().AsString(), attrs["humus.kube.conversion.from"], attrs["humus.kube.conversion.to"], attrs["failures"]))
 	}
 	return got
+}
+
+// BenchmarkConversionReview is one ConversionReview as the API server sends
+// the webhook one for each object it reads or writes at the version the
+// object isn't stored at: a settled v1alpha1 Memcached (its creator's, the
+// finalizer's and the status's managedFields entries) asked for at v1beta1,
+// through the Handler's ServeHTTP, the span and instruments recorded by
+// no-op providers (an SDK keeping every span in memory, as humustest's
+// does, would time its own growing heap). TLS and HTTP/2, which the
+// webhook Service adds, are not in it.
+func BenchmarkConversionReview(b *testing.B) {
+	h, err := memcachedVersions().Handler(humus.Telemetry{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := alpha("memcached-00042", 3)
+	m.UID = "6b1f1c9e-8d7a-4c2e-9f3b-000000000042"
+	m.ResourceVersion, m.Generation = "100042", 1
+	m.Finalizers = []string{"cache.example.com/finalizer"}
+	now := metav1.Now()
+	m.CreationTimestamp = now
+	m.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: "bench", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "cache.example.com/v1alpha1", Time: &now, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{".":{},"f:image":{},"f:size":{}}}`)}},
+		{Manager: "memcached-controller", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "cache.example.com/v1alpha1", Time: &now, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:finalizers":{"v:\"cache.example.com/finalizer\"":{}}}}`)}},
+		{Manager: "memcached-controller", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "cache.example.com/v1alpha1", Time: &now, FieldsType: "FieldsV1", Subresource: "status",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{"k:{\"type\":\"Available\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}}},"f:readyReplicas":{}}}`)}},
+	}
+	m.Status.Conditions = []metav1.Condition{{Type: "Available", Status: "True", Reason: "DeploymentApplied", LastTransitionTime: now, ObservedGeneration: 1}}
+	obj, err := json.Marshal(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, err := json.Marshal(apiextensionsv1.ConversionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"},
+		Request: &apiextensionsv1.ConversionRequest{UID: "0a1b", DesiredAPIVersion: "cache.example.com/v1beta1",
+			Objects: []runtime.RawExtension{{Raw: obj}}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/convert", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, r)
+		if rec.Code != http.StatusOK || !bytes.Contains(rec.Body.Bytes(), []byte(`"status":"Success"`)) {
+			b.Fatalf("answered %d: %s", rec.Code, rec.Body)
+		}
+	}
 }
