@@ -232,23 +232,16 @@ type convFault struct {
 func newConvFault(t *testing.T, group string) *convFault {
 	t.Helper()
 	c := clustertest.Get(t)
-	authority, err := clustertest.NewCA("conversion webhook CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := authority.Serving("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	caPEM, certPEM, keyPEM := loopbackServing(t)
 	f := &convFault{
 		t: t, c: c, group: group, ns: c.Namespace(t),
-		certDir: t.TempDir(), caFile: filepath.Join(t.TempDir(), "ca.crt"), caPEM: authority.PEM(),
+		certDir: t.TempDir(), caFile: filepath.Join(t.TempDir(), "ca.crt"), caPEM: caPEM,
 		admin: dynamic.NewForConfigOrDie(c.AdminConfig()), kube: kubernetes.NewForConfigOrDie(c.AdminConfig()),
 	}
 	for name, data := range map[string][]byte{
 		filepath.Join(f.certDir, "tls.crt"): certPEM,
 		filepath.Join(f.certDir, "tls.key"): keyPEM,
-		filepath.Join(f.certDir, "ca.crt"):  authority.PEM(),
+		filepath.Join(f.certDir, "ca.crt"):  caPEM,
 		f.caFile:                            c.CAPEM(),
 	} {
 		if err := os.WriteFile(name, data, 0o600); err != nil {

@@ -49,20 +49,13 @@ type (
 // and CABundle set to the Service's.
 func serveWebhook(t *testing.T, tel *humustest.Telemetry, v kube.Versions[MemcachedSpecV1beta1, MemcachedStatus]) kube.Versions[MemcachedSpecV1beta1, MemcachedStatus] {
 	t.Helper()
-	authority, err := clustertest.NewCA("conversion webhook CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := authority.Serving("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	caPEM, certPEM, keyPEM := loopbackServing(t)
 	host := humustest.NewHost()
 	host.Files["etc/webhook/tls/tls.crt"] = &fstest.MapFile{Data: certPEM}
 	host.Files["etc/webhook/tls/tls.key"] = &fstest.MapFile{Data: keyPEM}
 	// The Handler doesn't depend on the Webhook's URL, which is the
 	// Service's, known once it listens.
-	v.Webhook = kube.ConversionWebhook{URL: "https://127.0.0.1/convert", CABundle: authority.PEM()}
+	v.Webhook = kube.ConversionWebhook{URL: "https://127.0.0.1/convert", CABundle: caPEM}
 	h, err := v.Handler(tel.Telemetry())
 	if err != nil {
 		t.Fatal(err)

@@ -32,15 +32,8 @@ func TestClusterFaultConversionWebhook(t *testing.T) {
 	v.Hub.Group = alpha.Group
 	v.Others = []kube.Version[MemcachedSpecV1beta1, MemcachedStatus]{kube.VersionOf(alpha, memcachedToV1beta1, memcachedFromV1beta1)}
 
-	authority, err := clustertest.NewCA("conversion webhook CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := authority.Serving("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.Webhook = kube.ConversionWebhook{URL: "https://127.0.0.1/convert", CABundle: authority.PEM()}
+	caPEM, certPEM, keyPEM := loopbackServing(t)
+	v.Webhook = kube.ConversionWebhook{URL: "https://127.0.0.1/convert", CABundle: caPEM}
 	h, err := v.Handler(humustest.NewTelemetry().Telemetry())
 	if err != nil {
 		t.Fatal(err)

@@ -126,17 +126,10 @@ func newWebhookFirst(t *testing.T) *webhookFirst {
 	o.alpha.Group = orderedGroup
 	o.v.Hub.Group = orderedGroup
 	o.v.Others = []kube.Version[MemcachedSpecV1beta1, MemcachedStatus]{kube.VersionOf(o.alpha, memcachedToV1beta1, memcachedFromV1beta1)}
-	authority, err := clustertest.NewCA("conversion webhook CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := authority.Serving("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	caPEM, certPEM, keyPEM := loopbackServing(t)
 	o.host.Files["etc/webhook/tls/tls.crt"] = &fstest.MapFile{Data: certPEM}
 	o.host.Files["etc/webhook/tls/tls.key"] = &fstest.MapFile{Data: keyPEM}
-	o.v.Webhook = kube.ConversionWebhook{URL: "https://" + o.addr + "/convert", CABundle: authority.PEM()}
+	o.v.Webhook = kube.ConversionWebhook{URL: "https://" + o.addr + "/convert", CABundle: caPEM}
 	o.c.Install(t, o.v)
 	o.ns = o.c.Namespace(t)
 	d := dynamic.NewForConfigOrDie(o.c.AdminConfig())

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/clustertest"
 	"github.com/z5labs/humus/kube/crdtest"
 )
 
@@ -299,4 +300,20 @@ func TestRoundTrip(t *testing.T) {
 	if err := kube.RoundTrip(many, big); err == nil || !strings.Contains(err.Error(), "more than the API server's 262144, which would refuse it") {
 		t.Errorf("annotations over the limit: %v", err)
 	}
+}
+
+// loopbackServing is a new CA's certificate, and a serving certificate and
+// key it signs for 127.0.0.1, all PEM: what a test's conversion webhook
+// serves the API server with, and the CRD's caBundle.
+func loopbackServing(t testing.TB) (caPEM, certPEM, keyPEM []byte) {
+	t.Helper()
+	authority, err := clustertest.NewCA("conversion webhook CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err = authority.Serving("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return authority.PEM(), certPEM, keyPEM
 }
