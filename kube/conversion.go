@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/contrib/bridges/otelslog"
 	"go.opentelemetry.io/otel/attribute"
@@ -18,6 +19,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/z5labs/humus"
 )
@@ -69,9 +71,11 @@ const (
 // failure; its ERROR record, a panic's with its stack, naming the
 // versions from and to, is written as a reconcile's failure record is (see
 // the package doc's Telemetry): the first of each version pair and
-// outcome at once, each later one once a wait has passed since the last,
-// doubling from a second to five minutes, counting the failures since the
-// one before, itself included (failures). So a conversion failing for
+// outcome at once; a later one only once a wait has passed since the last
+// record, a wait doubling from a second to five minutes; and a failure
+// within the wait only counted, by the next record, if the pair fails
+// again after the wait (failures: those since the record before, itself
+// included). So a conversion failing for
 // every object of a list of 10,000, a review an object, writes a handful
 // of records, not 10,000. Handler returns the error CRD would, or one
 // creating the instruments.
@@ -174,6 +178,10 @@ func (h *conversionHandler[HubSpec, HubStatus]) ServeHTTP(w http.ResponseWriter,
 		http.Error(w, "the ConversionReview has no request", http.StatusBadRequest)
 		return
 	}
+	// What the caller names goes into spans, records and messages: bounded,
+	// as the API server's own are (no version of it is longer).
+	review.Request.DesiredAPIVersion = clip(review.Request.DesiredAPIVersion)
+	review.Request.UID = types.UID(clip(string(review.Request.UID)))
 	answer := encodeReview(h.review(r.Context(), review.Request))
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(answer) // the API server gone: nothing to tell
@@ -302,6 +310,7 @@ func (h *conversionHandler[HubSpec, HubStatus]) convertAll(ctx context.Context, 
 			} `json:"metadata"`
 		}
 		_ = json.Unmarshal(raw.Raw, &id) // a mistake is the decode's, below
+		id.APIVersion = clip(id.APIVersion)
 		b, err := h.convert(raw.Raw, id.APIVersion, to)
 		o := success
 		if err != nil {
@@ -314,9 +323,9 @@ func (h *conversionHandler[HubSpec, HubStatus]) convertAll(ctx context.Context, 
 		h.objects.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(h.resource,
 			attribute.String(attrConvFrom, h.known(id.APIVersion)), attribute.String(attrConvTo, to), attribute.String(attrConvOutcome, string(o))))
 		if err != nil {
-			name := id.Metadata.Name
+			name := clip(id.Metadata.Name)
 			if id.Metadata.Namespace != "" {
-				name = id.Metadata.Namespace + "/" + name
+				name = clip(id.Metadata.Namespace) + "/" + name
 			}
 			return nil, id.APIVersion, fmt.Errorf("kube: converting %s %s (objects[%d]) from %s to %s: %w", h.kind, name, i, id.APIVersion, to, err)
 		}
@@ -344,4 +353,23 @@ func (s *versionSet[HubSpec, HubStatus]) convert(raw []byte, from, to string) ([
 		return nil, err
 	}
 	return dst.down(hub, s.group, s.hub)
+}
+
+// maxShown is the most of a string a review names that the handler puts
+// in a span, a record or a message: 253 bytes, the longest name the API
+// server takes. The webhook's port answers anyone who reaches it, and one
+// review of 32 MiB could otherwise put most of it in one span.
+const maxShown = 253
+
+// clip is s, or its first maxShown bytes, cut at a character's start, and
+// an ellipsis.
+func clip(s string) string {
+	if len(s) <= maxShown {
+		return s
+	}
+	n := maxShown
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -338,6 +338,60 @@ func TestConversionInstrumentsBoundWhatAReviewNames(t *testing.T) {
 	}
 }
 
+// TestConversionBoundsWhatItRecordsOfAReview sends a review whose UID,
+// version and object's name are each a MiB long, as anyone who reaches
+// the webhook's port can: the span, the record and the answer hold at most
+// a few hundred bytes of each.
+func TestConversionBoundsWhatItRecordsOfAReview(t *testing.T) {
+	tel := humustest.NewTelemetry()
+	h, err := memcachedVersions().Handler(tel.Telemetry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("é", 1<<19) // a MiB, in two-byte characters
+	odd := alpha(long, 1)
+	odd.Namespace = long
+	odd.APIVersion = "cache.example.com/" + long
+	resp := review(t, h, "cache.example.com/v1beta1", odd)
+	if resp.Result.Status != metav1.StatusFailure || !strings.Contains(resp.Result.Message, "no such version of Memcached") {
+		t.Fatalf("result %.200s, want a failure naming no such version", resp.Result.Message)
+	}
+	resp = review(t, h, "cache.example.com/"+long, alpha("a", 1))
+	const bound = 2048
+	if n := len(resp.Result.Message); n > bound {
+		t.Errorf("the answer's message is %d bytes, want at most %d", n, bound)
+	}
+	for _, sp := range tel.Spans() {
+		if n := len(sp.Status().Description); n > bound {
+			t.Errorf("span %s: its status is %d bytes", sp.Name(), n)
+		}
+		for _, a := range sp.Attributes() {
+			if n := len(a.Value.Emit()); n > bound {
+				t.Errorf("span %s: %s is %d bytes", sp.Name(), a.Key, n)
+			}
+		}
+		for _, e := range sp.Events() {
+			for _, a := range e.Attributes {
+				if n := len(a.Value.Emit()); n > bound {
+					t.Errorf("span %s: event %s's %s is %d bytes", sp.Name(), e.Name, a.Key, n)
+				}
+			}
+		}
+	}
+	records := tel.Records()
+	if len(records) == 0 {
+		t.Fatal("no record of the failures")
+	}
+	for _, r := range records {
+		r.WalkAttributes(func(kv attribute.KeyValue) bool {
+			if n := len(kv.Value.Emit()); n > bound {
+				t.Errorf("record %q: %s is %d bytes", r.Body().AsString(), kv.Key, n)
+			}
+			return true
+		})
+	}
+}
+
 // TestConversionOverTLS serves the handler as the API server reaches it:
 // over TLS, with a serving certificate of a CA the client trusts.
 func TestConversionOverTLS(t *testing.T) {

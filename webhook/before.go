@@ -17,7 +17,11 @@ import (
 //
 // Its Serve listens, and calls each of then's Serve only once s is ready:
 // listening, with the certificate NewService loaded. So a controller among
-// then finds the webhook answering from its first list, watch or write.
+// then finds this process's webhook answering from its first list, watch
+// or write, wherever the API server's calls reach it: a URL naming this
+// process, or a Service once the pod is among its endpoints, which its
+// readiness decides (make that Ready's, not a controller's Synced, whose
+// caches may fill through the webhook).
 // On the way down, s goes on serving until every one of then has stopped:
 // it serves on a context of its own, which keeps the values of Serve's
 // but not its end, and only Shutdown ends it. Shutdown shuts then down
@@ -72,7 +76,9 @@ func (o *ordered) Serve(ctx context.Context) error {
 		return fmt.Errorf("webhook: Before: the Service on %s has already served", o.hook.addr)
 	}
 	o.served = true
-	if o.stopping {
+	if o.stopping || ctx.Err() != nil {
+		// Shutdown came first, or the App stopped before this Serve:
+		// nothing to open the port for.
 		o.mu.Unlock()
 		return nil
 	}
@@ -100,7 +106,8 @@ func (o *ordered) Serve(ctx context.Context) error {
 	}()
 
 	if !o.startThen(ctx) {
-		// Stopped before s was ready: none of then serves.
+		// Stopped while s was listening, before then started: none of
+		// then serves, and s serves until Shutdown stops it.
 		return o.take()
 	}
 	select {
