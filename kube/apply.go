@@ -86,7 +86,9 @@ func (c *Controller) apply(ctx context.Context, u *cachedObject, body []byte, su
 			return "", fmt.Errorf("%w: %w", errStale, err)
 		}
 		if errors.Is(context.Cause(ctx), errNotLeading) {
-			return "", fmt.Errorf("%w: %w", errNotLeading, err)
+			// The Lease may well have been renewed since: what ran out is
+			// the proof the write was sent under, which no write outlasts.
+			return "", fmt.Errorf("%w: the write was still unanswered when the proof it was sent under ran out, RenewDeadline after the renewal before it: %w", errNotLeading, err)
 		}
 		return "", err
 	}
