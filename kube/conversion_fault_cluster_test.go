@@ -91,13 +91,15 @@ func TestConversionProcessHelper(t *testing.T) {
 }
 
 // conversionServices is the process's App: the webhook when it is given an
-// address, and a controller when it is given an identity.
+// address, and a controller when it is given an identity; both, the
+// webhook served Before the controller, as an App serving its own
+// conversions is.
 func conversionServices(ctx context.Context, setup *humus.Setup) ([]humus.Service, error) {
 	group := os.Getenv(convGroupEnv)
-	var services []humus.Service
+	var hook *webhook.Service
 	if addr := os.Getenv(convAddrEnv); addr != "" {
-		hook, err := conversionHook(setup, group, addr)
-		if err != nil {
+		var err error
+		if hook, err = conversionHook(setup, group, addr); err != nil {
 			return nil, err
 		}
 		go func() {
@@ -105,26 +107,32 @@ func conversionServices(ctx context.Context, setup *humus.Setup) ([]humus.Servic
 				fmt.Println(convServing)
 			}
 		}()
-		services = append(services, hook)
 	}
-	if id := os.Getenv(convIdentityEnv); id != "" {
-		ctrl, err := conversionController(setup, group, id)
-		if err != nil {
-			return nil, err
+	id := os.Getenv(convIdentityEnv)
+	if id == "" {
+		if hook == nil {
+			return nil, nil
 		}
-		go func() {
-			for ctrl.Synced().Healthy(ctx) != nil {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
-			fmt.Println(convSynced)
-		}()
-		services = append(services, ctrl)
+		return []humus.Service{hook}, nil
 	}
-	return services, nil
+	ctrl, err := conversionController(setup, group, id)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for ctrl.Synced().Healthy(ctx) != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		fmt.Println(convSynced)
+	}()
+	if hook == nil {
+		return []humus.Service{ctrl}, nil
+	}
+	return []humus.Service{hook.Before(ctrl)}, nil
 }
 
 // conversionHook serves faultVersions(group)'s Handler on addr, with the
