@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -91,13 +92,15 @@ func TestConversionProcessHelper(t *testing.T) {
 }
 
 // conversionServices is the process's App: the webhook when it is given an
-// address, and a controller when it is given an identity.
+// address, and a controller when it is given an identity; both, the
+// webhook served Before the controller, as an App serving its own
+// conversions is.
 func conversionServices(ctx context.Context, setup *humus.Setup) ([]humus.Service, error) {
 	group := os.Getenv(convGroupEnv)
-	var services []humus.Service
+	var hook *webhook.Service
 	if addr := os.Getenv(convAddrEnv); addr != "" {
-		hook, err := conversionHook(setup, group, addr)
-		if err != nil {
+		var err error
+		if hook, err = conversionHook(setup, group, addr); err != nil {
 			return nil, err
 		}
 		go func() {
@@ -105,26 +108,32 @@ func conversionServices(ctx context.Context, setup *humus.Setup) ([]humus.Servic
 				fmt.Println(convServing)
 			}
 		}()
-		services = append(services, hook)
 	}
-	if id := os.Getenv(convIdentityEnv); id != "" {
-		ctrl, err := conversionController(setup, group, id)
-		if err != nil {
-			return nil, err
+	id := os.Getenv(convIdentityEnv)
+	if id == "" {
+		if hook == nil {
+			return nil, nil
 		}
-		go func() {
-			for ctrl.Synced().Healthy(ctx) != nil {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
-			fmt.Println(convSynced)
-		}()
-		services = append(services, ctrl)
+		return []humus.Service{hook}, nil
 	}
-	return services, nil
+	ctrl, err := conversionController(setup, group, id)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for ctrl.Synced().Healthy(ctx) != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		fmt.Println(convSynced)
+	}()
+	if hook == nil {
+		return []humus.Service{ctrl}, nil
+	}
+	return []humus.Service{hook.Before(ctrl)}, nil
 }
 
 // conversionHook serves faultVersions(group)'s Handler on addr, with the
@@ -919,7 +928,8 @@ func checkAudited(t *testing.T, events []clustertest.AuditEvent, writes []convWr
 	return controllerFailed
 }
 
-// A readAnswer is what the API server answered a read, and when.
+// A readAnswer is what the API server answered a request, and after how
+// long.
 type readAnswer struct {
 	err  error
 	took time.Duration
@@ -928,13 +938,21 @@ type readAnswer struct {
 // readLater reads name through res, and sends what the API server
 // answered.
 func readLater(ctx context.Context, res dynamic.ResourceInterface, name string) <-chan readAnswer {
-	read := make(chan readAnswer, 1)
+	return answerLater(func() error {
+		_, err := res.Get(ctx, name, metav1.GetOptions{})
+		return err
+	})
+}
+
+// answerLater sends request, and then what the API server answered it.
+func answerLater(request func() error) <-chan readAnswer {
+	answered := make(chan readAnswer, 1)
 	go func() {
 		at := time.Now()
-		_, err := res.Get(ctx, name, metav1.GetOptions{})
-		read <- readAnswer{err, time.Since(at)}
+		err := request()
+		answered <- readAnswer{err, time.Since(at)}
 	}()
-	return read
+	return answered
 }
 
 // settledAtV1alpha1 checks that the objects at v1alpha1 are those of
@@ -1016,6 +1034,253 @@ func TestClusterFaultConversionWebhookTooSlow(t *testing.T) {
 	// Continued: every object reads at v1alpha1, settled.
 	clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error { return f.settledAtV1alpha1(ctx, sizes) })
 	t.Logf("converged at v1alpha1 %s after SIGCONT; the test took %s", time.Since(resumed).Round(time.Millisecond), time.Since(started).Round(time.Second))
+}
+
+// TestClusterFaultConversionWebhookTooSlowForManagers stops the conversion
+// webhook's process with SIGSTOP, as TestClusterFaultConversionWebhookTooSlow
+// does, and writes at v1beta1, the stored version, to objects settled by
+// a controller of v1beta1: "alpha" and "gamma", once applied at v1alpha1,
+// whose field manager of v1alpha1 still owns their spec.image, and "beta",
+// whose every field manager is of v1beta1. A write at the stored version
+// converts nothing itself, yet the API server's field manager converts the
+// live and the new object to the version of each other field manager of
+// the object (structured-merge-diff's merge.Updater), through the webhook.
+// So during the pause an apply to beta is answered at once, and the
+// controller settles it; an apply to alpha fails once the webhook call's
+// 30s timeout is up, with a 500 naming the conversion webhook, and isn't
+// stored; a merge patch to gamma waits as long, then is stored, its
+// managedFields as they were (k8s.io/apiserver's UpdateNoErrors). The
+// controller's status applies of alpha, changed just before the pause,
+// fail too: each is cut short by the end of the controller's proof of
+// the Lease (RenewDeadline at most), not held for the webhook call, and
+// retried. After SIGCONT alpha settles.
+func TestClusterFaultConversionWebhookTooSlowForManagers(t *testing.T) {
+	t.Parallel() // a namespace and a CRD of its own: it runs beside the other parallel scenarios
+	started := time.Now()
+	f := newConvFault(t, "managers.example.com")
+	port := freePort(t)
+	f.install(port)
+	hook := f.webhook("webhook", port)
+	ctrl := f.controller("controller", "v1beta1", 0)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	f.managedAtBoth(ctx, ctrl)
+	paused := hook.signal(t, syscall.SIGSTOP)
+	ctrl.signal(t, syscall.SIGCONT)
+
+	betas := f.admin.Resource(f.gvr("v1beta1")).Namespace(f.ns)
+	applied := answerLater(func() error {
+		return f.tryApply(ctx, "v1beta1", "beta-applier", "alpha", map[string]any{"replicas": int64(3)})
+	})
+	patched := answerLater(func() error {
+		_, err := betas.Patch(ctx, "gamma", types.MergePatchType, []byte(`{"metadata":{"labels":{"patched":"paused"}}}`), metav1.PatchOptions{})
+		return err
+	})
+	betaGot := <-answerLater(func() error {
+		return f.tryApply(ctx, "v1beta1", "beta-applier", "beta", map[string]any{"replicas": int64(3)})
+	})
+	clustertest.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		return f.settledOne(ctx, "beta", 3)
+	})
+	betaSettled := time.Since(paused)
+
+	alphaGot := awaitAnswer(t, applied, paused, "the apply of alpha at v1beta1")
+	patchGot := awaitAnswer(t, patched, paused, "the merge patch of gamma at v1beta1")
+	// What the API server holds of alpha before SIGCONT: readyReplicas 1,
+	// the controller's status applies of 2 having failed.
+	held, err := betas.Get(ctx, "alpha", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldReady, _, _ := unstructured.NestedInt64(held.Object, "status", "readyReplicas")
+	resumed := hook.signal(t, syscall.SIGCONT)
+
+	t.Logf("paused: beta was settled %s into the pause", betaSettled.Round(time.Millisecond))
+	checkPausedWrites(t, f.group, betaGot, alphaGot, patchGot)
+	if heldReady != 1 {
+		t.Errorf("alpha's status.readyReplicas %d at the pause's end, want 1: no status apply of alpha can succeed during it", heldReady)
+	}
+
+	// Continued: alpha settles at 2, the apply of 3 not stored, its
+	// managers as they were; gamma has the merge patch's label, and its
+	// managers as they were.
+	clustertest.Eventually(t, 30*time.Second, func(ctx context.Context) error { return f.settledOne(ctx, "alpha", 2) })
+	settled := time.Since(resumed)
+	// The controller's status applies during the pause, from the audit log.
+	time.Sleep(time.Second) // for the last writes to reach the log
+	f.checkPausedStatusApplies(ctrl.user, paused, resumed)
+	f.checkManagers(ctx, "alpha", map[string]string{"alpha-applier": "v1alpha1", "beta-applier": "v1beta1", convControllerName: "v1beta1"})
+	gamma, err := betas.Get(ctx, "gamma", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gamma.GetLabels()["patched"] != "paused" {
+		t.Errorf("gamma's labels %v, want the merge patch's patched=paused", gamma.GetLabels())
+	}
+	f.checkManagers(ctx, "gamma", map[string]string{"alpha-applier": "v1alpha1", convControllerName: "v1beta1"})
+	t.Logf("alpha settled %s after SIGCONT; the test took %s", settled.Round(time.Millisecond), time.Since(started).Round(time.Second))
+}
+
+// managedAtBoth applies alpha and gamma at v1alpha1 and beta at v1beta1,
+// waits for ctrl, a controller of v1beta1, to settle them, and stops it
+// with SIGSTOP; then it changes alpha's and beta's specs at v1beta1, for
+// ctrl to reconcile once it is continued, and checks that alpha has a
+// field manager of v1alpha1 still, and beta none.
+func (f *convFault) managedAtBoth(ctx context.Context, ctrl *convProc) {
+	t := f.t
+	t.Helper()
+	f.apply(ctx, "v1alpha1", "alpha-applier", "alpha", map[string]any{"size": int64(1), "image": "memcached:1"})
+	f.apply(ctx, "v1alpha1", "alpha-applier", "gamma", map[string]any{"size": int64(1), "image": "memcached:1"})
+	f.apply(ctx, "v1beta1", "beta-applier", "beta", map[string]any{"replicas": int64(1), "image": "memcached:1"})
+	clustertest.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		return f.settled(ctx, certain(map[string]int64{"alpha": 1, "beta": 1, "gamma": 1}))
+	})
+	ctrl.signal(t, syscall.SIGSTOP)
+	f.apply(ctx, "v1beta1", "beta-applier", "alpha", map[string]any{"replicas": int64(2)})
+	f.apply(ctx, "v1beta1", "beta-applier", "beta", map[string]any{"replicas": int64(2)})
+	f.checkManagers(ctx, "alpha", map[string]string{"alpha-applier": "v1alpha1", "beta-applier": "v1beta1", convControllerName: "v1beta1"})
+	f.checkManagers(ctx, "beta", map[string]string{"beta-applier": "v1beta1", convControllerName: "v1beta1"})
+}
+
+// checkPausedWrites checks what the API server answered the writes at
+// v1beta1 with the webhook paused: the apply to beta, a success at once;
+// the apply to alpha, a 500 naming the conversion webhook of group after
+// the webhook call's 30s timeout; the merge patch of gamma, a success
+// after that timeout.
+func checkPausedWrites(t *testing.T, group string, beta, alpha, patch readAnswer) {
+	t.Helper()
+	t.Logf("paused: the apply at v1beta1 to beta, whose managers are all of v1beta1, was answered after %s: %v", beta.took.Round(time.Millisecond), beta.err)
+	t.Logf("paused: the apply at v1beta1 to alpha, which has a manager of v1alpha1, was answered after %s: %v", alpha.took.Round(time.Millisecond), alpha.err)
+	t.Logf("paused: the merge patch at v1beta1 to gamma, which has a manager of v1alpha1, was answered after %s: %v", patch.took.Round(time.Millisecond), patch.err)
+	if beta.err != nil || beta.took > 2*time.Second {
+		t.Errorf("the apply to beta with the webhook paused: %v after %s; want a success at once", beta.err, beta.took)
+	}
+	if !apierrors.IsInternalError(alpha.err) || !strings.Contains(alpha.err.Error(), "conversion webhook for "+group+"/v1beta1, Kind=Memcached failed") {
+		t.Errorf("the apply to alpha with the webhook paused: %v; want a 500 naming the conversion webhook", alpha.err)
+	}
+	if alpha.took < 29*time.Second || alpha.took > 40*time.Second {
+		t.Errorf("the apply to alpha failed after %s, want after the webhook call's 30s timeout", alpha.took)
+	}
+	if patch.err != nil || patch.took < 29*time.Second || patch.took > 40*time.Second {
+		t.Errorf("the merge patch of gamma with the webhook paused: %v after %s; want a success after the webhook call's 30s timeout", patch.err, patch.took)
+	}
+}
+
+// checkPausedStatusApplies checks, in the audit log, controller's status
+// applies received while the webhook was paused, from paused to resumed:
+// those of alpha answered before resumed failed, each within
+// RenewDeadline, and were retried; those of beta succeeded.
+func (f *convFault) checkPausedStatusApplies(controller string, paused, resumed time.Time) {
+	t := f.t
+	t.Helper()
+	var alpha, beta []clustertest.AuditEvent
+	for _, e := range f.memcachedWrites() {
+		if e.User != controller || e.Subresource != "status" || e.RequestReceived.Before(paused) || !e.RequestReceived.Before(resumed) {
+			continue
+		}
+		switch e.Name {
+		case "alpha":
+			alpha = append(alpha, e)
+		case "beta":
+			beta = append(beta, e)
+		}
+	}
+	slices.SortFunc(alpha, func(a, b clustertest.AuditEvent) int { return a.RequestReceived.Compare(b.RequestReceived) })
+	var seen []string
+	for i, e := range alpha {
+		gap := ""
+		if i > 0 {
+			gap = fmt.Sprintf(", %s after the one before", e.RequestReceived.Sub(alpha[i-1].RequestReceived).Round(time.Millisecond))
+		}
+		seen = append(seen, fmt.Sprintf("received %s into the pause%s, answered %d after %s", e.RequestReceived.Sub(paused).Round(time.Millisecond), gap, e.Code, e.StageTime.Sub(e.RequestReceived).Round(time.Millisecond)))
+		if !e.StageTime.Before(resumed) {
+			continue
+		}
+		if e.Code < 300 {
+			t.Errorf("the controller's status apply of alpha received %s was answered %d at %s, with the webhook paused", stamp(e.RequestReceived), e.Code, stamp(e.StageTime))
+		}
+		if took := e.StageTime.Sub(e.RequestReceived); took > convLease[1]+time.Second {
+			t.Errorf("the controller's status apply of alpha received %s was answered after %s, longer than the RenewDeadline %s that bounds its proof of the Lease", stamp(e.RequestReceived), took, convLease[1])
+		}
+	}
+	t.Logf("paused: the controller's status applies of alpha: %d: %s", len(alpha), strings.Join(seen, "; "))
+	// Retried: the first was cut short long before the webhook call's 30s.
+	if len(alpha) < 2 {
+		t.Errorf("the controller applied alpha's status %d times while the webhook was paused, want more than once", len(alpha))
+	}
+	for _, e := range beta {
+		if e.Code >= 300 {
+			t.Errorf("the controller's status apply of beta received %s was answered %d with the webhook paused", stamp(e.RequestReceived), e.Code)
+		}
+	}
+	if len(beta) == 0 {
+		t.Error("the controller applied no status of beta while the webhook was paused")
+	}
+}
+
+// awaitAnswer is the answer to the request named what, sent during the pause
+// from paused, within 50s of paused.
+func awaitAnswer(t *testing.T, answered <-chan readAnswer, paused time.Time, what string) readAnswer {
+	t.Helper()
+	select {
+	case got := <-answered:
+		return got
+	case <-time.After(time.Until(paused.Add(50 * time.Second))):
+		t.Fatalf("%s hadn't been answered 50s into the pause", what)
+		return readAnswer{}
+	}
+}
+
+// apply applies spec to name at version as the admin, under the field
+// manager manager, forced.
+func (f *convFault) apply(ctx context.Context, version, manager, name string, spec map[string]any) {
+	f.t.Helper()
+	if err := f.tryApply(ctx, version, manager, name, spec); err != nil {
+		f.t.Fatalf("the apply of %s at %s as %s: %v", name, version, manager, err)
+	}
+}
+
+// tryApply is apply, returning the API server's error.
+func (f *convFault) tryApply(ctx context.Context, version, manager, name string, spec map[string]any) error {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": f.group + "/" + version, "kind": "Memcached",
+		"metadata": map[string]any{"name": name, "namespace": f.ns},
+		"spec":     spec,
+	}}
+	_, err := f.admin.Resource(f.gvr(version)).Namespace(f.ns).Apply(ctx, name, u, metav1.ApplyOptions{FieldManager: manager, Force: true})
+	return err
+}
+
+// checkManagers checks that name's field managers, and the version of
+// each, are want.
+func (f *convFault) checkManagers(ctx context.Context, name string, want map[string]string) {
+	f.t.Helper()
+	u, err := f.admin.Resource(f.gvr("v1beta1")).Namespace(f.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, m := range u.GetManagedFields() {
+		got[m.Manager] = strings.TrimPrefix(m.APIVersion, f.group+"/")
+	}
+	if !maps.Equal(got, want) {
+		f.t.Errorf("%s's field managers and their versions: %v, want %v", name, got, want)
+	}
+}
+
+// settledOne checks, at v1beta1, that name's spec.replicas is replicas
+// and its status settled.
+func (f *convFault) settledOne(ctx context.Context, name string, replicas int64) error {
+	u, err := f.admin.Resource(f.gvr("v1beta1")).Namespace(f.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	got, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+	ready, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
+	if got != replicas || ready != replicas {
+		return fmt.Errorf("%s: replicas %d, readyReplicas %d; want %d", name, got, ready, replicas)
+	}
+	return nil
 }
 
 // TestClusterFaultConversionWebhookOnEveryReplica runs two replicas, each

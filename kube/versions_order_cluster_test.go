@@ -54,7 +54,11 @@ type webhookFirst struct {
 // The objects were converted into the API server's cache of v1alpha1
 // before the App started, as the webhook of the replica before would have:
 // the controller's list and watch are answered from it, and what needs
-// the webhook from the start is the controller's writes.
+// the webhook from the start is the controller's writes. The App's Host
+// listens only listenDelay after it is asked, as a webhook slow to start
+// would: a controller served beside the webhook, not after it, would
+// apply its first statuses before anything listens, and see them answered
+// 500.
 func TestClusterVersionsWebhookBeforeController(t *testing.T) {
 	o := newWebhookFirst(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -67,7 +71,7 @@ func TestClusterVersionsWebhookBeforeController(t *testing.T) {
 	// applies its status a moment after.
 	entered, release := make(chan struct{}), make(chan struct{})
 	started := time.Now()
-	p := humustest.Start(t, o.host.Host(), o.app(func(m alphaObject) {
+	p := humustest.Start(t, slowListen(o.host.Host(), listenDelay), o.app(func(m alphaObject) {
 		if m.Name == "last" && m.Status.ReadyReplicas == 0 {
 			close(entered)
 			<-release
@@ -115,6 +119,27 @@ func TestClusterVersionsWebhookBeforeController(t *testing.T) {
 	if last.Status.ReadyReplicas != 3 {
 		t.Errorf("last's status once the App stopped: readyReplicas %d, want 3, as its reconcile in flight applied", last.Status.ReadyReplicas)
 	}
+}
+
+// listenDelay is how long the Host of TestClusterVersionsWebhookBeforeController's
+// App takes to listen: longer than its controller takes to sync and
+// reconcile, so a controller not served after the webhook applies its
+// first statuses with nothing listening.
+const listenDelay = 2 * time.Second
+
+// slowListen is h whose Listen waits delay, or until its ctx is done,
+// before it listens.
+func slowListen(h humus.Host, delay time.Duration) humus.Host {
+	listen := h.Listen
+	h.Listen = func(ctx context.Context, network, addr string) (net.Listener, error) {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return listen(ctx, network, addr)
+	}
+	return h
 }
 
 // newWebhookFirst installs the versioned Memcached in a group of its own, its
