@@ -1209,7 +1209,10 @@ func (f *convFault) checkPausedStatusApplies(controller string, paused, resumed 
 		t.Errorf("the controller applied alpha's status %d times while the webhook was paused, want more than once", len(alpha))
 	}
 	for _, e := range beta {
-		if e.Code >= 300 {
+		// 409 is the controller's own refusal of a stale write: a status
+		// computed from beta before the test's apply reached its cache
+		// carries a resourceVersion beta no longer has.
+		if e.Code >= 300 && e.Code != http.StatusConflict {
 			t.Errorf("the controller's status apply of beta received %s was answered %d with the webhook paused", stamp(e.RequestReceived), e.Code)
 		}
 	}

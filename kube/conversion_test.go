@@ -366,13 +366,13 @@ func TestConversionBoundsWhatItRecordsOfAReview(t *testing.T) {
 			t.Errorf("span %s: its status is %d bytes", sp.Name(), n)
 		}
 		for _, a := range sp.Attributes() {
-			if n := len(a.Value.Emit()); n > bound {
+			if n := len(a.Value.String()); n > bound {
 				t.Errorf("span %s: %s is %d bytes", sp.Name(), a.Key, n)
 			}
 		}
 		for _, e := range sp.Events() {
 			for _, a := range e.Attributes {
-				if n := len(a.Value.Emit()); n > bound {
+				if n := len(a.Value.String()); n > bound {
 					t.Errorf("span %s: event %s's %s is %d bytes", sp.Name(), e.Name, a.Key, n)
 				}
 			}
@@ -384,7 +384,7 @@ func TestConversionBoundsWhatItRecordsOfAReview(t *testing.T) {
 	}
 	for _, r := range records {
 		r.WalkAttributes(func(kv attribute.KeyValue) bool {
-			if n := len(kv.Value.Emit()); n > bound {
+			if n := len(kv.Value.String()); n > bound {
 				t.Errorf("record %q: %s is %d bytes", r.Body().AsString(), kv.Key, n)
 			}
 			return true
