@@ -107,10 +107,22 @@ func serveOn(t *testing.T, h http.Handler, addr string, certPEM, keyPEM []byte) 
 		}
 		once = true
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the webhook's Serve = %v", err)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("the webhook's Serve = %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("the webhook's Serve hadn't returned 10s after its context ended")
 		}
-		_ = hook.Shutdown(context.Background())
+		// The API server's requests in flight finish: within a bound, so
+		// that one that hangs fails here, by name, not as every later read
+		// running out of the test's time.
+		sctx, cancelShutdown := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancelShutdown()
+		if err := hook.Shutdown(sctx); err != nil {
+			t.Errorf("the webhook's Shutdown = %v", err)
+		}
 	}
 	t.Cleanup(stop)
 	return a.String(), stop
