@@ -174,9 +174,9 @@
 //   - Versions.Handler is the conversion webhook, an http.Handler answering
 //     the API server's ConversionReviews through the hub, for the core's
 //     webhook.Service to serve on every replica, before the controller
-//     (webhook.Service.Before). A function's error or
-//     panic, or a converted object with another name, namespace, UID or
-//     kind, fails the review, and is recorded; the App goes on.
+//     (webhook.Service.Before). A function's error or panic, or a
+//     converted object with another name, namespace, UID or kind, fails
+//     the review, and is recorded; the App goes on.
 //   - Nothing is lost in a round trip: what a version can't hold of
 //     another is kept in the annotation <group>/<version> on the object
 //     converted to it, and restored on the way back. RoundTrip checks it in
@@ -186,8 +186,12 @@
 //     Storage, then brings the CRD's status.storedVersions down to it.
 //
 // A controller reconciles one version, its Resource's; objects written at
-// another reach it converted. docs/evolving-your-api.md goes through
-// adding, moving and removing a version.
+// another reach it converted. Give it the storage version: its lists and
+// watches then need no webhook, nor do its writes, except to an object
+// once written at another version: the API server converts it, on every
+// write, to the version of each of its field managers.
+// docs/evolving-your-api.md goes through adding, moving and removing a
+// version.
 //
 // # Connecting
 //

@@ -164,8 +164,9 @@ func (t *term) release() {
 }
 
 // lose ends a term whose Lease can't be proven: at once, its workers stop
-// taking keys, its proof ends, its reconciles are cancelled, the renewals stop (one now
-// would only delay the next holder) and the connections are aborted. It
+// taking keys, its proof ends, its reconciles are cancelled, the renewals
+// stop (one now would only delay the next holder) and the connections are
+// aborted. It
 // waits for the workers until the lost deadline, and reports whether they
 // returned by then.
 func (t *term) lose() bool {
