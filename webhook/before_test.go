@@ -122,12 +122,10 @@ func gated(h humus.Host) (humus.Host, chan struct{}) {
 // listens, and it answers them until they have stopped: their requests
 // once their context is done, and in their Shutdown. Then it stops.
 func TestBeforeOrder(t *testing.T) {
-	root := t.TempDir()
-	authority := newCA(t)
-	newVolume(t, filepath.Join(root, "tls"), authority.valid(t))
+	authority, volume := mounted(t)
 	th := humustest.NewHost()
 	base := th.Host()
-	base.FS, base.Dir = hostOn(root).FS, "/app"
+	base.FS, base.Dir = volume.FS, "/app"
 	h, open := gated(base)
 	first, second := newAfter(), newAfter()
 	hooks := make(chan *webhook.Service, 1)
@@ -180,17 +178,11 @@ func TestBeforeOrder(t *testing.T) {
 // A webhook that can't listen ends Serve with its error, and none of the
 // Services after it is served or shut down.
 func TestBeforeListenFails(t *testing.T) {
-	root := t.TempDir()
-	authority := newCA(t)
-	newVolume(t, filepath.Join(root, "tls"), authority.valid(t))
-	h := hostOn(root)
-	hook, err := webhook.NewService(&humus.Setup{Host: h}, webhook.Settings{Addr: "10.0.0.1:9443", CertDir: "/tls"}, echo())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, h := mounted(t)
+	hook := echoHook(t, h, "10.0.0.1:9443")
 	then := newAfter()
 	svc := hook.Before(then)
-	err = svc.Serve(context.Background())
+	err := svc.Serve(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "webhook: listening on 10.0.0.1:9443: ") {
 		t.Errorf("Serve = %v, want the webhook's error listening", err)
 	}
@@ -210,10 +202,7 @@ func TestBeforeListenFails(t *testing.T) {
 // A webhook that fails while the Services after it serve ends Serve with
 // its error, once, having stopped them.
 func TestBeforeWebhookFails(t *testing.T) {
-	root := t.TempDir()
-	authority := newCA(t)
-	newVolume(t, filepath.Join(root, "tls"), authority.valid(t))
-	h := hostOn(root)
+	authority, h := mounted(t)
 	listeners := make(chan net.Listener, 1)
 	listen := h.Listen
 	h.Listen = func(ctx context.Context, network, addr string) (net.Listener, error) {
@@ -223,10 +212,7 @@ func TestBeforeWebhookFails(t *testing.T) {
 		}
 		return l, err
 	}
-	hook, err := webhook.NewService(&humus.Setup{Host: h}, webhook.Settings{Addr: "127.0.0.1:0", CertDir: "/tls"}, echo())
-	if err != nil {
-		t.Fatal(err)
-	}
+	hook := echoHook(t, h, "127.0.0.1:0")
 	then := newAfter()
 	then.ask = asker(authority, h, hook)
 	svc := hook.Before(then)
@@ -236,7 +222,7 @@ func TestBeforeWebhookFails(t *testing.T) {
 
 	// The listener fails under the server, as a closed socket does.
 	_ = (<-listeners).Close()
-	err = <-served
+	err := <-served
 	if err == nil || !strings.Contains(err.Error(), "webhook: serving on 127.0.0.1:") || strings.Count(err.Error(), "webhook: serving on") != 1 {
 		t.Errorf("Serve = %v, want the webhook's error serving, once", err)
 	}
@@ -251,14 +237,8 @@ func TestBeforeWebhookFails(t *testing.T) {
 // A Service after the webhook whose Serve fails ends Serve with its error,
 // once; the webhook answers on until Shutdown.
 func TestBeforeThenFails(t *testing.T) {
-	root := t.TempDir()
-	authority := newCA(t)
-	newVolume(t, filepath.Join(root, "tls"), authority.valid(t))
-	h := hostOn(root)
-	hook, err := webhook.NewService(&humus.Setup{Host: h}, webhook.Settings{Addr: "127.0.0.1:0", CertDir: "/tls"}, echo())
-	if err != nil {
-		t.Fatal(err)
-	}
+	authority, h := mounted(t)
+	hook := echoHook(t, h, "127.0.0.1:0")
 	failing := newAfter()
 	failing.fail = errors.New("the controller's resource isn't served")
 	other := newAfter()
@@ -287,14 +267,8 @@ func TestBeforeThenFails(t *testing.T) {
 // What Before returns keeps humus.Service's contract, and leaves no
 // goroutine behind.
 func TestBeforeContract(t *testing.T) {
-	root := t.TempDir()
-	authority := newCA(t)
-	newVolume(t, filepath.Join(root, "tls"), authority.valid(t))
-	h := hostOn(root)
-	hook, err := webhook.NewService(&humus.Setup{Host: h}, webhook.Settings{Addr: "127.0.0.1:0", CertDir: "/tls"}, echo())
-	if err != nil {
-		t.Fatal(err)
-	}
+	authority, h := mounted(t)
+	hook := echoHook(t, h, "127.0.0.1:0")
 	then := newAfter()
 	then.ask = asker(authority, h, hook)
 	humustest.TestService(t, hook.Before(then), humustest.During(func(context.Context) { <-then.served }))
@@ -307,14 +281,8 @@ func TestBeforeContract(t *testing.T) {
 // once, and the Services after the webhook are neither served nor shut
 // down.
 func TestBeforeShutdownFirst(t *testing.T) {
-	root := t.TempDir()
-	authority := newCA(t)
-	newVolume(t, filepath.Join(root, "tls"), authority.valid(t))
-	h := hostOn(root)
-	hook, err := webhook.NewService(&humus.Setup{Host: h}, webhook.Settings{Addr: "127.0.0.1:0", CertDir: "/tls"}, echo())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, h := mounted(t)
+	hook := echoHook(t, h, "127.0.0.1:0")
 	then := newAfter()
 	svc := hook.Before(then)
 	if err := svc.Shutdown(context.Background()); err != nil {
@@ -334,4 +302,25 @@ func TestBeforeShutdownFirst(t *testing.T) {
 	if _, _, shut := then.state(); shut {
 		t.Error("the Service after the webhook, never served, was shut down")
 	}
+}
+
+// mounted is a new CA, and a Host whose /tls holds a serving pair it
+// signed, as a mounted Secret would.
+func mounted(t *testing.T) (*ca, humus.Host) {
+	t.Helper()
+	root := t.TempDir()
+	authority := newCA(t)
+	newVolume(t, filepath.Join(root, "tls"), authority.valid(t))
+	return authority, hostOn(root)
+}
+
+// echoHook is a webhook Service of echo on addr, its pair read from h's
+// /tls.
+func echoHook(t *testing.T, h humus.Host, addr string) *webhook.Service {
+	t.Helper()
+	hook, err := webhook.NewService(&humus.Setup{Host: h}, webhook.Settings{Addr: addr, CertDir: "/tls"}, echo())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hook
 }
