@@ -388,9 +388,9 @@ func (ph coldPhase) machineCPU() time.Duration {
 // figures are the plain-… ones. Unprefixed figures are the converted
 // phase's: its App's, and the webhook's CPU and the reviews it answered, an
 // object. The plain phases' webhook figures are the conversions the App
-// didn't ask for: the control plane's own reads at v1beta1, the group's
-// preferred version, which kube-controller-manager's watches of every
-// resource take. settle-vs-plain is the converted settle time over the
+// didn't ask for: kube-apiserver's watch cache of v1beta1, the group's
+// preferred version, converting each change for the watches it serves,
+// kube-controller-manager's among them. settle-vs-plain is the converted settle time over the
 // plain one; conversion-cpu-ms/object the CPU an object of the App, the
 // webhook and the control plane together, less the plain phase's.
 func BenchmarkClusterConvertedColdStart(b *testing.B) {
