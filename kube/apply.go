@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -18,7 +20,7 @@ import (
 // returned. A status computed from an object that has since changed, been
 // deleted or been replaced is refused, and the change's watch event queues
 // the key again.
-func (c *Controller) applyStatus(ctx context.Context, u *cachedObject, rv string, status []byte) error {
+func (c *Controller) applyStatus(ctx context.Context, u *cache.Object, rv string, status []byte) error {
 	meta := identity(u)
 	meta["resourceVersion"] = rv
 	body, err := json.Marshal(map[string]any{
@@ -41,7 +43,7 @@ func (c *Controller) applyStatus(ctx context.Context, u *cachedObject, rv string
 // apply of u's metadata without it: the controller's field manager is the
 // only one that owns it, so the API server removes it. It returns the
 // object's resourceVersion after the write.
-func (c *Controller) applyFinalizer(ctx context.Context, u *cachedObject, add bool) (string, error) {
+func (c *Controller) applyFinalizer(ctx context.Context, u *cache.Object, add bool) (string, error) {
 	meta := identity(u)
 	verb := "removing the finalizer from"
 	if add {
@@ -66,7 +68,7 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *cachedObject, add bo
 // apply is every write of the controller's own. It is sent only while this
 // replica can prove it holds the Lease, and its context ends with that
 // proof, so no write of its own is in flight after its renew deadline.
-func (c *Controller) apply(ctx context.Context, u *cachedObject, body []byte, subresource ...string) (rv string, err error) {
+func (c *Controller) apply(ctx context.Context, u *cache.Object, body []byte, subresource ...string) (rv string, err error) {
 	until := proofOf(ctx)
 	if until == nil {
 		return "", errNotLeading
@@ -79,7 +81,7 @@ func (c *Controller) apply(ctx context.Context, u *cachedObject, body []byte, su
 		return "", context.Cause(ctx)
 	}
 	force := true
-	rv, err = c.clients.objects(c.gvr, u.GetNamespace()).Apply(ctx, u.GetName(), body,
+	rv, err = c.clients.Objects(c.gvr, u.GetNamespace()).Apply(ctx, u.GetName(), body,
 		metav1.PatchOptions{FieldManager: c.name, Force: &force}, subresource...)
 	if err != nil {
 		if staleAnswer(err, u.GetName()) {
@@ -139,7 +141,7 @@ func staleAnswer(err error, name string) bool {
 // namespace, and its UID, so the API server refuses the write, rather than
 // create an object or write onto another one of the same name, when u is
 // stale.
-func identity(u *cachedObject) map[string]any {
+func identity(u *cache.Object) map[string]any {
 	meta := map[string]any{"name": u.GetName(), "uid": string(u.GetUID())}
 	if ns := u.GetNamespace(); ns != "" {
 		meta["namespace"] = ns

@@ -1,25 +1,20 @@
 package kube
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	jsonserializer "k8s.io/apimachinery/pkg/runtime/serializer/json"
-	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/types"
-	restclientwatch "k8s.io/client-go/rest/watch"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
@@ -77,8 +72,8 @@ func BenchmarkCacheHeap(b *testing.B) {
 		keep func(*unstructured.Unstructured) any
 	}{
 		{"unstructured", func(u *unstructured.Unstructured) any { return u }},
-		{"cached", func(u *unstructured.Unstructured) any { o, _ := compact(u); return o }},
-		{"owned", func(u *unstructured.Unstructured) any { o, _ := ownedMetadata(ownedBy(u)); return o }},
+		{"cached", func(u *unstructured.Unstructured) any { o, _ := cache.Compact(u); return o }},
+		{"owned", func(u *unstructured.Unstructured) any { o, _ := cache.OwnedMetadata(ownedBy(u)); return o }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			kept := make([]any, n)
@@ -179,7 +174,7 @@ func BenchmarkProcess(b *testing.B) {
 		b.Fatal(err)
 	}
 	f.use(ctrl)
-	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
 	if err := store.Add(cached(b, benchCache())); err != nil {
 		b.Fatal(err)
 	}
@@ -196,52 +191,6 @@ func BenchmarkProcess(b *testing.B) {
 	}
 	if n := len(f.appliesTo("status")); n != 0 {
 		b.Fatalf("status applies = %d, want none: the status didn't change", n)
-	}
-}
-
-// BenchmarkWatchEvent frames and decodes watch events of a Memcached with the
-// managedFields of a settled one (its creator's, the finalizer's and the
-// status's applies): as the dynamic client's watch does, into nested maps
-// (the informer's cache would then turn them into its form), and as the
-// controller's does, straight into the cache's form.
-func BenchmarkWatchEvent(b *testing.B) {
-	u := benchCache()
-	u.SetUID("6b1f1c9e-8d7a-4c2e-9f3b-000000000042")
-	u.SetFinalizers([]string{"cache.example.com/finalizer"})
-	u.SetCreationTimestamp(metav1.Now())
-	u.SetManagedFields(settledFields())
-	obj, err := u.MarshalJSON()
-	if err != nil {
-		b.Fatal(err)
-	}
-	frame := `{"type":"MODIFIED","object":` + string(obj) + `}` + "\n"
-	const events = 100
-	stream := []byte(strings.Repeat(frame, events))
-
-	scheme := runtime.NewScheme()
-	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	envelopes := jsonserializer.NewSerializerWithOptions(jsonserializer.DefaultMetaFactory, scheme, scheme, jsonserializer.SerializerOptions{})
-	for _, tc := range []struct {
-		name              string
-		framer            runtime.Framer
-		envelope, objects runtime.Decoder
-	}{
-		{"dynamic", jsonserializer.Framer, envelopes, unstructured.UnstructuredJSONScheme},
-		{"cached", jsonLines{}, watchEventCodec{}, cachedCodec{}},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetBytes(int64(len(stream)))
-			for b.Loop() {
-				d := restclientwatch.NewDecoder(streaming.NewDecoder(tc.framer.NewFrameReader(io.NopCloser(bytes.NewReader(stream))), tc.envelope), tc.objects)
-				for range events {
-					if _, _, err := d.Decode(); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*events), "ns/event")
-		})
 	}
 }
 
@@ -263,7 +212,7 @@ func BenchmarkRelated(b *testing.B) {
 		b.Fatal(err)
 	}
 	f.use(ctrl)
-	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, ctrl.indexers())
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, ctrl.indexers())
 	for i := range sitesN {
 		if err := store.Add(cached(b, siteObject("default", fmt.Sprintf("site-%05d", i), fmt.Sprintf("content-%03d", i%configMapsN)))); err != nil {
 			b.Fatal(err)

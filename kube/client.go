@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-logr/logr"
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	"go.opentelemetry.io/contrib/bridges/otelslog"
 	"k8s.io/client-go/rest"
 
@@ -127,8 +130,11 @@ type Client struct {
 	server string
 	rt     *clientTransport
 	// cache is the informers of the resources its controllers own and
-	// read, which they share (cache.go).
-	cache *sharedCache
+	// read, which they share.
+	cache *cache.Shared
+	// log is the Client's, for what an index or mapping function does
+	// wrong.
+	log *slog.Logger
 }
 
 // NewClient returns a Client that dials c.Server with s.Host.Dial, and
@@ -146,7 +152,8 @@ func NewClient(s *humus.Setup, c Connection) (*Client, error) {
 		return nil, err
 	}
 	log := slog.New(otelslog.NewHandler(scope, otelslog.WithLoggerProvider(s.Telemetry.Resolved().LoggerProvider)))
-	return &Client{server: c.Server, rt: newTransport(s, c, log), cache: newSharedCache(log)}, nil
+	logFor := func(k cache.Key) logr.Logger { return informerLogger(log.Handler(), k) }
+	return &Client{server: c.Server, rt: newTransport(s, c, log), cache: cache.NewShared(logFor), log: log}, nil
 }
 
 // clientTransport is the Client's transport: internal/transport's, whose

@@ -12,12 +12,13 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/z5labs/humus"
@@ -41,8 +42,8 @@ type Controller struct {
 	relations []*relation // Related and References, in the order given
 	// watched is every resource the controller lists and watches, in the
 	// order of its checks: its own, each it owns, each it reads.
-	watched []cacheKey
-	cache   *sharedCache // the Client's
+	watched []cache.Key
+	cache   *cache.Shared // the Client's
 
 	clients clients
 	tel     *telemetry
@@ -78,13 +79,8 @@ type Controller struct {
 // clients are the API clients a Controller uses: built from the Client's
 // Config, or client-go's fakes in the package's tests.
 type clients struct {
-	dynamic dynamic.Interface
-	// rest is the REST client the resource's objects are listed, watched
-	// and applied through (clients.objects); nil with the fakes, whose
-	// dynamic client does it.
-	rest     rest.Interface
-	metadata metadata.Interface
-	leases   coordinationv1.LeasesGetter
+	cache.Clients
+	leases coordinationv1.LeasesGetter
 	// closeIdle closes the transport's idle connections, whose goroutines
 	// would otherwise outlive Serve by the transport's idle timeout.
 	closeIdle func()
@@ -110,11 +106,11 @@ func newClients(c *Client) (clients, error) {
 	if err != nil {
 		return clients{}, fmt.Errorf("kube: the Lease client: %w", err)
 	}
-	r, err := newObjectsREST(cfg)
+	r, err := cache.NewObjectsREST(cfg)
 	if err != nil {
 		return clients{}, fmt.Errorf("kube: the objects' client: %w", err)
 	}
-	cl := clients{dynamic: d, rest: r, metadata: m, leases: l}
+	cl := clients{Clients: cache.Clients{Dynamic: d, REST: r, Metadata: m}, leases: l}
 	if t, ok := cfg.Transport.(interface{ CloseIdleConnections() }); ok {
 		cl.closeIdle = t.CloseIdleConnections
 	}
@@ -197,14 +193,14 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 	}
 	work, cancel := context.WithCancel(context.Background())
 	owned := ps.owned
-	watched := []cacheKey{{gvr: gvr, namespace: settings.Namespace, labels: settings.LabelSelector, fields: settings.FieldSelector}}
+	watched := []cache.Key{{GVR: gvr, Namespace: settings.Namespace, Labels: settings.LabelSelector, Fields: settings.FieldSelector}}
 	for i, o := range owned {
-		watched = append(watched, cacheKey{gvr: o, namespace: settings.Namespace, labels: ps.ownedSel[i].Labels, fields: ps.ownedSel[i].Fields})
+		watched = append(watched, cache.Key{GVR: o, Namespace: settings.Namespace, Labels: ps.ownedSel[i].Labels, Fields: ps.ownedSel[i].Fields})
 	}
 	written := slices.Clone(owned)
 	for _, r := range ps.reads {
-		watched = append(watched, r.entry.key)
-		written = append(written, r.entry.key.gvr)
+		watched = append(watched, r.entry.Key())
+		written = append(written, r.entry.Key().GVR)
 	}
 	for i, rel := range ps.relations {
 		rel.name = relationName(i)
@@ -359,7 +355,7 @@ func checkParts[T any](c *Client, parts []Part) (checkedParts[T], error) {
 	var ps checkedParts[T]
 	var errs []error
 	seen := map[schema.GroupVersionResource]bool{}
-	read := map[*cacheEntry]bool{}
+	read := map[*cache.Entry]bool{}
 	checkReader := func(what string, r *reader) bool {
 		switch {
 		case r == nil:
@@ -367,7 +363,7 @@ func checkParts[T any](c *Client, parts []Part) (checkedParts[T], error) {
 		case r.err != nil:
 			errs = append(errs, fmt.Errorf("kube: %s: %w", what, r.err))
 		case c != nil && r.client != c:
-			errs = append(errs, fmt.Errorf("kube: %s: the Reader of %s reads another Client's cache: build it with the controller's Client", what, r.entry.key))
+			errs = append(errs, fmt.Errorf("kube: %s: the Reader of %s reads another Client's cache: build it with the controller's Client", what, r.entry.Key()))
 		default:
 			if !read[r.entry] {
 				read[r.entry] = true

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -739,7 +737,7 @@ func TestOwnsIgnoresAnOwnedObjectWhoseControllerIsAnother(t *testing.T) {
 }
 
 // The cache keeps no managedFields: the Object handed to a Reconciler has
-// none, and neither has an owned resource's cached metadata.
+// none (an owned resource's cached metadata is internal/cache's test).
 func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 	managed := []metav1.ManagedFieldsEntry{{
 		Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
@@ -770,38 +768,4 @@ func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 			t.Errorf("Serve = %v, want nil", err)
 		}
 	})
-
-	// An owned resource's cached metadata keeps what maps a change to its
-	// owner: its namespace, name, resourceVersion and controller reference,
-	// of its managedFields a digest of each entry, no field, and the newest
-	// time.
-	controller := metav1.OwnerReference{APIVersion: "cache.example.com/v1alpha1", Kind: "Memcached", Name: "m", UID: "u1", Controller: new(true)}
-	older, newest := metav1.NewTime(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)), metav1.NewTime(time.Date(2026, 12, 4, 10, 0, 7, 0, time.UTC))
-	stamped := []metav1.ManagedFieldsEntry{managed[0], managed[0], managed[0]}
-	stamped[0].Time, stamped[1].Time = &older, &newest
-	owned := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d", UID: "u2", ResourceVersion: "7",
-		Generation: 2, Labels: map[string]string{"app": "m"}, Annotations: map[string]string{"a": "b"}, ManagedFields: stamped,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "u3"}, controller}}}
-	var digests []managedDigest
-	for i := range stamped {
-		digests = append(digests, managedDigest{key: managedKey("kubectl", metav1.ManagedFieldsOperationUpdate, ""), sum: managedSum(&stamped[i])})
-	}
-	want := &ownedObject{namespace: "default", name: "d", resourceVersion: "7", owner: []metav1.OwnerReference{controller},
-		managed: digests, written: newest.Time}
-	same := func(got any) bool {
-		o, ok := got.(*ownedObject)
-		return ok && o.namespace == want.namespace && o.name == want.name && o.resourceVersion == want.resourceVersion &&
-			equality.Semantic.DeepEqual(o.owner, want.owner) && reflect.DeepEqual(o.managed, want.managed) && o.written.Equal(want.written)
-	}
-	got, err := ownedMetadata(owned)
-	if err != nil || !same(got) {
-		t.Errorf("an owned resource's cached metadata = %+v, %v; want %+v", got, err, want)
-	}
-	if again, err := ownedMetadata(got); err != nil || !same(again) { // idempotent, as client-go requires
-		t.Errorf("the cached metadata turned again = %+v, %v; want it unchanged", again, err)
-	}
-	kept := got.(*ownedObject)
-	if c := kept.DeepCopyObject().(*ownedObject); !same(c) || &c.owner[0] == &kept.owner[0] || &c.managed[0] == &kept.managed[0] {
-		t.Errorf("a copy of the cached metadata = %+v; want it the same, in room of its own", c)
-	}
 }

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -20,7 +22,7 @@ import (
 type objectType interface {
 	// decode decodes u into the end user's own copy: step 2 of How one
 	// key is reconciled (package doc).
-	decode(u *cachedObject) (decoded, error)
+	decode(u *cache.Object) (decoded, error)
 }
 
 // decoded is one object, decoded, ready for the end user's code.
@@ -51,7 +53,7 @@ type resourceType[Spec, Status any] struct {
 // a zero status, and statusErr says why. The object decoded again without
 // its status tells the status's error from the rest's: any error of the
 // rest is the decode's.
-func (r resourceType[Spec, Status]) decode(u *cachedObject) (decoded, error) {
+func (r resourceType[Spec, Status]) decode(u *cache.Object) (decoded, error) {
 	d := &resourceObject[Spec, Status]{typ: r, u: u}
 	err := decode(u, &d.obj)
 	if err == nil {
@@ -77,7 +79,7 @@ func (r resourceType[Spec, Status]) decode(u *cachedObject) (decoded, error) {
 // encoding/json names no field for an error of a type's own UnmarshalJSON,
 // the error of the first of the status's members (by name) that can't be
 // decoded alone, naming it.
-func statusError[Status any](u *cachedObject, status json.RawMessage, err error) error {
+func statusError[Status any](u *cache.Object, status json.RawMessage, err error) error {
 	if _, ok := errors.AsType[*decodeError](err); ok {
 		return err
 	}
@@ -103,7 +105,7 @@ func statusError[Status any](u *cachedObject, status json.RawMessage, err error)
 
 type resourceObject[Spec, Status any] struct {
 	typ       resourceType[Spec, Status]
-	u         *cachedObject
+	u         *cache.Object
 	obj       Object[Spec, Status]
 	badStatus error // why the status couldn't be decoded
 }
@@ -141,8 +143,8 @@ func (r *resourceObject[Spec, Status]) finalize(ctx context.Context) error {
 // nothing they do to it changes the cache. Fields the Go type doesn't have
 // are ignored, since a newer CRD may add them; a value of the wrong type is
 // an error naming the object and the field.
-func decode(u *cachedObject, v any) error {
-	if err := unmarshal(u, u.raw, v); err != nil {
+func decode(u *cache.Object, v any) error {
+	if err := unmarshal(u, u.Raw, v); err != nil {
 		return err
 	}
 	if m := objectMeta(v); m != nil {
@@ -173,7 +175,7 @@ func objectMeta(v any) *metav1.ObjectMeta {
 }
 
 // unmarshal decodes data, u's JSON, into v.
-func unmarshal(u *cachedObject, data []byte, v any) error {
+func unmarshal(u *cache.Object, data []byte, v any) error {
 	err := json.Unmarshal(data, v)
 	var te *json.UnmarshalTypeError
 	switch {
@@ -198,7 +200,7 @@ func (e *decodeError) Error() string { return e.msg }
 
 // describe names an object in errors and records, such as
 // "Memcached default/cache".
-func describe(u *cachedObject) string {
+func describe(u *cache.Object) string {
 	if ns := u.GetNamespace(); ns != "" {
 		return u.Kind + " " + ns + "/" + u.GetName()
 	}
@@ -211,7 +213,7 @@ type kindType[T any] struct {
 	fin func(context.Context, T) error
 }
 
-func (k kindType[T]) decode(u *cachedObject) (decoded, error) {
+func (k kindType[T]) decode(u *cache.Object) (decoded, error) {
 	d := &kindObject[T]{typ: k}
 	if err := decode(u, &d.obj); err != nil {
 		return nil, err

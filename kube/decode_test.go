@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -124,7 +126,7 @@ func TestAnyErrorDecodingTheStatusAloneGivesAZeroStatus(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u, err := decodeCached([]byte(tc.json))
+			u, err := cache.Decode([]byte(tc.json))
 			if err != nil {
 				t.Fatal(err)
 			}

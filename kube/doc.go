@@ -282,7 +282,7 @@
 // refers to. Nothing is started inside a reconcile, and nothing is
 // global: a resource owned or read by several controllers of one Client,
 // in one namespace with one Selector, is listed and watched once
-// (cache.go). Settings.ReconcileTimeout bounds each reconcile.
+// (kube/internal/cache). Settings.ReconcileTimeout bounds each reconcile.
 //
 // A read resource is cached whole (without managedFields), a resource only
 // owned as the metadata that maps a change to its owner. ReadTrimmed
@@ -506,7 +506,7 @@
 // on a Lease of each shard, with kube/internal/shard's ranges, plan and
 // filtered list and watch, each starting its informers and waiting for
 // their caches through informers.go's informing (those of what it Owns
-// and reads are the Client's shared informers, cache.go).
+// and reads are the Client's shared informers, kube/internal/cache).
 // kube/internal/elector campaigns for each Lease and renews it; term.go is
 // one term of leading, whose workers worker.go starts beside its worker
 // loop:
@@ -514,15 +514,15 @@
 //  1. Check that the resource and each resource it Owns or reads are
 //     served: list each once.
 //  2. Start the informers: the resources it reads, shared with the
-//     Client's other controllers (cache.go), first; then the resource's
+//     Client's other controllers (kube/internal/cache), first; then the resource's
 //     own, with an index for each References, and a metadata informer for
 //     each it Owns, shared too, limited to Settings.Namespace; one it Owns
 //     and reads is cached whole, as the resource's objects are. The resource's cache
 //     keeps each object as its metadata, decoded, and the JSON of the
 //     rest, without managedFields but for a 16-byte digest of each entry
-//     (cached.go), decoded into that form straight from the API server's
-//     JSON, a watch's stream framed a line at a time (objects.go,
-//     jsonscan.go); an owned resource's keeps each object's namespace,
+//     (kube/internal/cache), decoded into that form straight from the API server's
+//     JSON, a watch's stream framed a line at a time (its objects.go and
+//     framing.go); an owned resource's keeps each object's namespace,
 //     name, resourceVersion, controller owner reference, and a 16-byte
 //     digest of each managedFields entry.
 //  3. Wait for the caches to sync; Synced is healthy from then.
@@ -581,10 +581,10 @@
 // event is a reconcile's own write (ownwrites.go tells); a key is queued,
 // whatever queues it, by queue.go, over kube/internal/priorityqueue, and
 // waits there too. A worker (worker.go) takes it, looks it up in the
-// cache, whose objects cached.go keeps, holding it back for its own last
+// cache, whose objects kube/internal/cache keeps, holding it back for its own last
 // write (ownwrites.go), decodes it (decode.go), handles the finalizer and
 // calls the Reconciler (worker.go), applies the status and the
-// finalizer (apply.go, through objects.go, which reads the answer's
+// finalizer (apply.go, through kube/internal/cache's objects.go, which reads the answer's
 // resourceVersion alone), each write sent only under the term's proof of
 // the Lease (term.go), and settles the key (worker.go, with queue.go's
 // waits and backoff).

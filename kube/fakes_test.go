@@ -26,6 +26,7 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/cache"
 )
 
 // The unit tests' one fixture to run a controller on client-go's fakes,
@@ -198,7 +199,7 @@ func holder(l *coordinationv1.Lease) string {
 
 // use replaces c's clients with the fakes: the package's seam for them.
 func (f *fakeCluster) use(c *Controller) *Controller {
-	c.clients = clients{dynamic: f.dyn, metadata: f.meta, leases: f.kube.CoordinationV1()}.orNoop()
+	c.clients = clients{Clients: cache.Clients{Dynamic: f.dyn, Metadata: f.meta}, leases: f.kube.CoordinationV1()}.orNoop()
 	return c
 }
 
@@ -437,4 +438,14 @@ func awaitServe(ctrl *Controller, stop func() error, d time.Duration) (returned 
 	case <-time.After(d):
 		return false, nil
 	}
+}
+
+// cached is u as the cache keeps it.
+func cached(t testing.TB, u *unstructured.Unstructured) *cache.Object {
+	t.Helper()
+	o, err := cache.Compact(u.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.(*cache.Object)
 }

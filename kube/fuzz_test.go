@@ -6,10 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 )
 
 // FuzzDecode decodes objects from the cache, which hold whatever the API
@@ -31,7 +33,7 @@ func FuzzDecode(f *testing.F) {
 			t.Skip("not a JSON object")
 		}
 		u := &unstructured.Unstructured{Object: m}
-		c, err := compact(u.DeepCopy())
+		c, err := cache.Compact(u.DeepCopy())
 		if err != nil {
 			// Metadata the API server never sends, such as a name that
 			// isn't a string: the informer's list or watch fails with it.
@@ -40,7 +42,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		o := c.(*cachedObject)
+		o := c.(*cache.Object)
 		check := func(into string, err error, name, namespace, kind string) {
 			t.Helper()
 			if err != nil {
@@ -124,7 +126,7 @@ func FuzzOwnerKey(f *testing.F) {
 			if scope == Cluster {
 				wantKey = name
 			}
-			for _, o := range []any{obj, cache.DeletedFinalStateUnknown{Key: "k", Obj: obj}} {
+			for _, o := range []any{obj, toolscache.DeletedFinalStateUnknown{Key: "k", Obj: obj}} {
 				key, ok := c.ownerKey(o)
 				if ok != wantOK {
 					t.Fatalf("%s ownerKey(%T with owners %+v) ok = %v, want %v", scope, o, refs, ok, wantOK)

@@ -3,9 +3,11 @@ package kube
 import (
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 )
 
 // The informers' event handlers turn each event into the key of the object
@@ -21,10 +23,10 @@ import (
 // the object unchanged (a watch expired, listed again) queues nothing: a
 // resync hands the cache's own object again, a relist a new one of the
 // same resourceVersion.
-func (c *Controller) objectKeys(w *work) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerDetailedFuncs{
+func (c *Controller) objectKeys(w *work) toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
-			k, err := cache.MetaNamespaceKeyFunc(obj)
+			k, err := toolscache.MetaNamespaceKeyFunc(obj)
 			switch {
 			case err != nil:
 			case initial:
@@ -35,7 +37,7 @@ func (c *Controller) objectKeys(w *work) cache.ResourceEventHandler {
 		},
 		UpdateFunc: func(old, obj any) {
 			m, ok := obj.(metav1.Object)
-			k, err := cache.MetaNamespaceKeyFunc(obj)
+			k, err := toolscache.MetaNamespaceKeyFunc(obj)
 			if !ok || err != nil {
 				return
 			}
@@ -49,7 +51,7 @@ func (c *Controller) objectKeys(w *work) cache.ResourceEventHandler {
 			c.queueUnlessOwn(w, k, p, at, func() bool { return c.versions.redundant(k, m, c.finalizer) })
 		},
 		DeleteFunc: func(obj any) {
-			if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			if k, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 				c.queueNow(w, k, normal, time.Now())
 			}
 		},
@@ -59,7 +61,7 @@ func (c *Controller) objectKeys(w *work) cache.ResourceEventHandler {
 // writtenAt is when obj's last write was made, for an event of it that
 // arrives now: the API server stamps a write to the second (the newest
 // time among its managedFields, which the cache keeps apart, in
-// cachedObject.written or ownedObject.written, or its deletion or
+// cache.Object.written or cache.Owned.written, or its deletion or
 // creation), and the event can't have come before the write. So it is
 // the stamp's second's end, or now if earlier: never more than a second
 // after the write, and no later than the event. With no stamp, it is now.
@@ -78,15 +80,15 @@ func writtenAt(obj any) time.Time {
 // stampOf is the newest time the API server stamped obj with: among its
 // managedFields, its deletion and its creation; zero when it has none.
 func stampOf(obj any) time.Time {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+	if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
 	var at time.Time
 	switch o := obj.(type) {
-	case *cachedObject:
-		at = o.written
-	case *ownedObject:
-		at = o.written
+	case *cache.Object:
+		at = o.Written
+	case *cache.Owned:
+		at = o.Written
 	case metav1.Object:
 		for _, f := range o.GetManagedFields() {
 			if f.Time != nil && f.Time.After(at) {
@@ -111,7 +113,7 @@ func stampOf(obj any) time.Time {
 // reconcile's own write. The initial list, and an update that brings the
 // same resourceVersion, queue it at low priority; any other change at
 // normal.
-func (c *Controller) ownerKeys(w *work, gr schema.GroupResource) cache.ResourceEventHandler {
+func (c *Controller) ownerKeys(w *work, gr schema.GroupResource) toolscache.ResourceEventHandler {
 	queueOwner := func(old, obj any, p priority) {
 		m, ok := obj.(metav1.Object)
 		k, owned := c.ownerKey(obj)
@@ -125,7 +127,7 @@ func (c *Controller) ownerKeys(w *work, gr schema.GroupResource) cache.ResourceE
 		}
 		c.queueUnlessOwn(w, k, p, at, func() bool { return c.ownWrites.redundant(gr, before, m) })
 	}
-	return cache.ResourceEventHandlerDetailedFuncs{
+	return toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if initial {
 				queueOwner(nil, obj, low)
@@ -167,7 +169,7 @@ func sameVersion(old, obj any) bool {
 }
 
 func (c *Controller) ownerKey(obj any) (string, bool) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+	if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
 	m, ok := obj.(metav1.Object)

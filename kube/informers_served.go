@@ -8,11 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 )
 
 // Whether the resources the informers list and watch are served, and may
@@ -77,14 +79,14 @@ func (c *Controller) checkServed(ctx context.Context) error {
 // through the metadata client. It returns the list's resourceVersion.
 func (c *Controller) list(ctx context.Context, i int, opts metav1.ListOptions) (string, error) {
 	k := c.watched[i]
-	gvr := k.gvr
-	opts.LabelSelector, opts.FieldSelector = andSelector(opts.LabelSelector, k.labels), andSelector(opts.FieldSelector, k.fields)
+	gvr := k.GVR
+	opts.LabelSelector, opts.FieldSelector = cache.AndSelector(opts.LabelSelector, k.Labels), cache.AndSelector(opts.FieldSelector, k.Fields)
 	var list metav1.ListInterface
 	var err error
 	if i == 0 {
-		list, err = c.clients.dynamic.Resource(gvr).Namespace(k.namespace).List(ctx, opts)
+		list, err = c.clients.Dynamic.Resource(gvr).Namespace(k.Namespace).List(ctx, opts)
 	} else {
-		list, err = c.clients.metadata.Resource(gvr).Namespace(k.namespace).List(ctx, opts)
+		list, err = c.clients.Metadata.Resource(gvr).Namespace(k.Namespace).List(ctx, opts)
 	}
 	if err != nil {
 		return "", fmt.Errorf("kube: listing %s: %w", gvr, err)
@@ -114,7 +116,7 @@ func (c *Controller) probeList(i int) metav1.ListOptions {
 	if r := i - 1 - len(c.owned); r >= 0 {
 		scope = c.reads[r].scope
 	}
-	if c.watched[i].namespace == "" && scope == Namespaced {
+	if c.watched[i].Namespace == "" && scope == Namespaced {
 		selector = fields.AndSelectors(selector, fields.OneTermEqualSelector("metadata.namespace", metav1.NamespaceDefault))
 	}
 	return metav1.ListOptions{FieldSelector: selector.String(), Limit: 1}
@@ -134,12 +136,12 @@ func (c *Controller) listAndWatch(ctx context.Context, i int) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	k, opts := c.watched[i], metav1.ListOptions{ResourceVersion: rv, TimeoutSeconds: new(int64(1))}
-	gvr := k.gvr
+	gvr := k.GVR
 	var w watch.Interface
 	if i == 0 {
-		w, err = c.clients.dynamic.Resource(gvr).Namespace(k.namespace).Watch(ctx, opts)
+		w, err = c.clients.Dynamic.Resource(gvr).Namespace(k.Namespace).Watch(ctx, opts)
 	} else {
-		w, err = c.clients.metadata.Resource(gvr).Namespace(k.namespace).Watch(ctx, opts)
+		w, err = c.clients.Metadata.Resource(gvr).Namespace(k.Namespace).Watch(ctx, opts)
 	}
 	if err != nil {
 		return fmt.Errorf("kube: watching %s: %w", gvr, err)
@@ -200,12 +202,12 @@ func newServedWatch(c *Controller, ctx context.Context, fail context.CancelCause
 // handler is the i-th resource's informer's watch error handler: client-go's
 // own, which logs, and then a check when the error says the resource isn't
 // served.
-func (w *servedWatch) handler(i int) cache.WatchErrorHandlerWithContext {
-	return func(ctx context.Context, r *cache.Reflector, err error) {
+func (w *servedWatch) handler(i int) toolscache.WatchErrorHandlerWithContext {
+	return func(ctx context.Context, r *toolscache.Reflector, err error) {
 		if unserved(err) {
 			w.recheck(i)
 		}
-		cache.DefaultWatchErrorHandler(ctx, r, err)
+		toolscache.DefaultWatchErrorHandler(ctx, r, err)
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"k8s.io/klog/v2"
 
@@ -62,7 +62,7 @@ func (l *oneLease) serve(ctx, stopping context.Context, inf *informing) error {
 	// and the shared ones of the resources it owns, and wait for the
 	// caches to sync.
 	own := c.ownInformer()
-	if err := c.handle([]cache.SharedIndexInformer{own}, w, inf.watch); err != nil {
+	if err := c.handle([]toolscache.SharedIndexInformer{own}, w, inf.watch); err != nil {
 		return err
 	}
 	w.store = own.GetIndexer()
@@ -72,7 +72,7 @@ func (l *oneLease) serve(ctx, stopping context.Context, inf *informing) error {
 		return err
 	}
 	defer leaveAll(owned)
-	if !inf.start(inf.ctx, stopping, []cache.SharedIndexInformer{own}, owned...) {
+	if !inf.start(inf.ctx, stopping, []toolscache.SharedIndexInformer{own}, owned...) {
 		return nil // shutdown began, or a resource stopped being served
 	}
 	c.synced.MarkHealthy()

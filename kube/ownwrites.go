@@ -1,23 +1,18 @@
 package kube
 
 import (
-	"cmp"
 	"context"
-	"encoding/binary"
-	"hash/fnv"
 	"maps"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/z5labs/humus/kube/internal/transport"
 )
@@ -36,7 +31,7 @@ import (
 //     Client's transport records by resourceVersion.
 //   - The digests of each object's managedFields entries, which the cache
 //     keeps, and which tell whose write made a version.
-//   - markingListed, which marks the versions a list brought, which are
+//   - cache.MarkingListed, which marks the versions a list brought, which are
 //     never own writes.
 
 // rywBound is how long a write is remembered for reading one's own writes.
@@ -155,7 +150,7 @@ func (w *writtenVersions) redundant(key string, obj metav1.Object, finalizer str
 	} else {
 		w.m[key] = wr
 	}
-	return !listed(obj) && unchangedButOwn(input, obj, finalizer, w.manager)
+	return !cache.Listed(obj) && unchangedButOwn(input, obj, finalizer, w.manager)
 }
 
 // forget forgets key's writes: its object is gone, or its shard's term
@@ -182,9 +177,9 @@ func unchangedButOwn(was, now metav1.Object, finalizer, manager string) bool {
 		maps.Equal(was.GetAnnotations(), now.GetAnnotations()) &&
 		equality.Semantic.DeepEqual(was.GetOwnerReferences(), now.GetOwnerReferences()) &&
 		slices.Equal(others(was.GetFinalizers()), others(now.GetFinalizers())) &&
-		othersUnchanged(was, now,
-			managedKey(manager, metav1.ManagedFieldsOperationApply, ""),
-			managedKey(manager, metav1.ManagedFieldsOperationApply, "status"))
+		cache.OthersUnchanged(was, now,
+			cache.ManagedKey(manager, metav1.ManagedFieldsOperationApply, ""),
+			cache.ManagedKey(manager, metav1.ManagedFieldsOperationApply, "status"))
 }
 
 // changed reports whether now, the version of an object an update brings,
@@ -284,7 +279,7 @@ func (w *ownedWrites) Owns(gr schema.GroupResource) bool {
 // it.
 func (w *ownedWrites) RecordWrite(gr schema.GroupResource, namespace, name string, a transport.Answer) {
 	e := a.Writer
-	w.recordWrite(gr, namespace, name, ownedAnswer{rv: a.ResourceVersion, created: a.Created, entry: managedKey(e.Manager, e.Operation, e.Subresource)})
+	w.recordWrite(gr, namespace, name, ownedAnswer{rv: a.ResourceVersion, created: a.Created, entry: cache.ManagedKey(e.Manager, e.Operation, e.Subresource)})
 }
 
 func (w *ownedWrites) recordWrite(gr schema.GroupResource, namespace, name string, wr ownedAnswer) {
@@ -342,7 +337,7 @@ func (w *ownedWrites) redundant(gr schema.GroupResource, old, obj metav1.Object)
 		return false
 	}
 	rv := obj.GetResourceVersion()
-	relisted := old != nil && listed(obj)
+	relisted := old != nil && cache.Listed(obj)
 	last := ow.writes[len(ow.writes)-1]
 	if cmp, err := resourceversion.CompareResourceVersion(rv, last.rv); err != nil || cmp >= 0 {
 		delete(w.m, k)
@@ -368,208 +363,10 @@ func (wr ownedAnswer) made(old, obj metav1.Object) bool {
 	if old == nil {
 		return wr.created
 	}
-	after, ok := managedSumOf(obj, wr.entry)
+	after, ok := cache.SumOf(obj, wr.entry)
 	if !ok {
 		return false
 	}
-	before, ok := managedSumOf(old, wr.entry)
-	return (!ok || before != after) && othersUnchanged(old, obj, wr.entry)
-}
-
-// managedDigest is a managedFields entry's: its key, whose entry it is,
-// and its sum, of what the entry says.
-type managedDigest struct{ key, sum uint64 }
-
-// managedKey names a managedFields entry: its manager, operation and
-// subresource, which the API server keeps one entry for.
-func managedKey(manager string, op metav1.ManagedFieldsOperationType, subresource string) uint64 {
-	h := fnv.New64a()
-	for _, s := range []string{manager, string(op), subresource} {
-		_, _ = h.Write([]byte(s))
-		_, _ = h.Write([]byte{0})
-	}
-	return h.Sum64()
-}
-
-// managedSum sums what a managedFields entry says: its API version, its
-// time (to the second, as the API server keeps it) and its fields.
-func managedSum(e *metav1.ManagedFieldsEntry) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(e.APIVersion))
-	_, _ = h.Write([]byte{0})
-	if e.Time != nil {
-		_, _ = h.Write(binary.BigEndian.AppendUint64(nil, uint64(e.Time.Unix())))
-	}
-	_, _ = h.Write([]byte{0})
-	if e.FieldsV1 != nil {
-		_, _ = h.Write(e.FieldsV1.GetRawBytes())
-	}
-	return h.Sum64()
-}
-
-// managedDigests is a digest of each of obj's managedFields entries.
-func managedDigests(obj metav1.Object) []managedDigest {
-	switch o := obj.(type) {
-	case *ownedObject:
-		return o.managed
-	case *cachedObject:
-		return o.managed
-	}
-	mf := obj.GetManagedFields()
-	return appendDigests(make([]managedDigest, 0, len(mf)), mf)
-}
-
-// appendDigests appends a digest of each of mf's entries to ds.
-func appendDigests(ds []managedDigest, mf []metav1.ManagedFieldsEntry) []managedDigest {
-	for i := range mf {
-		e := &mf[i]
-		ds = append(ds, managedDigest{key: managedKey(e.Manager, e.Operation, e.Subresource), sum: managedSum(e)})
-	}
-	return ds
-}
-
-// managedRoom is room for an object's managedFields digests in what
-// keeps them, enough for most objects': one entry an applier, one each
-// for the status's and the creator's. More take a slice of their own.
-type managedRoom [3]managedDigest
-
-// keep is ds, in r if they fit.
-func (r *managedRoom) keep(ds []managedDigest) []managedDigest {
-	return append(r[:0:len(r)], ds...)
-}
-
-// managedSumOf is the sum of obj's managedFields entry of key, and whether
-// it has one.
-func managedSumOf(obj metav1.Object, key uint64) (uint64, bool) {
-	for _, d := range managedDigests(obj) {
-		if d.key == key {
-			return d.sum, true
-		}
-	}
-	return 0, false
-}
-
-// othersUnchanged reports whether old and obj have the same managedFields
-// entries but those of keys: no other writer's entry was added, dropped or
-// changed between them.
-func othersUnchanged(old, obj metav1.Object, keys ...uint64) bool {
-	others := func(o metav1.Object) []managedDigest {
-		ds := slices.DeleteFunc(slices.Clone(managedDigests(o)), func(d managedDigest) bool { return slices.Contains(keys, d.key) })
-		slices.SortFunc(ds, func(a, b managedDigest) int { return cmp.Compare(a.key, b.key) })
-		return ds
-	}
-	return slices.Equal(others(old), others(obj))
-}
-
-// A relist (a watch expired, or the API server restarted, and the informer
-// listed again) brings each object at its version now, from whatever
-// version the cache held: the versions between, which the cache never saw,
-// can be other clients' writes. Their managedFields entries tell most of
-// them, but not all: a manager that writes twice within a second, to
-// fields it already owned, leaves its entry byte-equal, as
-// kube-controller-manager does writing a Deployment's status, or a client
-// writing a ConfigMap's data twice. So an update a list brought is never
-// taken for an own write, even at the very version a write of the
-// controller's answered: it queues the key, as any change does. One
-// reconcile more after a watch gap, for a key whose write the relist
-// folded in; never one less.
-
-// listedMark marks a PartialObjectMetadata a list brought until the owned
-// informer's transform (ownedMetadata) keeps it as ownedObject.listed: its
-// metadata.selfLink, which the API server hasn't set since Kubernetes
-// 1.20, carries it from the list to the transform, and no further. The
-// watch of a streamed list has its objects checked for the informer's
-// type, so the mark can't be a type of its own.
-const listedMark = "humus.kube/listed"
-
-// markingListed is lw with the objects a list brings marked as listed: a
-// list's items, and the initial events of a watch that streams a list
-// (sendInitialEvents), up to the bookmark that ends them. Every informer's
-// list and watch go through it (newInformer).
-func markingListed(lw cache.ListWatch) cache.ListWatch {
-	if list := lw.ListWithContextFunc; list != nil {
-		lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			l, err := list(ctx, o)
-			if err != nil {
-				return l, err
-			}
-			return l, meta.EachListItem(l, func(obj runtime.Object) error {
-				markListed(obj)
-				return nil
-			})
-		}
-	}
-	if watchFn := lw.WatchFuncWithContext; watchFn != nil {
-		lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			w, err := watchFn(ctx, o)
-			if err != nil || o.SendInitialEvents == nil || !*o.SendInitialEvents {
-				return w, err
-			}
-			marked := &listedWatch{Interface: w, out: make(chan watch.Event), stop: make(chan struct{})}
-			go marked.run()
-			return marked, nil
-		}
-	}
-	return lw
-}
-
-// markListed marks obj, an object a list brought, as listed.
-func markListed(obj runtime.Object) {
-	switch o := obj.(type) {
-	case *cachedObject:
-		o.listed = true
-	case *metav1.PartialObjectMetadata:
-		o.SelfLink = listedMark //nolint:staticcheck // the API server no longer sets it: see listedMark
-	}
-}
-
-// listed reports whether a list brought obj, a cached object.
-func listed(obj metav1.Object) bool {
-	switch o := obj.(type) {
-	case *cachedObject:
-		return o.listed
-	case *ownedObject:
-		return o.listed
-	}
-	return false
-}
-
-// listedWatch is a watch that streams a list, whose initial events it
-// marks as listed on their way to the informer.
-type listedWatch struct {
-	watch.Interface
-	out      chan watch.Event
-	stop     chan struct{}
-	stopOnce sync.Once
-}
-
-func (w *listedWatch) ResultChan() <-chan watch.Event { return w.out }
-
-// Stop stops the watch, and what hands its events on, even while no one
-// reads them.
-func (w *listedWatch) Stop() {
-	w.stopOnce.Do(func() { close(w.stop) })
-	w.Interface.Stop()
-}
-
-// run hands the watch's events on, marking the initial ones, until the
-// watch ends or is stopped.
-func (w *listedWatch) run() {
-	defer close(w.out)
-	initial := true
-	for e := range w.Interface.ResultChan() {
-		switch {
-		case !initial:
-		case e.Type == watch.Added:
-			markListed(e.Object)
-		case e.Type == watch.Bookmark:
-			m, err := meta.Accessor(e.Object)
-			initial = err != nil || m.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true"
-		}
-		select {
-		case w.out <- e:
-		case <-w.stop:
-			return
-		}
-	}
+	before, ok := cache.SumOf(old, wr.entry)
+	return (!ok || before != after) && cache.OthersUnchanged(old, obj, wr.entry)
 }

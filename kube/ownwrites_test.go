@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -37,7 +39,7 @@ func TestTheEventOfAReconcilesWriteToAnOwnedObjectQueuesNothing(t *testing.T) {
 	}
 	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	configMaps := schema.GroupResource{Resource: "configmaps"}
-	ours := managedKey("memcached", metav1.ManagedFieldsOperationApply, "")
+	ours := cache.ManagedKey("memcached", metav1.ManagedFieldsOperationApply, "")
 	for _, tc := range []struct {
 		name   string
 		writes []string
@@ -246,7 +248,7 @@ func TestAWriteThatChangesNothingRecordsNoVersion(t *testing.T) {
 			h := c.ownerKeys(testWork(q), deploymentsGR)
 			cached := func(d *appsv1.Deployment) any {
 				md := &metav1.PartialObjectMetadata{TypeMeta: d.TypeMeta, ObjectMeta: d.ObjectMeta}
-				obj, err := ownedMetadata(md)
+				obj, err := cache.OwnedMetadata(md)
 				if err != nil {
 					t.Fatal(err)
 				}

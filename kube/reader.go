@@ -10,12 +10,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/z5labs/humus/kube/internal/transport"
 )
@@ -63,8 +65,8 @@ func (s Selector) check(scope Scope) error {
 }
 
 // key is the cache key of gvr's objects that s keeps.
-func (s Selector) key(gvr schema.GroupVersionResource) cacheKey {
-	return cacheKey{gvr: gvr, namespace: s.Namespace, labels: s.Labels, fields: s.Fields}
+func (s Selector) key(gvr schema.GroupVersionResource) cache.Key {
+	return cache.Key{GVR: gvr, Namespace: s.Namespace, Labels: s.Labels, Fields: s.Fields}
 }
 
 // Reader reads one resource's objects from the cache that every
@@ -79,7 +81,7 @@ type Reader[T any] struct{ *reader }
 type reader struct {
 	client *Client
 	failed sync.Map // the keys an index function failed for, each recorded once until it succeeds
-	entry  *cacheEntry
+	entry  *cache.Entry
 	gr     schema.GroupResource
 	kind   string
 	scope  Scope
@@ -126,7 +128,7 @@ func ReadTrimmed[T any](c *Client, k Kind[T], sel Selector) *Reader[T] {
 	if r.err != nil {
 		return &Reader[T]{r}
 	}
-	e, err := c.cache.trimmedEntry(sel.key(k.GVR), trimTo[T]())
+	e, err := c.cache.TrimmedEntry(sel.key(k.GVR), cache.TrimTo[T]())
 	if err != nil {
 		r.err = fmt.Errorf("kube: ReadTrimmed(%s): %w", k.GVR, err)
 		return &Reader[T]{r}
@@ -149,7 +151,7 @@ func ReadResource[Spec, Status any](c *Client, r Resource[Spec, Status], sel Sel
 func newReader[T any](c *Client, gvr schema.GroupVersionResource, kind string, scope Scope, err error, sel Selector) *reader {
 	r := newReaderOf[T](c, gvr, kind, scope, err, sel, "Read")
 	if r.err == nil {
-		r.entry = c.cache.entry(sel.key(gvr), true)
+		r.entry = c.cache.Entry(sel.key(gvr), true)
 	}
 	return r
 }
@@ -223,7 +225,7 @@ const readYourWrites = 5 * time.Second
 // awaitOwnWrite waits until store holds the object at key at least at the
 // version of the last write of it that ctx's reconcile made, if any whose
 // event hasn't come: up to readYourWrites, or until ctx ends.
-func (r *reader) awaitOwnWrite(ctx context.Context, store cache.Indexer, namespace, name, key string) error {
+func (r *reader) awaitOwnWrite(ctx context.Context, store toolscache.Indexer, namespace, name, key string) error {
 	writes, ok := transport.WritesFrom(ctx).(*ownedWrites)
 	if !ok {
 		return nil
@@ -261,7 +263,7 @@ func (r *Reader[T]) List(_ context.Context, namespace string, sel labels.Selecto
 	var cached []any
 	if namespace == "" {
 		cached = store.List()
-	} else if cached, err = store.ByIndex(cache.NamespaceIndex, namespace); err != nil {
+	} else if cached, err = store.ByIndex(toolscache.NamespaceIndex, namespace); err != nil {
 		return nil, fmt.Errorf("kube: listing %s in %s: %w", r.kind, namespace, err)
 	}
 	objs := make([]T, 0, len(cached))
@@ -283,22 +285,22 @@ func (r *Reader[T]) List(_ context.Context, namespace string, sel labels.Selecto
 
 // store is the reader's synced cache, or an error saying why there is
 // none.
-func (r *reader) store() (cache.Indexer, error) {
+func (r *reader) store() (toolscache.Indexer, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	s := r.entry.store()
+	s := r.entry.Store()
 	if s == nil {
-		return nil, fmt.Errorf("kube: reading %s: its cache hasn't synced: give the Reader to the Controller that reads it (kube.Reads), whose Serve keeps it warm", r.entry.key)
+		return nil, fmt.Errorf("kube: reading %s: its cache hasn't synced: give the Reader to the Controller that reads it (kube.Reads), whose Serve keeps it warm", r.entry.Key())
 	}
 	return s, nil
 }
 
 // decode decodes a cached object into v.
 func (r *reader) decode(cached any, v any) error {
-	u, ok := cached.(*cachedObject)
+	u, ok := cached.(*cache.Object)
 	if !ok {
-		return fmt.Errorf("kube: reading %s: the cache holds a %T", r.entry.key, cached)
+		return fmt.Errorf("kube: reading %s: the cache holds a %T", r.entry.Key(), cached)
 	}
 	return decode(u, v)
 }
@@ -343,8 +345,8 @@ func IndexBy[T any](r *Reader[T], values func(obj T) []string) *Index[T] {
 	if r.err != nil {
 		return idx
 	}
-	idx.name = r.entry.addIndex(func(obj any) (vs []string, _ error) {
-		u, ok := obj.(*cachedObject)
+	idx.name = r.entry.AddIndex(func(obj any) (vs []string, _ error) {
+		u, ok := obj.(*cache.Object)
 		if !ok {
 			return nil, nil
 		}
@@ -369,16 +371,16 @@ func IndexBy[T any](r *Reader[T], values func(obj T) []string) *Index[T] {
 // indexFailed records that an index function failed for u: an ERROR
 // record for a panic, with its stack, a WARN record for an object that
 // can't be decoded; once for u's key until the index succeeds for it.
-func (r *reader) indexFailed(u *cachedObject, err error, stack []byte) {
+func (r *reader) indexFailed(u *cache.Object, err error, stack []byte) {
 	if _, seen := r.failed.LoadOrStore(key(u), struct{}{}); seen {
 		return
 	}
 	attrs := []any{slog.String(attrResource, r.gr.String()), slog.String("object", describe(u)), slog.String("error", err.Error())}
 	if stack != nil {
-		r.client.cache.log.Error("indexing an object panicked: it is indexed by nothing until it changes", append(attrs, slog.String(attrExcStacktrace, string(stack)))...)
+		r.client.log.Error("indexing an object panicked: it is indexed by nothing until it changes", append(attrs, slog.String(attrExcStacktrace, string(stack)))...)
 		return
 	}
-	r.client.cache.log.Warn("indexing an object failed: it is indexed by nothing until it changes", attrs...)
+	r.client.log.Warn("indexing an object failed: it is indexed by nothing until it changes", attrs...)
 }
 
 // List returns the objects the index holds under value, each decoded
@@ -390,7 +392,7 @@ func (i *Index[T]) List(_ context.Context, value string) ([]T, error) {
 	}
 	cached, err := store.ByIndex(i.name, value)
 	if err != nil {
-		return nil, fmt.Errorf("kube: listing %s by an index: %w: declare each IndexBy before the controllers serve", i.r.entry.key, err)
+		return nil, fmt.Errorf("kube: listing %s by an index: %w: declare each IndexBy before the controllers serve", i.r.entry.Key(), err)
 	}
 	objs := make([]T, 0, len(cached))
 	for _, c := range cached {

@@ -9,9 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 )
 
 // Related reconciles the controller's objects that keys names when an
@@ -33,7 +35,7 @@ import (
 //
 // Related reads r: NewController checks r as Reads does.
 func Related[R any](r *Reader[R], keys func(obj R) []types.NamespacedName) Part {
-	return related{r: r.reader, mapper: func(u *cachedObject) ([]types.NamespacedName, error) {
+	return related{r: r.reader, mapper: func(u *cache.Object) ([]types.NamespacedName, error) {
 		var obj R
 		if err := decode(u, &obj); err != nil {
 			return nil, err
@@ -57,7 +59,7 @@ func Related[R any](r *Reader[R], keys func(obj R) []types.NamespacedName) Part 
 // nothing until it changes. Related's other promises hold for References
 // too.
 func References[R, T any](r *Reader[R], refs func(obj T) []types.NamespacedName) Part {
-	return related{r: r.reader, typ: reflect.TypeFor[T](), index: func(u *cachedObject) ([]types.NamespacedName, error) {
+	return related{r: r.reader, typ: reflect.TypeFor[T](), index: func(u *cache.Object) ([]types.NamespacedName, error) {
 		var obj T
 		if err := decode(u, &obj); err != nil {
 			return nil, err
@@ -71,8 +73,8 @@ type related struct {
 	// mapper maps a related object to the controller's keys (Related), or
 	// index maps a controller's object to the related objects it names
 	// (References), of type typ.
-	mapper func(u *cachedObject) ([]types.NamespacedName, error)
-	index  func(u *cachedObject) ([]types.NamespacedName, error)
+	mapper func(u *cache.Object) ([]types.NamespacedName, error)
+	index  func(u *cache.Object) ([]types.NamespacedName, error)
 	typ    reflect.Type
 }
 
@@ -89,8 +91,8 @@ type relation struct {
 
 // indexers are the indexes the controller keeps of its own objects, one
 // for each References.
-func (c *Controller) indexers() cache.Indexers {
-	idx := cache.Indexers{}
+func (c *Controller) indexers() toolscache.Indexers {
+	idx := toolscache.Indexers{}
 	for _, rel := range c.relations {
 		if rel.index != nil {
 			idx[rel.name] = c.indexFunc(rel)
@@ -103,9 +105,9 @@ func (c *Controller) indexers() cache.Indexers {
 // of the related objects it refers to. It never fails: client-go's
 // indexer panics on an index function's error, in the informer's own
 // goroutine.
-func (c *Controller) indexFunc(rel *relation) cache.IndexFunc {
+func (c *Controller) indexFunc(rel *relation) toolscache.IndexFunc {
 	return func(obj any) ([]string, error) {
-		u, ok := obj.(*cachedObject)
+		u, ok := obj.(*cache.Object)
 		if !ok {
 			return nil, nil
 		}
@@ -123,7 +125,7 @@ func (c *Controller) indexFunc(rel *relation) cache.IndexFunc {
 
 // mapRecovered runs f on u, recovering a panic; a failure is recorded once
 // for u, until f succeeds for it again.
-func (c *Controller) mapRecovered(rel *relation, u *cachedObject, f func(*cachedObject) ([]types.NamespacedName, error)) (refs []types.NamespacedName, ok bool) {
+func (c *Controller) mapRecovered(rel *relation, u *cache.Object, f func(*cache.Object) ([]types.NamespacedName, error)) (refs []types.NamespacedName, ok bool) {
 	k := key(u)
 	defer func() {
 		if p := recover(); p != nil {
@@ -143,7 +145,7 @@ func (c *Controller) mapRecovered(rel *relation, u *cachedObject, f func(*cached
 // mappingFailed records that rel's function failed for u: one ERROR
 // record for a panic, with its stack, or one WARN record for an object
 // that can't be decoded; once for u's key until its mapping succeeds.
-func (c *Controller) mappingFailed(rel *relation, u *cachedObject, k string, err error, stack []byte) {
+func (c *Controller) mappingFailed(rel *relation, u *cache.Object, k string, err error, stack []byte) {
 	if _, seen := rel.failed.LoadOrStore(k, struct{}{}); seen {
 		return
 	}
@@ -172,7 +174,7 @@ func nameKey(n types.NamespacedName) string {
 // the change; but for the change that is a reconcile's own write. The
 // initial list, and a relist or resync that brings the same version,
 // queue nothing.
-func (c *Controller) relatedKeys(rel *relation) cache.ResourceEventHandler {
+func (c *Controller) relatedKeys(rel *relation) toolscache.ResourceEventHandler {
 	gr := rel.r.gr
 	queue := func(old, obj any) {
 		was, _ := old.(metav1.Object)
@@ -187,7 +189,7 @@ func (c *Controller) relatedKeys(rel *relation) cache.ResourceEventHandler {
 			}
 		})
 	}
-	return cache.ResourceEventHandlerDetailedFuncs{
+	return toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if !initial {
 				queue(nil, obj)
@@ -200,7 +202,7 @@ func (c *Controller) relatedKeys(rel *relation) cache.ResourceEventHandler {
 			queue(old, obj)
 		},
 		DeleteFunc: func(obj any) {
-			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = tombstone.Obj
 			}
 			if m, ok := obj.(metav1.Object); ok {
@@ -230,7 +232,7 @@ func (c *Controller) referrers(rel *relation, w *work, old, obj any) []string {
 		}
 	}
 	for _, o := range []any{old, obj} {
-		u, ok := o.(*cachedObject)
+		u, ok := o.(*cache.Object)
 		if !ok {
 			continue
 		}

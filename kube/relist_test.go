@@ -6,18 +6,19 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 )
 
-// listedThrough returns what an informer's list through markingListed
+// listedThrough returns what an informer's list through cache.MarkingListed
 // brings of objs: each as the informer's store keeps it (transform).
 func listedThrough(t *testing.T, list runtime.Object, transform func(any) (any, error)) []any {
 	t.Helper()
-	lw := markingListed(cache.ListWatch{
+	lw := cache.MarkingListed(toolscache.ListWatch{
 		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) { return list, nil },
 	})
 	got, err := lw.ListWithContext(t.Context(), metav1.ListOptions{})
@@ -85,17 +86,17 @@ func TestARelistsUpdateAtAnOwnWritesVersionQueuesTheOwner(t *testing.T) {
 			d := storedDeployment(rv, replicas, entries...)
 			return &metav1.PartialObjectMetadata{TypeMeta: d.TypeMeta, ObjectMeta: d.ObjectMeta}
 		}
-		old, err := ownedMetadata(md("4", 1, ours(100), kcm))
+		old, err := cache.OwnedMetadata(md("4", 1, ours(100), kcm))
 		if err != nil {
 			t.Fatal(err)
 		}
-		now, err := ownedMetadata(md("6", 2, ours(300), kcm))
+		now, err := cache.OwnedMetadata(md("6", 2, ours(300), kcm))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if listed {
 			list := &metav1.PartialObjectMetadataList{Items: []metav1.PartialObjectMetadata{*md("6", 2, ours(300), kcm)}}
-			now = listedThrough(t, list, ownedMetadata)[0]
+			now = listedThrough(t, list, cache.OwnedMetadata)[0]
 		}
 		h.OnUpdate(old, now)
 		return len(q.added)
@@ -116,7 +117,7 @@ func TestARelistsUpdateAtAnOwnWritesVersionQueuesTheKey(t *testing.T) {
 		return map[string]any{"manager": manager, "operation": string(op), "apiVersion": "v1", "subresource": subresource,
 			"time": metav1.Unix(sec, 0).UTC().Format("2006-01-02T15:04:05Z"), "fieldsType": "FieldsV1", "fieldsV1": f}
 	}
-	obj := func(rv string, data string, entries ...map[string]any) *cachedObject {
+	obj := func(rv string, data string, entries ...map[string]any) *cache.Object {
 		raw, err := json.Marshal(map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap",
 			"metadata": map[string]any{"namespace": "default", "name": "m", "uid": "u1", "resourceVersion": rv, "managedFields": entries},
@@ -125,7 +126,7 @@ func TestARelistsUpdateAtAnOwnWritesVersionQueuesTheKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		u, err := decodeCached(raw)
+		u, err := cache.Decode(raw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,8 +138,8 @@ func TestARelistsUpdateAtAnOwnWritesVersionQueuesTheKey(t *testing.T) {
 		input := obj("3", "a", kubectl)
 		now := obj("5", "b", kubectl, own)
 		if listed {
-			list := &cachedList{Items: []*cachedObject{obj("5", "b", kubectl, own)}}
-			now = listedThrough(t, list, func(o any) (any, error) { return o, nil })[0].(*cachedObject)
+			list := &cache.List{Items: []*cache.Object{obj("5", "b", kubectl, own)}}
+			now = listedThrough(t, list, func(o any) (any, error) { return o, nil })[0].(*cache.Object)
 		}
 		q := newCountingQueue(t)
 		c := &Controller{finalizer: "cache.example.com/finalizer", versions: writtenVersions{manager: "memcached-controller"}}
@@ -146,58 +147,4 @@ func TestARelistsUpdateAtAnOwnWritesVersionQueuesTheKey(t *testing.T) {
 		c.objectKeys(testWork(q)).OnUpdate(input, now)
 		return len(q.added)
 	})
-}
-
-// A watch that streams a list (sendInitialEvents) brings it as its initial
-// events, up to the bookmark that ends them: those are listed, and the
-// events after it, and every event of a plain watch, are not.
-func TestAStreamedListsInitialEventsAreListed(t *testing.T) {
-	md := func(name, rv string) *metav1.PartialObjectMetadata {
-		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, ResourceVersion: rv}}
-	}
-	end := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "3",
-		Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
-	for _, tc := range []struct {
-		name    string
-		initial bool
-		want    []bool
-	}{
-		{"a streamed list", true, []bool{true, true, false}},
-		{"a plain watch", false, []bool{false, false, false}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fw := watch.NewFakeWithChanSize(5, false)
-			fw.Add(md("a", "1"))
-			fw.Add(md("b", "2"))
-			fw.Action(watch.Bookmark, end)
-			fw.Add(md("c", "4"))
-			lw := markingListed(cache.ListWatch{
-				WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil },
-			})
-			w, err := lw.WatchWithContext(t.Context(), metav1.ListOptions{SendInitialEvents: &tc.initial})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Stop()
-			var got []bool
-			for e := range w.ResultChan() {
-				if e.Type == watch.Bookmark {
-					continue
-				}
-				obj, err := ownedMetadata(e.Object)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, obj.(*ownedObject).listed)
-				if len(got) == len(tc.want) {
-					break
-				}
-			}
-			for i := range tc.want {
-				if i >= len(got) || got[i] != tc.want[i] {
-					t.Fatalf("listed, for each object = %v, want %v", got, tc.want)
-				}
-			}
-		})
-	}
 }

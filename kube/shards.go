@@ -9,13 +9,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	"go.opentelemetry.io/otel/attribute"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/z5labs/humus/kube/internal/elector"
@@ -113,7 +115,7 @@ type shardManager struct {
 type shardTerm struct {
 	r         shard.Range
 	w         *work
-	informers []cache.SharedIndexInformer
+	informers []toolscache.SharedIndexInformer
 	el        *elector.Elector
 	synced    atomic.Bool
 	asked     chan struct{} // closed when another replica asks for the shard, or the term is to end
@@ -506,7 +508,7 @@ func (m *shardManager) notHonoured(r shard.Range) func() {
 // API server can't filter by owner, all of them. Each keeps only r's
 // objects, whatever the API server sends: an owned object is r's when its
 // controller owner is.
-func (c *Controller) shardInformers(r shard.Range, foreign func()) []cache.SharedIndexInformer {
+func (c *Controller) shardInformers(r shard.Range, foreign func()) []toolscache.SharedIndexInformer {
 	ns, by := c.settings.Namespace, c.settings.ShardBy
 	field := func(o metav1.Object) (string, bool) { return string(o.GetUID()), true }
 	ownerField := c.ownerUID
@@ -514,18 +516,18 @@ func (c *Controller) shardInformers(r shard.Range, foreign func()) []cache.Share
 		field = func(o metav1.Object) (string, bool) { return o.GetNamespace(), true }
 		ownerField = field
 	}
-	res := c.clients.objects(c.gvr, ns)
-	list, watch := selecting(c.watched[0], res.List, res.Watch)
+	res := c.clients.Objects(c.gvr, ns)
+	list, watch := cache.Selecting(c.watched[0], res.List, res.Watch)
 	lw := &shard.ListWatch{
 		List:     list,
 		Watch:    watch,
 		Filter:   shard.Filter{Range: r, Key: field, Foreign: foreign},
 		Selector: r.Selector(string(by)),
 	}
-	infs := []cache.SharedIndexInformer{shardInformer(lw, c.clients.dynamic, c.gvr, &cachedObject{}, c.settings.Resync, c.indexers())}
+	infs := []toolscache.SharedIndexInformer{shardInformer(lw, c.clients.Dynamic, c.gvr, &cache.Object{}, c.settings.Resync, c.indexers())}
 	for i, gvr := range c.owned {
-		md := c.clients.metadata.Resource(gvr).Namespace(ns)
-		list, watch := selecting(c.watched[1+i], md.List, md.Watch)
+		md := c.clients.Metadata.Resource(gvr).Namespace(ns)
+		list, watch := cache.Selecting(c.watched[1+i], md.List, md.Watch)
 		lw := &shard.ListWatch{
 			List:   list,
 			Watch:  watch,
@@ -534,7 +536,7 @@ func (c *Controller) shardInformers(r shard.Range, foreign func()) []cache.Share
 		if by == ShardByNamespace {
 			lw.Selector, lw.Filter.Foreign = r.Selector(string(by)), foreign
 		}
-		inf := shardInformer(lw, c.clients.metadata, gvr, &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
+		inf := shardInformer(lw, c.clients.Metadata, gvr, &metav1.PartialObjectMetadata{}, 0, toolscache.Indexers{})
 		lw.Known = func(obj any) (any, bool) {
 			o, ok, err := inf.GetStore().Get(obj)
 			return o, ok && err == nil
@@ -546,8 +548,8 @@ func (c *Controller) shardInformers(r shard.Range, foreign func()) []cache.Share
 
 // shardInformer is an informer of what lw lists and watches, through
 // client, with indexers.
-func shardInformer(lw *shard.ListWatch, client any, gvr schema.GroupVersionResource, example runtime.Object, resync time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
-	return newInformer(cache.ListWatch{ListWithContextFunc: lw.ListWithContext, WatchFuncWithContext: lw.WatchWithContext}, client, gvr, example, resync, indexers)
+func shardInformer(lw *shard.ListWatch, client any, gvr schema.GroupVersionResource, example runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+	return cache.NewInformer(toolscache.ListWatch{ListWithContextFunc: lw.ListWithContext, WatchFuncWithContext: lw.WatchWithContext}, client, gvr, example, resync, indexers)
 }
 
 // ownerUID is the UID of o's controller owner when it is of the

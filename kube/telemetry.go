@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/contrib/bridges/otelslog"
 	"go.opentelemetry.io/otel/attribute"
@@ -82,8 +84,8 @@ func newTelemetry(t humus.Telemetry, name string, resource schema.GroupResource)
 // the Client's handler: the informer is the Client's, shared by its
 // controllers, so its records (the reflector's, its watch errors') name
 // its resource, humus.kube.resource, and no one controller.
-func informerLogger(h slog.Handler, key cacheKey) logr.Logger {
-	return logr.FromSlogHandler(verbosity{Handler: h.WithAttrs([]slog.Attr{slog.String(attrResource, key.gvr.GroupResource().String())})})
+func informerLogger(h slog.Handler, key cache.Key) logr.Logger {
+	return logr.FromSlogHandler(verbosity{Handler: h.WithAttrs([]slog.Attr{slog.String(attrResource, key.GVR.GroupResource().String())})})
 }
 
 // verbosity keeps client-go's records up to its V(2), "useful steady state

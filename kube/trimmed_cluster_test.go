@@ -94,7 +94,7 @@ func TestClusterATrimmedReadSeesTheReconcilesOwnWrite(t *testing.T) {
 	// restart and DNS policies, its container's pull policy and more: the
 	// cache keeps none of it.
 	u := cachedJSON(t, client, Selector{Namespace: ns}.key(deployments), ns+"/a")
-	if want := `{"spec":{"template":{"spec":{"containers":[{"image":"example.com/site:v10"}]}}}}`; string(u.raw) != want {
-		t.Errorf("the cache keeps %s, want only what imagesOnly decodes: %s", u.raw, want)
+	if want := `{"spec":{"template":{"spec":{"containers":[{"image":"example.com/site:v10"}]}}}}`; string(u.Raw) != want {
+		t.Errorf("the cache keeps %s, want only what imagesOnly decodes: %s", u.Raw, want)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -69,16 +71,13 @@ func siteDeployment(name string, replicas int64) *unstructured.Unstructured {
 }
 
 // cachedJSON is the JSON the cache of key keeps of the object at k.
-func cachedJSON(t *testing.T, client *Client, key cacheKey, k string) *cachedObject {
+func cachedJSON(t *testing.T, client *Client, key cache.Key, k string) *cache.Object {
 	t.Helper()
-	client.cache.mu.Lock()
-	e := client.cache.entries[key]
-	client.cache.mu.Unlock()
-	obj, ok, err := e.store().GetByKey(k)
+	obj, ok, err := client.cache.Entry(key, false).Store().GetByKey(k)
 	if err != nil || !ok {
 		t.Fatalf("the cache of %s holds no %s: %v", key, k, err)
 	}
-	return obj.(*cachedObject)
+	return obj.(*cache.Object)
 }
 
 // A Deployment read through ReadTrimmed is kept as what the Reader's type
@@ -109,11 +108,11 @@ func TestATrimmedReaderKeepsOnlyWhatItsTypeDecodes(t *testing.T) {
 			t.Errorf("Get(default, a) = %+v, want its replicas, ready replicas, labels, kind and owner", d)
 		}
 		u := cachedJSON(t, client, Selector{}.key(deployments), "default/a")
-		if want := `{"kind":"Deployment","apiVersion":"apps/v1","spec":{"replicas":3},"status":{"readyReplicas":2}}`; string(u.raw) != want {
-			t.Errorf("the cache keeps %s, want only what replicasOnly decodes: %s", u.raw, want)
+		if want := `{"kind":"Deployment","apiVersion":"apps/v1","spec":{"replicas":3},"status":{"readyReplicas":2}}`; string(u.Raw) != want {
+			t.Errorf("the cache keeps %s, want only what replicasOnly decodes: %s", u.Raw, want)
 		}
-		if len(u.managed) != 1 || u.ManagedFields != nil || u.Name != "a" || u.ResourceVersion == "" {
-			t.Errorf("the cache keeps metadata %+v and %d managedFields digests, want its metadata without managedFields, and the digest of its one entry", u.ObjectMeta, len(u.managed))
+		if len(cache.Digests(u)) != 1 || u.ManagedFields != nil || u.Name != "a" || u.ResourceVersion == "" {
+			t.Errorf("the cache keeps metadata %+v and %d managedFields digests, want its metadata without managedFields, and the digest of its one entry", u.ObjectMeta, len(cache.Digests(u)))
 		}
 
 		// Someone else's change reconciles the owner, and is read.
@@ -145,24 +144,24 @@ func TestATrimmedReaderKeepsOnlyWhatItsTypeDecodes(t *testing.T) {
 // A trimmed cache tells the reconcile's own writes from others' as a
 // whole one does: its objects keep their managedFields' digests.
 func TestATrimmedCachesOwnWritesQueueNothing(t *testing.T) {
-	trimmed := func(t *testing.T, rv string, sec int64) *cachedObject {
+	trimmed := func(t *testing.T, rv string, sec int64) *cache.Object {
 		t.Helper()
 		d := storedDeployment(rv, 3, managedEntry("memcached", metav1.ManagedFieldsOperationApply, "", sec, `{"f:spec":{}}`))
 		data, err := json.Marshal(d)
 		if err != nil {
 			t.Fatal(err)
 		}
-		u, err := decodeCached(data)
+		u, err := cache.Decode(data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		obj, err := trimTo[replicasOnly]().transform(u)
+		obj, err := cache.TrimTo[replicasOnly]().Transform(u)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return obj.(*cachedObject)
+		return obj.(*cache.Object)
 	}
-	ours := managedKey("memcached", metav1.ManagedFieldsOperationApply, "")
+	ours := cache.ManagedKey("memcached", metav1.ManagedFieldsOperationApply, "")
 	for _, tc := range []struct {
 		name   string
 		next   string // the version the event brings, at that second
@@ -177,8 +176,8 @@ func TestATrimmedCachesOwnWritesQueueNothing(t *testing.T) {
 			c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
 			c.ownWrites.recordWrite(deploymentsGR, "default", "d", ownedAnswer{rv: "5", entry: ours})
 			old, now := trimmed(t, "4", 4), trimmed(t, tc.next, 5)
-			if string(now.raw) != `{"kind":"Deployment","apiVersion":"apps/v1","spec":{"replicas":3},"status":{}}` {
-				t.Fatalf("the trimmed object's JSON = %s", now.raw)
+			if string(now.Raw) != `{"kind":"Deployment","apiVersion":"apps/v1","spec":{"replicas":3},"status":{}}` {
+				t.Fatalf("the trimmed object's JSON = %s", now.Raw)
 			}
 			c.ownerKeys(testWork(q), deploymentsGR).OnUpdate(old, now)
 			if got := len(q.added); got != tc.queued {
@@ -188,33 +187,15 @@ func TestATrimmedCachesOwnWritesQueueNothing(t *testing.T) {
 	}
 }
 
-// Trimming what was trimmed changes nothing, as client-go requires of a
-// transform; an object that doesn't decode into the type is kept whole,
-// for each read to fail naming its field, and stops nothing.
-func TestATrimIsIdempotentAndKeepsWholeWhatDoesntDecode(t *testing.T) {
-	tr := trimTo[replicasOnly]()
-	u, err := decodeCached([]byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","namespace":"default"},"spec":{"replicas":3,"paused":true},"status":{"readyReplicas":1}}`))
+// An object whose JSON doesn't decode into a trimmed Reader's type is
+// kept whole (internal/cache's test), so reading it fails naming the field.
+func TestAnObjectATrimKeepsWholeFailsItsReadNamingTheField(t *testing.T) {
+	bad, err := cache.Decode([]byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","namespace":"default"},"spec":{"replicas":"three"}}`))
 	if err != nil {
 		t.Fatal(err)
-	}
-	once, _ := tr.transform(u)
-	first := string(once.(*cachedObject).raw)
-	twice, _ := tr.transform(once)
-	if got := string(twice.(*cachedObject).raw); got != first || strings.Contains(got, "paused") {
-		t.Errorf("trimmed once: %s; twice: %s; want the same, without paused", first, got)
-	}
-
-	bad, err := decodeCached([]byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","namespace":"default"},"spec":{"replicas":"three"}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	whole := string(bad.raw)
-	kept, err := tr.transform(bad)
-	if err != nil || string(kept.(*cachedObject).raw) != whole {
-		t.Errorf("transform of an object that doesn't decode = %s, %v; want it whole, no error", kept.(*cachedObject).raw, err)
 	}
 	var d replicasOnly
-	if err := decode(kept.(*cachedObject), &d); err == nil || !strings.Contains(err.Error(), "field spec.replicas") {
+	if err := decode(bad, &d); err == nil || !strings.Contains(err.Error(), "field spec.replicas") {
 		t.Errorf("reading it = %v, want an error naming spec.replicas", err)
 	}
 }
@@ -248,8 +229,8 @@ func TestTwoTrimsOfOneCacheAreRefusedAndAWholeReadKeepsItWhole(t *testing.T) {
 		whole := Read(client, Kind[appsv1.Deployment]{GVR: deployments, Kind: "Deployment", Scope: Namespaced}, Selector{})
 		served(t, siteController(t, f, client, nil, testSettings(), nothing, Owns(deployments), Reads(ds), Reads(whole)))
 		settle(10 * time.Second)
-		if u := cachedJSON(t, client, Selector{}.key(deployments), "default/a"); !strings.Contains(string(u.raw), "a long argument") {
-			t.Errorf("the cache read whole too keeps %s, want the whole object", u.raw)
+		if u := cachedJSON(t, client, Selector{}.key(deployments), "default/a"); !strings.Contains(string(u.Raw), "a long argument") {
+			t.Errorf("the cache read whole too keeps %s, want the whole object", u.Raw)
 		}
 		if d, err := ds.Get(t.Context(), "default", "a"); err != nil || d.Spec.Replicas == nil || *d.Spec.Replicas != 3 || d.Status.ReadyReplicas != 2 {
 			t.Errorf("the trimmed Reader's Get of a whole cache = %+v, %v; want its replicas and ready replicas", d, err)

@@ -9,9 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/cache"
+
 	"go.opentelemetry.io/otel/attribute"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
@@ -29,7 +31,7 @@ import (
 type work struct {
 	q     queue
 	later *later
-	store cache.Indexer
+	store toolscache.Indexer
 	attrs []attribute.KeyValue // on its spans and instruments: a shard's, or none
 
 	stop     chan struct{} // closed when its workers are to take no more keys
@@ -181,7 +183,7 @@ func (c *Controller) process(ctx context.Context, w *work, item priorityqueue.It
 		c.tel.handled(ctx, item.Changed, w.attrs)
 		return
 	}
-	u := cached.(*cachedObject)
+	u := cached.(*cache.Object)
 
 	// Read your own writes: a cache older than this key's last write would
 	// reconcile, and apply, what that write already did. The watch event
@@ -248,7 +250,7 @@ func (c *Controller) settle(w *work, key string) {
 
 // reconcileOrPanic runs steps 2 to 6, recovering a panic in the end user's
 // code.
-func (c *Controller) reconcileOrPanic(ctx context.Context, u *cachedObject) (after time.Duration, pv *panicValue, err error) {
+func (c *Controller) reconcileOrPanic(ctx context.Context, u *cache.Object) (after time.Duration, pv *panicValue, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			pv = &panicValue{value: r, stack: debug.Stack()}
@@ -260,7 +262,7 @@ func (c *Controller) reconcileOrPanic(ctx context.Context, u *cachedObject) (aft
 
 // reconcile runs steps 2 to 6 for u: the decode, the finalizer, the
 // Reconciler and the status.
-func (c *Controller) reconcile(ctx context.Context, u *cachedObject) (time.Duration, error) {
+func (c *Controller) reconcile(ctx context.Context, u *cache.Object) (time.Duration, error) {
 	deleting := u.GetDeletionTimestamp() != nil
 	hasFinalizer := c.finalizer != "" && slices.Contains(u.GetFinalizers(), c.finalizer)
 	if deleting && !hasFinalizer {
@@ -366,6 +368,6 @@ func key(u metav1.Object) string {
 }
 
 // wrapf names the object an error is about.
-func wrapf(u *cachedObject, err error, format string) error {
+func wrapf(u *cache.Object, err error, format string) error {
 	return fmt.Errorf("kube: "+format+" %s: %w", describe(u), err)
 }

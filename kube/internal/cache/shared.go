@@ -1,9 +1,8 @@
-package kube
+package cache
 
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"maps"
 	"strconv"
 	"strings"
@@ -14,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -33,54 +32,57 @@ import (
 //     when the last one's Serve returns; nothing starts inside a
 //     reconcile, so Synced means every cache a reconcile reads has synced.
 //   - A resource only owned is kept as its metadata, what maps a change to
-//     its owner (ownedObject); one that is read too is kept whole, as the
-//     controller's own objects are (cachedObject: its metadata without
+//     its owner (Owned); one that is read too is kept whole, as the
+//     controller's own objects are (Object: its metadata without
 //     managedFields, and its JSON, decoded on each read); one read only
-//     through ReadTrimmed is kept as a cachedObject too, its JSON trimmed
+//     through ReadTrimmed is kept as a Object too, its JSON trimmed
 //     to what the Reader's type decodes (trim). The choice is made when
 //     its informer starts.
 //   - A controller that joins a running informer is handed every object it
 //     holds as the initial list, as a cold start would hand them.
 
-// sharedCache is the informers of one Client's controllers.
-type sharedCache struct {
-	log *slog.Logger // the Client's, for what an index function does wrong
+// Shared is the informers of one Client's controllers.
+type Shared struct {
+	logFor func(Key) logr.Logger // the logger each informer runs with
 
 	mu      sync.Mutex
-	entries map[cacheKey]*cacheEntry
+	entries map[Key]*Entry
 }
 
-func newSharedCache(log *slog.Logger) *sharedCache {
-	return &sharedCache{log: log, entries: map[cacheKey]*cacheEntry{}}
+// NewShared is a cache whose informer of each key runs with logFor's
+// logger: its records name the informer's resource, not a controller,
+// since every controller of the Client shares it.
+func NewShared(logFor func(Key) logr.Logger) *Shared {
+	return &Shared{logFor: logFor, entries: map[Key]*Entry{}}
 }
 
-// cacheKey is what one shared informer lists and watches.
-type cacheKey struct {
-	gvr       schema.GroupVersionResource
-	namespace string // "" for every namespace
-	labels    string // a label selector, or "" for every object
-	fields    string // a field selector, or ""
+// Key is what one shared informer lists and watches.
+type Key struct {
+	GVR       schema.GroupVersionResource
+	Namespace string // "" for every namespace
+	Labels    string // a label selector, or "" for every object
+	Fields    string // a field selector, or ""
 }
 
 // String names the key in errors and records, such as
 // "apps/v1, Resource=deployments in namespace shop with labels app=web".
-func (k cacheKey) String() string {
+func (k Key) String() string {
 	var b strings.Builder
-	b.WriteString(k.gvr.String())
-	if k.namespace != "" {
-		b.WriteString(" in namespace " + k.namespace)
+	b.WriteString(k.GVR.String())
+	if k.Namespace != "" {
+		b.WriteString(" in namespace " + k.Namespace)
 	}
-	if k.labels != "" {
-		b.WriteString(" with labels " + k.labels)
+	if k.Labels != "" {
+		b.WriteString(" with labels " + k.Labels)
 	}
-	if k.fields != "" {
-		b.WriteString(" with fields " + k.fields)
+	if k.Fields != "" {
+		b.WriteString(" with fields " + k.Fields)
 	}
 	return b.String()
 }
 
 // entry returns key's entry, kept whole from now on when whole.
-func (s *sharedCache) entry(key cacheKey, whole bool) *cacheEntry {
+func (s *Shared) Entry(key Key, whole bool) *Entry {
 	e := s.get(key)
 	e.mu.Lock()
 	e.whole = e.whole || whole
@@ -93,7 +95,7 @@ func (s *sharedCache) entry(key cacheKey, whole bool) *cacheEntry {
 // trim, of another type, is refused: a cache keeps its objects one way,
 // and the union of two types' fields would be a third the code declares
 // nowhere.
-func (s *sharedCache) trimmedEntry(key cacheKey, t *trim) (*cacheEntry, error) {
+func (s *Shared) TrimmedEntry(key Key, t *Trim) (*Entry, error) {
 	e := s.get(key)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -107,12 +109,12 @@ func (s *sharedCache) trimmedEntry(key cacheKey, t *trim) (*cacheEntry, error) {
 }
 
 // get returns key's entry, made if there is none.
-func (s *sharedCache) get(key cacheKey) *cacheEntry {
+func (s *Shared) get(key Key) *Entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entries[key]
 	if e == nil {
-		e = &cacheEntry{key: key, log: informerLogger(s.log.Handler(), key)}
+		e = &Entry{key: key, log: s.logFor(key)}
 		s.entries[key] = e
 	}
 	return e
@@ -128,7 +130,7 @@ const (
 )
 
 // form is how e keeps its objects, given who reads them. e.mu is held.
-func (e *cacheEntry) form() form {
+func (e *Entry) form() form {
 	switch {
 	case e.whole:
 		return keptWhole
@@ -140,7 +142,7 @@ func (e *cacheEntry) form() form {
 
 // describe says how e keeps its objects when they are kept as f, in an
 // error: "as its metadata only". e.mu is held.
-func (e *cacheEntry) describe(f form) string {
+func (e *Entry) describe(f form) string {
 	switch f {
 	case keptWhole:
 		return "whole"
@@ -150,48 +152,48 @@ func (e *cacheEntry) describe(f form) string {
 	return "as its metadata only"
 }
 
-// cacheEntry is one shared informer: while a controller runs it, its
+// Entry is one shared informer: while a controller runs it, its
 // informer, and who uses it.
-type cacheEntry struct {
-	key cacheKey
+type Entry struct {
+	key Key
 	log logr.Logger // its informer's, which names its resource
 
 	mu    sync.Mutex
 	whole bool  // read whole (Read), so kept as cachedObjects
-	trim  *trim // read trimmed (ReadTrimmed), so kept as cachedObjects trimmed by it unless whole
+	trim  *Trim // read trimmed (ReadTrimmed), so kept as cachedObjects trimmed by it unless whole
 	// The running informer, nil while no controller runs it; stop stops
 	// it, and stopped is closed once it has.
-	inf     cache.SharedIndexInformer
+	inf     toolscache.SharedIndexInformer
 	keptAs  form // as the running informer keeps its objects
 	users   int
 	stop    context.CancelFunc
 	stopped chan struct{}
 	// onError are the users' checks of the informer's list and watch
 	// errors, each told of every one.
-	onError map[*cacheUser]func(error)
+	onError map[*User]func(error)
 	// indexers are the indexes declared of its objects (IndexBy), which
 	// each informer it runs keeps from its start.
-	indexers cache.Indexers
+	indexers toolscache.Indexers
 }
 
 // addIndex declares an index of e's objects by f, and returns its name.
-func (e *cacheEntry) addIndex(f cache.IndexFunc) string {
+func (e *Entry) AddIndex(f toolscache.IndexFunc) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.indexers == nil {
-		e.indexers = cache.Indexers{}
+		e.indexers = toolscache.Indexers{}
 	}
 	name := "humus.kube.index." + strconv.Itoa(len(e.indexers))
 	e.indexers[name] = f
 	return name
 }
 
-// cacheUser is one controller's use of a shared informer, from join until
+// User is one controller's use of a shared informer, from join until
 // leave.
-type cacheUser struct {
-	e   *cacheEntry
-	inf cache.SharedIndexInformer
-	reg cache.ResourceEventHandlerRegistration // nil without a handler
+type User struct {
+	e   *Entry
+	inf toolscache.SharedIndexInformer
+	reg toolscache.ResourceEventHandlerRegistration // nil without a handler
 }
 
 // join runs e's informer for one more user: started with cl's clients and
@@ -199,7 +201,7 @@ type cacheUser struct {
 // with the user's logger. A running informer hands h every object it
 // holds, as its initial list. onError is told of every list and watch
 // error, until leave.
-func (e *cacheEntry) join(cl clients, logger logr.Logger, h cache.ResourceEventHandler, onError func(error)) (*cacheUser, error) {
+func (e *Entry) Join(cl Clients, logger logr.Logger, h toolscache.ResourceEventHandler, onError func(error)) (*User, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.inf != nil && e.form() != e.keptAs {
@@ -207,15 +209,15 @@ func (e *cacheEntry) join(cl clients, logger logr.Logger, h cache.ResourceEventH
 	}
 	start := e.inf == nil
 	if start {
-		inf, err := e.newInformer(cl)
+		inf, err := e.informer(cl)
 		if err != nil {
 			return nil, err
 		}
-		e.inf, e.keptAs, e.onError = inf, e.form(), map[*cacheUser]func(error){}
+		e.inf, e.keptAs, e.onError = inf, e.form(), map[*User]func(error){}
 	}
-	u := &cacheUser{e: e, inf: e.inf}
+	u := &User{e: e, inf: e.inf}
 	if h != nil {
-		reg, err := e.inf.AddEventHandlerWithOptions(h, cache.HandlerOptions{Logger: &logger})
+		reg, err := e.inf.AddEventHandlerWithOptions(h, toolscache.HandlerOptions{Logger: &logger})
 		if err != nil {
 			return nil, fmt.Errorf("kube: adding an event handler to %s: %w", e.key, err)
 		}
@@ -239,7 +241,7 @@ func (e *cacheEntry) join(cl clients, logger logr.Logger, h cache.ResourceEventH
 
 // synced reports whether the user's cache has synced: the informer's,
 // and the initial list handed to its handler.
-func (u *cacheUser) synced() bool {
+func (u *User) Synced() bool {
 	if u.reg != nil {
 		return u.reg.HasSynced()
 	}
@@ -249,7 +251,7 @@ func (u *cacheUser) synced() bool {
 // leave ends the use: its handler removed, once it has stopped handling
 // events, and the informer stopped, once it has stopped, when no user is
 // left.
-func (u *cacheUser) leave() {
+func (u *User) Leave() {
 	e := u.e
 	e.mu.Lock()
 	delete(e.onError, u)
@@ -263,7 +265,7 @@ func (u *cacheUser) leave() {
 	}
 	e.mu.Unlock()
 	if u.reg != nil {
-		_ = cache.ShutDownEventHandler(u.inf, u.reg)
+		_ = toolscache.ShutDownEventHandler(u.inf, u.reg)
 	}
 	if last {
 		<-stopped
@@ -271,7 +273,7 @@ func (u *cacheUser) leave() {
 }
 
 // store is the informer's store while a controller runs it, or nil.
-func (e *cacheEntry) store() cache.Indexer {
+func (e *Entry) Store() toolscache.Indexer {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.inf == nil || !e.inf.HasSynced() {
@@ -282,7 +284,7 @@ func (e *cacheEntry) store() cache.Indexer {
 
 // watchError tells each user of a list or watch error, and logs it as
 // client-go's own handler does, once.
-func (e *cacheEntry) watchError(ctx context.Context, r *cache.Reflector, err error) {
+func (e *Entry) watchError(ctx context.Context, r *toolscache.Reflector, err error) {
 	e.mu.Lock()
 	checks := make([]func(error), 0, len(e.onError))
 	for _, f := range e.onError {
@@ -292,25 +294,25 @@ func (e *cacheEntry) watchError(ctx context.Context, r *cache.Reflector, err err
 	for _, f := range checks {
 		f(err)
 	}
-	cache.DefaultWatchErrorHandler(ctx, r, err)
+	toolscache.DefaultWatchErrorHandler(ctx, r, err)
 }
 
 // newInformer is e's informer, through cl: of whole objects, through the
 // objects' REST client as the controller's own resource's, trimmed by
 // e.trim when kept so, or of their metadata, through the metadata client,
-// trimmed by ownedMetadata. It lists and watches with e's selectors, has
+// trimmed by OwnedMetadata. It lists and watches with e's selectors, has
 // no resync (an owner's would repeat the owner's own), and keeps a
 // namespace index, for List. e.mu is held.
-func (e *cacheEntry) newInformer(cl clients) (cache.SharedIndexInformer, error) {
+func (e *Entry) informer(cl Clients) (toolscache.SharedIndexInformer, error) {
 	k := e.key
-	selected := k.selected
-	var lw cache.ListWatch
+	selected := k.Selected
+	var lw toolscache.ListWatch
 	var client any
 	var example runtime.Object
 	kept := e.form()
 	if kept != keptAsMetadata {
-		res := cl.objects(k.gvr, k.namespace)
-		lw = cache.ListWatch{
+		res := cl.Objects(k.GVR, k.Namespace)
+		lw = toolscache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				return res.List(ctx, selected(o))
 			},
@@ -318,31 +320,31 @@ func (e *cacheEntry) newInformer(cl clients) (cache.SharedIndexInformer, error) 
 				return res.Watch(ctx, selected(o))
 			},
 		}
-		client, example = cl.dynamic, &cachedObject{}
+		client, example = cl.Dynamic, &Object{}
 	} else {
-		md := cl.metadata.Resource(k.gvr).Namespace(k.namespace)
-		lw = cache.ListWatch{
+		md := cl.Metadata.Resource(k.GVR).Namespace(k.Namespace)
+		lw = toolscache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return listing(md.List)(ctx, selected(o))
+				return Listing(md.List)(ctx, selected(o))
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return md.Watch(ctx, selected(o))
 			},
 		}
-		client, example = cl.metadata, &metav1.PartialObjectMetadata{}
+		client, example = cl.Metadata, &metav1.PartialObjectMetadata{}
 	}
-	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	indexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
 	maps.Copy(indexers, e.indexers)
-	inf := newInformer(lw, client, k.gvr, example, 0, indexers)
+	inf := NewInformer(lw, client, k.GVR, example, 0, indexers)
 	if err := inf.SetWatchErrorHandlerWithContext(e.watchError); err != nil {
 		return nil, fmt.Errorf("kube: setting a watch error handler: %w", err)
 	}
-	var transform cache.TransformFunc
+	var transform toolscache.TransformFunc
 	switch kept {
 	case keptAsMetadata:
-		transform = ownedMetadata
+		transform = OwnedMetadata
 	case keptTrimmed:
-		transform = e.trim.transform
+		transform = e.trim.Transform
 	}
 	if transform != nil {
 		if err := inf.SetTransform(transform); err != nil {
@@ -353,27 +355,27 @@ func (e *cacheEntry) newInformer(cl clients) (cache.SharedIndexInformer, error) 
 }
 
 // selected is o with k's selectors too.
-func (k cacheKey) selected(o metav1.ListOptions) metav1.ListOptions {
-	o.LabelSelector, o.FieldSelector = andSelector(o.LabelSelector, k.labels), andSelector(o.FieldSelector, k.fields)
+func (k Key) Selected(o metav1.ListOptions) metav1.ListOptions {
+	o.LabelSelector, o.FieldSelector = AndSelector(o.LabelSelector, k.Labels), AndSelector(o.FieldSelector, k.Fields)
 	return o
 }
 
 // selecting is list and watch, listing and watching with k's selectors
 // too.
-func selecting[L runtime.Object](k cacheKey, list func(context.Context, metav1.ListOptions) (L, error), watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) (func(context.Context, metav1.ListOptions) (runtime.Object, error), func(context.Context, metav1.ListOptions) (watch.Interface, error)) {
+func Selecting[L runtime.Object](k Key, list func(context.Context, metav1.ListOptions) (L, error), watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) (func(context.Context, metav1.ListOptions) (runtime.Object, error), func(context.Context, metav1.ListOptions) (watch.Interface, error)) {
 	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			l, err := list(ctx, k.selected(o))
+			l, err := list(ctx, k.Selected(o))
 			if err != nil {
 				return nil, err
 			}
 			return l, nil
 		}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return watchFn(ctx, k.selected(o))
+			return watchFn(ctx, k.Selected(o))
 		}
 }
 
 // andSelector is both selectors, a and b, either of which may be empty.
-func andSelector(a, b string) string {
+func AndSelector(a, b string) string {
 	switch {
 	case a == "":
 		return b
@@ -382,3 +384,6 @@ func andSelector(a, b string) string {
 	}
 	return a + "," + b
 }
+
+// Key is what e lists and watches.
+func (e *Entry) Key() Key { return e.key }

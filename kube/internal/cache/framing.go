@@ -1,4 +1,4 @@
-package kube
+package cache
 
 import (
 	"bufio"

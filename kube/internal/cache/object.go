@@ -1,4 +1,4 @@
-package kube
+package cache
 
 import (
 	"encoding/json"
@@ -13,35 +13,35 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// cachedObject is how the cache keeps each of the resource's objects: its
+// Object is how the cache keeps each of the resource's objects: its
 // metadata (its name, UID, resourceVersion, generation, finalizers and the
 // rest of metav1.ObjectMeta, but managedFields), and the JSON of the rest
 // of it, from which each reconcile decodes its own copy, its metadata
 // copied in. Both are never written once cached. The two are a third of
 // the heap of the nested maps the dynamic client decodes an object into,
 // and the informer decodes the API server's JSON straight into them
-// (decodeCached). The managedFields are kept as a digest of each entry:
+// (Decode). The managedFields are kept as a digest of each entry:
 // nothing else in the controller reads them, and each apply adds an entry
 // holding the whole set of fields it applied, often most of an object's
 // size.
-type cachedObject struct {
+type Object struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 
-	raw     []byte          // the object but its metadata
-	managed []managedDigest // one for each managedFields entry, in room if they fit
+	Raw     []byte   // the object but its metadata
+	managed []Digest // one for each managedFields entry, in room if they fit
 	room    managedRoom
 	// written is the newest time among the object's managedFields: when
 	// the API server last stamped a write of it, to the second.
-	written time.Time
+	Written time.Time
 	// listed is whether a list brought it, not a watch event
-	// (markingListed).
-	listed bool
+	// (MarkingListed).
+	Listed bool
 }
 
 // DeepCopyObject copies o. Its JSON is shared: nothing writes it.
-func (o *cachedObject) DeepCopyObject() runtime.Object {
-	c := &cachedObject{TypeMeta: o.TypeMeta, raw: o.raw, written: o.written, listed: o.listed}
+func (o *Object) DeepCopyObject() runtime.Object {
+	c := &Object{TypeMeta: o.TypeMeta, Raw: o.Raw, Written: o.Written, Listed: o.Listed}
 	c.managed = c.room.keep(o.managed)
 	o.DeepCopyInto(&c.ObjectMeta)
 	return c
@@ -52,19 +52,19 @@ func (o *cachedObject) DeepCopyObject() runtime.Object {
 // its namespace) are kept once, not once an object.
 func shared(s string) string { return unique.Make(s).Value() }
 
-// ownedMetadata is an owned resource's informer's transform: of an
+// OwnedMetadata is an owned resource's informer's transform: of an
 // object's metadata, the cache keeps what maps a change to its owner, and
 // tells the controller's own writes from others': its namespace, name,
 // resourceVersion, controller owner reference, and a digest of each of its
 // managedFields entries. No end user's code sees it. It is idempotent, as
 // client-go requires.
-func ownedMetadata(obj any) (any, error) {
+func OwnedMetadata(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil
 	}
 	listed := m.SelfLink == listedMark //nolint:staticcheck // selfLink, which the API server no longer sets, carries listedMark from the list
-	kept := &ownedObject{namespace: shared(m.Namespace), name: m.Name, resourceVersion: m.ResourceVersion, listed: listed}
+	kept := &Owned{namespace: shared(m.Namespace), name: m.Name, resourceVersion: m.ResourceVersion, Listed: listed}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
 		kept.ref[0] = metav1.OwnerReference{
 			APIVersion: shared(ref.APIVersion), Kind: shared(ref.Kind), Name: ref.Name, UID: ref.UID, Controller: &isController,
@@ -79,7 +79,7 @@ func ownedMetadata(obj any) (any, error) {
 	} else {
 		pack(&kept.name, &kept.resourceVersion)
 	}
-	kept.managed, kept.written = appendDigests(kept.room[:0], m.ManagedFields), newestWrite(m.ManagedFields)
+	kept.managed, kept.Written = appendDigests(kept.room[:0], m.ManagedFields), newestWrite(m.ManagedFields)
 	return kept, nil
 }
 
@@ -106,28 +106,28 @@ func pack(ss ...*string) {
 	}
 }
 
-// ownedObject is how an owned resource's cache keeps an object: a
-// metav1.Object of the fields ownedMetadata keeps, and no room for the
+// Owned is how an owned resource's cache keeps an object: a
+// metav1.Object of the fields OwnedMetadata keeps, and no room for the
 // others, which read as empty. An owned object is cached for each object
 // the controller reconciles, often more: metav1.ObjectMeta's room for
 // every field would be twice the size of what it keeps.
-type ownedObject struct {
+type Owned struct {
 	namespace, name, resourceVersion string
 	owner                            []metav1.OwnerReference // ref[:], if it has a controller reference
 	ref                              [1]metav1.OwnerReference
 
-	managed []managedDigest // one for each managedFields entry, in room if they fit
+	managed []Digest // one for each managedFields entry, in room if they fit
 	room    managedRoom
 	// written is the newest time among the object's managedFields, to the
 	// second: when the API server last stamped a write of it.
-	written time.Time
+	Written time.Time
 	// listed is whether a list brought it, not a watch event
-	// (markingListed).
-	listed bool
+	// (MarkingListed).
+	Listed bool
 }
 
 // DeepCopyObject copies o.
-func (o *ownedObject) DeepCopyObject() runtime.Object {
+func (o *Owned) DeepCopyObject() runtime.Object {
 	c := *o
 	if len(o.owner) > 0 && &o.owner[0] == &o.ref[0] {
 		c.owner = c.ref[:] // its own, not o's
@@ -136,38 +136,38 @@ func (o *ownedObject) DeepCopyObject() runtime.Object {
 	return &c
 }
 
-func (o *ownedObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (o *Owned) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-func (o *ownedObject) GetNamespace() string                            { return o.namespace }
-func (o *ownedObject) SetNamespace(s string)                           { o.namespace = s }
-func (o *ownedObject) GetName() string                                 { return o.name }
-func (o *ownedObject) SetName(s string)                                { o.name = s }
-func (o *ownedObject) GetResourceVersion() string                      { return o.resourceVersion }
-func (o *ownedObject) SetResourceVersion(s string)                     { o.resourceVersion = s }
-func (o *ownedObject) GetOwnerReferences() []metav1.OwnerReference     { return o.owner }
-func (o *ownedObject) SetOwnerReferences(refs []metav1.OwnerReference) { o.owner = refs }
-func (o *ownedObject) GetGenerateName() string                         { return "" }
-func (o *ownedObject) SetGenerateName(string)                          {}
-func (o *ownedObject) GetUID() types.UID                               { return "" }
-func (o *ownedObject) SetUID(types.UID)                                {}
-func (o *ownedObject) GetGeneration() int64                            { return 0 }
-func (o *ownedObject) SetGeneration(int64)                             {}
-func (o *ownedObject) GetSelfLink() string                             { return "" }
-func (o *ownedObject) SetSelfLink(string)                              {}
-func (o *ownedObject) GetCreationTimestamp() metav1.Time               { return metav1.Time{} }
-func (o *ownedObject) SetCreationTimestamp(metav1.Time)                {}
-func (o *ownedObject) GetDeletionTimestamp() *metav1.Time              { return nil }
-func (o *ownedObject) SetDeletionTimestamp(*metav1.Time)               {}
-func (o *ownedObject) GetDeletionGracePeriodSeconds() *int64           { return nil }
-func (o *ownedObject) SetDeletionGracePeriodSeconds(*int64)            {}
-func (o *ownedObject) GetLabels() map[string]string                    { return nil }
-func (o *ownedObject) SetLabels(map[string]string)                     {}
-func (o *ownedObject) GetAnnotations() map[string]string               { return nil }
-func (o *ownedObject) SetAnnotations(map[string]string)                {}
-func (o *ownedObject) GetFinalizers() []string                         { return nil }
-func (o *ownedObject) SetFinalizers([]string)                          {}
-func (o *ownedObject) GetManagedFields() []metav1.ManagedFieldsEntry   { return nil }
-func (o *ownedObject) SetManagedFields([]metav1.ManagedFieldsEntry)    {}
+func (o *Owned) GetNamespace() string                            { return o.namespace }
+func (o *Owned) SetNamespace(s string)                           { o.namespace = s }
+func (o *Owned) GetName() string                                 { return o.name }
+func (o *Owned) SetName(s string)                                { o.name = s }
+func (o *Owned) GetResourceVersion() string                      { return o.resourceVersion }
+func (o *Owned) SetResourceVersion(s string)                     { o.resourceVersion = s }
+func (o *Owned) GetOwnerReferences() []metav1.OwnerReference     { return o.owner }
+func (o *Owned) SetOwnerReferences(refs []metav1.OwnerReference) { o.owner = refs }
+func (o *Owned) GetGenerateName() string                         { return "" }
+func (o *Owned) SetGenerateName(string)                          {}
+func (o *Owned) GetUID() types.UID                               { return "" }
+func (o *Owned) SetUID(types.UID)                                {}
+func (o *Owned) GetGeneration() int64                            { return 0 }
+func (o *Owned) SetGeneration(int64)                             {}
+func (o *Owned) GetSelfLink() string                             { return "" }
+func (o *Owned) SetSelfLink(string)                              {}
+func (o *Owned) GetCreationTimestamp() metav1.Time               { return metav1.Time{} }
+func (o *Owned) SetCreationTimestamp(metav1.Time)                {}
+func (o *Owned) GetDeletionTimestamp() *metav1.Time              { return nil }
+func (o *Owned) SetDeletionTimestamp(*metav1.Time)               {}
+func (o *Owned) GetDeletionGracePeriodSeconds() *int64           { return nil }
+func (o *Owned) SetDeletionGracePeriodSeconds(*int64)            {}
+func (o *Owned) GetLabels() map[string]string                    { return nil }
+func (o *Owned) SetLabels(map[string]string)                     {}
+func (o *Owned) GetAnnotations() map[string]string               { return nil }
+func (o *Owned) SetAnnotations(map[string]string)                {}
+func (o *Owned) GetFinalizers() []string                         { return nil }
+func (o *Owned) SetFinalizers([]string)                          {}
+func (o *Owned) GetManagedFields() []metav1.ManagedFieldsEntry   { return nil }
+func (o *Owned) SetManagedFields([]metav1.ManagedFieldsEntry)    {}
 
 // newestWrite is the newest time among fields, a managedFields: when the
 // API server last stamped a write of their object, to the second; zero
@@ -183,19 +183,19 @@ func newestWrite(fields []metav1.ManagedFieldsEntry) time.Time {
 }
 
 // trim is how a cache read only through ReadTrimmed keeps its objects:
-// each a cachedObject whose JSON is only what typ, the Reader's type,
+// each a Object whose JSON is only what typ, the Reader's type,
 // decodes. A Deployment's pod template, kilobytes that a Reconciler
 // reading its replicas and status never looks at, isn't kept.
-type trim struct {
+type Trim struct {
 	typ reflect.Type
-	// keep is the JSON of what typ decodes of raw, a cachedObject's,
-	// encoded again, without metadata: the cachedObject keeps its own.
+	// keep is the JSON of what typ decodes of raw, a Object's,
+	// encoded again, without metadata: the Object keeps its own.
 	keep func(raw []byte) ([]byte, error)
 }
 
-// trimTo is the trim of a cache read as T.
-func trimTo[T any]() *trim {
-	return &trim{typ: reflect.TypeFor[T](), keep: func(raw []byte) ([]byte, error) {
+// TrimTo is the trim of a cache read as T.
+func TrimTo[T any]() *Trim {
+	return &Trim{typ: reflect.TypeFor[T](), keep: func(raw []byte) ([]byte, error) {
 		var v T
 		if err := json.Unmarshal(raw, &v); err != nil {
 			return nil, err
@@ -215,13 +215,13 @@ func trimTo[T any]() *trim {
 // it fails naming the field, as a whole cache's would, and the informer
 // goes on. Trimming what was trimmed changes nothing, as client-go
 // requires of a transform.
-func (t *trim) transform(obj any) (any, error) {
-	u, ok := obj.(*cachedObject)
+func (t *Trim) Transform(obj any) (any, error) {
+	u, ok := obj.(*Object)
 	if !ok {
 		return obj, nil
 	}
-	if raw, err := t.keep(u.raw); err == nil {
-		u.raw = raw
+	if raw, err := t.keep(u.Raw); err == nil {
+		u.Raw = raw
 	}
 	return u, nil
 }

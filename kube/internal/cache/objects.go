@@ -1,4 +1,4 @@
-package kube
+package cache
 
 import (
 	"context"
@@ -15,32 +15,43 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/z5labs/humus/kube/internal/shard"
 )
 
-// objectsAPI is the controller's resource, in a namespace or all of them,
+// Objects is the controller's resource, in a namespace or all of them,
 // as the controller reads and writes it: the informer's list and watch,
 // whose objects are cachedObjects, and the controller's applies, whose
 // answer is the object's resourceVersion after the write.
-type objectsAPI interface {
+type Objects interface {
 	List(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Apply(ctx context.Context, name string, body []byte, opts metav1.PatchOptions, subresource ...string) (resourceVersion string, err error)
 }
 
-// objects is the API of gvr's objects in namespace (all of them when
-// empty): through the Client's REST client, or the dynamic client when
-// the clients are client-go's fakes.
-func (cl clients) objects(gvr schema.GroupVersionResource, namespace string) objectsAPI {
-	if cl.rest == nil {
-		return dynamicObjects{cl.dynamic.Resource(gvr).Namespace(namespace)}
-	}
-	return restObjects{rest: cl.rest, gvr: gvr, namespace: namespace}
+// Clients are the API clients the cache lists and watches through: built
+// from a Client's Config, or client-go's fakes in tests.
+type Clients struct {
+	Dynamic dynamic.Interface
+	// REST is the client whole objects are listed, watched and applied
+	// through (Objects); nil with the fakes, whose dynamic client does it.
+	REST     rest.Interface
+	Metadata metadata.Interface
 }
 
-// restObjects is objectsAPI on the API server's JSON, decoded by
+// Objects is the API of gvr's objects in namespace (all of them when
+// empty): through the REST client, or the dynamic client when the
+// clients are client-go's fakes.
+func (cl Clients) Objects(gvr schema.GroupVersionResource, namespace string) Objects {
+	if cl.REST == nil {
+		return dynamicObjects{cl.Dynamic.Resource(gvr).Namespace(namespace)}
+	}
+	return restObjects{rest: cl.REST, gvr: gvr, namespace: namespace}
+}
+
+// restObjects is Objects on the API server's JSON, decoded by
 // cachedSerializer: a watch event's or a list's objects straight into
 // cachedObjects, where the dynamic client scans a watch event three times
 // and decodes its object into nested maps, which the informer's transform
@@ -53,9 +64,9 @@ type restObjects struct {
 	namespace string
 }
 
-// newObjectsREST is the REST client restObjects request through: the
+// NewObjectsREST is the REST client restObjects request through: the
 // config's, with JSON for its content and cachedSerializer to decode it.
-func newObjectsREST(cfg *rest.Config) (*rest.RESTClient, error) {
+func NewObjectsREST(cfg *rest.Config) (*rest.RESTClient, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = "application/json"
 	cfg.AcceptContentTypes = "application/json"
@@ -81,7 +92,7 @@ func (o restObjects) path(name string, subresource ...string) []string {
 }
 
 func (o restObjects) List(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	list := &cachedList{}
+	list := &List{}
 	err := o.rest.Get().AbsPath(o.path("")...).
 		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, metav1.SchemeGroupVersion).
 		Do(ctx).Into(list)
@@ -106,7 +117,7 @@ func (o restObjects) Apply(ctx context.Context, name string, body []byte, opts m
 	return w.resourceVersion, err
 }
 
-// dynamicObjects is objectsAPI on a dynamic client (client-go's fake, in
+// dynamicObjects is Objects on a dynamic client (client-go's fake, in
 // the package's tests): its objects turned into cachedObjects by compact.
 type dynamicObjects struct{ res dynamic.ResourceInterface }
 
@@ -115,14 +126,14 @@ func (o dynamicObjects) List(ctx context.Context, opts metav1.ListOptions) (runt
 	if err != nil {
 		return nil, err
 	}
-	list := &cachedList{TypeMeta: metav1.TypeMeta{APIVersion: l.GetAPIVersion(), Kind: l.GetKind()}}
+	list := &List{TypeMeta: metav1.TypeMeta{APIVersion: l.GetAPIVersion(), Kind: l.GetKind()}}
 	list.ResourceVersion, list.Continue = l.GetResourceVersion(), l.GetContinue()
 	for i := range l.Items {
-		c, err := compact(&l.Items[i])
+		c, err := Compact(&l.Items[i])
 		if err != nil {
 			return nil, err
 		}
-		list.Items = append(list.Items, c.(*cachedObject))
+		list.Items = append(list.Items, c.(*Object))
 	}
 	return list, nil
 }
@@ -136,7 +147,7 @@ func (o dynamicObjects) Watch(ctx context.Context, opts metav1.ListOptions) (wat
 		if e.Type == watch.Error {
 			return e, true // its Status, as the reflector reads it
 		}
-		if c, err := compact(e.Object); err == nil {
+		if c, err := Compact(e.Object); err == nil {
 			e.Object = c.(runtime.Object)
 		}
 		return e, true
@@ -151,20 +162,20 @@ func (o dynamicObjects) Apply(ctx context.Context, name string, body []byte, opt
 	return res.GetResourceVersion(), nil
 }
 
-// cachedList is a list of the resource's objects, decoded into the cache's
+// List is a list of the resource's objects, decoded into the cache's
 // form.
-type cachedList struct {
+type List struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata"`
-	Items           []*cachedObject `json:"items"`
+	Items           []*Object `json:"items"`
 }
 
 // DeepCopyObject copies l and its objects.
-func (l *cachedList) DeepCopyObject() runtime.Object {
-	c := &cachedList{TypeMeta: l.TypeMeta, Items: make([]*cachedObject, len(l.Items))}
+func (l *List) DeepCopyObject() runtime.Object {
+	c := &List{TypeMeta: l.TypeMeta, Items: make([]*Object, len(l.Items))}
 	l.DeepCopyInto(&c.ListMeta)
 	for i, o := range l.Items {
-		c.Items[i] = o.DeepCopyObject().(*cachedObject)
+		c.Items[i] = o.DeepCopyObject().(*Object)
 	}
 	return c
 }
@@ -195,8 +206,8 @@ func (*writtenObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObj
 func (w *writtenObject) DeepCopyObject() runtime.Object { c := *w; return &c }
 
 // cachedSerializer decodes the API server's JSON answers for restObjects:
-// into a cachedList or a writtenObject when asked to; a watch event into
-// its type and its object's JSON, then the object into a cachedObject; a
+// into a List or a writtenObject when asked to; a watch event into
+// its type and its object's JSON, then the object into a Object; a
 // Status, the answer of a failed request and the object of a watch's
 // ERROR event, into a metav1.Status. It encodes nothing: restObjects sends
 // the JSON it is given.
@@ -232,7 +243,7 @@ type cachedCodec struct{}
 
 func (cachedCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
 	switch into := into.(type) {
-	case *cachedList:
+	case *List:
 		var l struct {
 			metav1.TypeMeta `json:",inline"`
 			metav1.ListMeta `json:"metadata"`
@@ -242,12 +253,12 @@ func (cachedCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.
 			return nil, nil, fmt.Errorf("kube: decoding a list: %w", err)
 		}
 		into.TypeMeta, into.ListMeta = l.TypeMeta, l.ListMeta
-		into.Items = make([]*cachedObject, 0, len(l.Items))
+		into.Items = make([]*Object, 0, len(l.Items))
 		// The API server leaves the kind out of a built-in resource's
 		// list's items: each is the list's, as the dynamic client has it.
 		kind := metav1.TypeMeta{APIVersion: l.APIVersion, Kind: strings.TrimSuffix(l.Kind, "List")}
 		for _, item := range l.Items {
-			o, err := decodeCached(item)
+			o, err := Decode(item)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -266,7 +277,7 @@ func (cachedCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.
 	default:
 		return nil, nil, fmt.Errorf("kube: the objects' client decodes no %T", into)
 	}
-	o, err := decodeCached(data)
+	o, err := Decode(data)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -312,11 +323,11 @@ func (watchEventCodec) Encode(runtime.Object, io.Writer) error { return errNoEnc
 
 func (watchEventCodec) Identifier() runtime.Identifier { return "kube-watch-event-json" }
 
-// decodeCached decodes an object's JSON into a cachedObject: its metadata
+// Decode decodes an object's JSON into a Object: its metadata
 // decoded, without managedFields but their digests, and the rest of its
 // members as they are, without decoding them.
-func decodeCached(data []byte) (*cachedObject, error) {
-	o := &cachedObject{}
+func Decode(data []byte) (*Object, error) {
+	o := &Object{}
 	var meta []byte
 	rest := make([][]byte, 0, 4)
 	size := 2
@@ -341,7 +352,7 @@ func decodeCached(data []byte) (*cachedObject, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube: caching an object: %w", err)
 	}
-	o.managed, o.written = appendDigests(o.room[:0], o.ManagedFields), newestWrite(o.ManagedFields)
+	o.managed, o.Written = appendDigests(o.room[:0], o.ManagedFields), newestWrite(o.ManagedFields)
 	o.ManagedFields = nil
 	o.APIVersion, o.Kind, o.Namespace = shared(o.APIVersion), shared(o.Kind), shared(o.Namespace)
 	for i, f := range o.Finalizers {
@@ -356,26 +367,26 @@ func decodeCached(data []byte) (*cachedObject, error) {
 		}
 		raw = append(raw, m...)
 	}
-	o.raw = append(raw, '}')
+	o.Raw = append(raw, '}')
 	return o, nil
 }
 
 // setKind gives o, an object without its API version and kind, those of
 // kind: in its TypeMeta, and in its JSON, from which a reconcile decodes
 // its copy.
-func (o *cachedObject) setKind(kind metav1.TypeMeta) {
+func (o *Object) setKind(kind metav1.TypeMeta) {
 	o.APIVersion, o.Kind = shared(kind.APIVersion), shared(kind.Kind)
 	raw, _ := json.Marshal(kind) // {"kind":…,"apiVersion":…}, two strings
-	if len(o.raw) > 2 {          // not {}: its members follow
-		raw = append(append(raw[:len(raw)-1], ','), o.raw[1:]...)
+	if len(o.Raw) > 2 {          // not {}: its members follow
+		raw = append(append(raw[:len(raw)-1], ','), o.Raw[1:]...)
 	}
-	o.raw = raw
+	o.Raw = raw
 }
 
-// compact turns the dynamic client's object into a cachedObject, as
-// decodeCached does the API server's JSON. Any other value, such as an
+// compact turns the dynamic client's object into a Object, as
+// Decode does the API server's JSON. Any other value, such as an
 // object it already turned, is kept as it is.
-func compact(obj any) (any, error) {
+func Compact(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil
@@ -384,7 +395,7 @@ func compact(obj any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube: caching %s: %w", u.GetName(), err)
 	}
-	o, err := decodeCached(data)
+	o, err := Decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("kube: caching %s: %w", u.GetName(), err)
 	}

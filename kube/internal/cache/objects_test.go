@@ -1,7 +1,8 @@
-package kube
+package cache
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -33,7 +34,7 @@ func objectsServer(t *testing.T, answer func(w http.ResponseWriter, r *http.Requ
 		answer(w, r, body)
 	}))
 	t.Cleanup(srv.Close)
-	rc, err := newObjectsREST(&rest.Config{Host: srv.URL})
+	rc, err := NewObjectsREST(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func wantRequest(t *testing.T, r *http.Request, method, path string, query url.V
 // checkMemcached fails the test unless o is testMemcachedJSON as the cache
 // keeps it: its metadata without managedFields, but their digests and
 // newest time, and the rest of its JSON.
-func checkMemcached(t *testing.T, o *cachedObject) {
+func checkMemcached(t *testing.T, o *Object) {
 	t.Helper()
 	var want struct {
 		metav1.TypeMeta   `json:",inline"`
@@ -60,17 +61,17 @@ func checkMemcached(t *testing.T, o *cachedObject) {
 	if err := json.Unmarshal([]byte(testMemcachedJSON), &want); err != nil {
 		t.Fatal(err)
 	}
-	digests, newest := managedDigests(&want.ObjectMeta), want.ManagedFields[1].Time.Time
+	digests, newest := Digests(&want.ObjectMeta), want.ManagedFields[1].Time.Time
 	want.ManagedFields = nil
 	if o.TypeMeta != want.TypeMeta || !reflect.DeepEqual(o.ObjectMeta, want.ObjectMeta) {
 		t.Errorf("cached %+v %+v, want %+v %+v", o.TypeMeta, o.ObjectMeta, want.TypeMeta, want.ObjectMeta)
 	}
-	if !reflect.DeepEqual(o.managed, digests) || !o.written.Equal(newest) {
-		t.Errorf("cached managedFields %v written %v, want %v and %v", o.managed, o.written, digests, newest)
+	if !reflect.DeepEqual(o.managed, digests) || !o.Written.Equal(newest) {
+		t.Errorf("cached managedFields %v written %v, want %v and %v", o.managed, o.Written, digests, newest)
 	}
 	const rest = `{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","spec":{"size":3,"image":"memcached:1.6"},"status":{"readyReplicas":2}}`
-	if string(o.raw) != rest {
-		t.Errorf("cached JSON %s, want %s", o.raw, rest)
+	if string(o.Raw) != rest {
+		t.Errorf("cached JSON %s, want %s", o.Raw, rest)
 	}
 }
 
@@ -89,7 +90,7 @@ func TestObjectsListDecodesIntoTheCachesForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	list := got.(*cachedList)
+	list := got.(*List)
 	if list.ResourceVersion != "12" || list.Continue != "c" || list.Kind != "MemcachedList" || len(list.Items) != 3 {
 		t.Fatalf("list %+v %+v with %d items, want resourceVersion 12, continue c and 3 items", list.TypeMeta, list.ListMeta, len(list.Items))
 	}
@@ -99,11 +100,11 @@ func TestObjectsListDecodesIntoTheCachesForm(t *testing.T) {
 		`{"kind":"Memcached","apiVersion":"cache.example.com/v1alpha1"}`,
 	} {
 		o := list.Items[i+1]
-		if o.Kind != "Memcached" || o.APIVersion != "cache.example.com/v1alpha1" || string(o.raw) != raw {
-			t.Errorf("an item sent without its kind: cached %+v %s, want the list's kind and %s", o.TypeMeta, o.raw, raw)
+		if o.Kind != "Memcached" || o.APIVersion != "cache.example.com/v1alpha1" || string(o.Raw) != raw {
+			t.Errorf("an item sent without its kind: cached %+v %s, want the list's kind and %s", o.TypeMeta, o.Raw, raw)
 		}
 	}
-	cp := list.DeepCopyObject().(*cachedList)
+	cp := list.DeepCopyObject().(*List)
 	checkMemcached(t, cp.Items[0])
 	if &cp.Items[0].managed[0] == &list.Items[0].managed[0] {
 		t.Error("a copy of the list shares its objects' managedFields digests' room")
@@ -115,7 +116,7 @@ func TestObjectsListDecodesIntoTheCachesForm(t *testing.T) {
 }
 
 // A watch is sent with its options, and its events decoded: an object
-// into a cachedObject, a bookmark too, with its annotation, and an ERROR
+// into a Object, a bookmark too, with its annotation, and an ERROR
 // event's Status into a metav1.Status, as the reflector reads them.
 func TestObjectsWatchDecodesEachEvent(t *testing.T) {
 	objects := objectsServer(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
@@ -147,12 +148,12 @@ func TestObjectsWatchDecodesEachEvent(t *testing.T) {
 	if len(events) != 3 {
 		t.Fatalf("%d events, want 3: %v", len(events), events)
 	}
-	if o, ok := events[0].Object.(*cachedObject); !ok || events[0].Type != watch.Added {
-		t.Errorf("first event %s %T, want ADDED *cachedObject", events[0].Type, events[0].Object)
+	if o, ok := events[0].Object.(*Object); !ok || events[0].Type != watch.Added {
+		t.Errorf("first event %s %T, want ADDED *Object", events[0].Type, events[0].Object)
 	} else {
 		checkMemcached(t, o)
 	}
-	if o, ok := events[1].Object.(*cachedObject); !ok || events[1].Type != watch.Bookmark ||
+	if o, ok := events[1].Object.(*Object); !ok || events[1].Type != watch.Bookmark ||
 		o.ResourceVersion != "12" || o.Annotations[metav1.InitialEventsAnnotationKey] != "true" {
 		t.Errorf("second event %s %#v, want a BOOKMARK at 12 that ends the initial events", events[1].Type, events[1].Object)
 	}
@@ -163,7 +164,7 @@ func TestObjectsWatchDecodesEachEvent(t *testing.T) {
 
 // An apply is sent as the dynamic client sends it, and its answer read for
 // the object's resourceVersion; a refused one is the API server's Status
-// error, with the details staleAnswer reads.
+// error, with its details, which the controller reads.
 func TestObjectsApplyReturnsTheResourceVersion(t *testing.T) {
 	const body = `{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"m","uid":"u-1"},"status":{"readyReplicas":3}}`
 	var refuse atomic.Bool
@@ -188,7 +189,8 @@ func TestObjectsApplyReturnsTheResourceVersion(t *testing.T) {
 	}
 	refuse.Store(true)
 	_, err = objects.Apply(t.Context(), "m", []byte(body), opts, "status")
-	if !apierrors.IsConflict(err) || !staleAnswer(err, "m") {
+	var status apierrors.APIStatus
+	if !apierrors.IsConflict(err) || !errors.As(err, &status) || status.Status().Details == nil || status.Status().Details.Name != "m" {
 		t.Errorf("a refused Apply's error %v, want the API server's Conflict naming m", err)
 	}
 }
