@@ -69,9 +69,13 @@ type Settings struct {
 
 	// ReconcileTimeout bounds each reconcile: the context the Reconciler
 	// (or a Finalize's f) is handed ends this long after it is called, and
-	// a reconcile that hasn't returned by then is retried with backoff, as
+	// a reconcile that then returns an error is retried with backoff, as
 	// an error is, its span and its outcome (timeout) saying so. The status
-	// it returns is still applied. A Reconciler that ignores its context
+	// it returns is still applied. One that returns nil late has succeeded,
+	// whenever it comes: its Result.After holds, and a Finalize's f that
+	// cleaned up has its finalizer removed; the overrun is recorded (the
+	// span event humus.kube.reconcile.overran and a WARN record, "reconcile
+	// succeeded after its timeout"). A Reconciler that ignores its context
 	// still holds its worker until it returns. Default 0: no bound, as
 	// client-go and controller-runtime default; otherwise positive
 	// (CheckReconcileTimeout).

@@ -42,6 +42,11 @@ const (
 	attrExcMessage    = "exception.message"
 	attrExcStacktrace = "exception.stacktrace"
 	attrFailures      = "failures" // on a failure's record: the failures it counts
+	// On a reconcile that succeeded after Settings.ReconcileTimeout: its
+	// span event, the bound, and how long it ran.
+	eventOverran = "humus.kube.reconcile.overran"
+	attrTimeout  = "humus.kube.reconcile.timeout"
+	attrTook     = "humus.kube.reconcile.ran"
 )
 
 // telemetry is what a controller records with, all from s.Telemetry under
@@ -177,6 +182,16 @@ func (r *reconcileRecord) timedOut(err error) {
 	r.span.SetStatus(codes.Error, err.Error())
 	r.warn("reconcile timed out", err)
 	r.end(timedOut)
+}
+
+// overran records a reconcile or a Finalize's f that returned nil after
+// Settings.ReconcileTimeout, bound, ended its context: a success, with the
+// span event humus.kube.reconcile.overran and a WARN record, each saying
+// the bound and how long it ran.
+func (t *telemetry) overran(ctx context.Context, bound, took time.Duration) {
+	attrs := []attribute.KeyValue{attribute.String(attrTimeout, bound.String()), attribute.String(attrTook, took.String())}
+	trace.SpanFromContext(ctx).AddEvent(eventOverran, trace.WithAttributes(attrs...))
+	t.log.WarnContext(ctx, "reconcile succeeded after its timeout", slog.String(attrTimeout, bound.String()), slog.String(attrTook, took.String()))
 }
 
 // warn writes the WARN record msg of a failure that retries the key, with

@@ -221,8 +221,8 @@ func (c *Controller) conclude(ctx context.Context, w *work, item priorityqueue.I
 		w.q.Restamp(key, item.Changed)
 		c.settle(w, key)
 	case errors.As(err, new(*timeoutError)):
-		// 7. A reconcile that ran past Settings.ReconcileTimeout is retried
-		// as an error is.
+		// 7. A reconcile that ran past Settings.ReconcileTimeout and failed
+		// is retried as an error is (one that returned nil late succeeded).
 		record.timedOut(err)
 		w.q.Restamp(key, item.Changed)
 		w.later.add(key, c.retry.When(key), item.Priority)
@@ -324,19 +324,27 @@ func (c *Controller) reconcile(ctx context.Context, u *cache.Object) (time.Durat
 
 // bounded is ctx, ended after Settings.ReconcileTimeout when it has one,
 // for the end user's code, and what to call with that code's error once
-// it has returned: the error, or, when the bound ended ctx first, a
-// *timeoutError wrapping it.
+// it has returned: the error, or, when the bound ended ctx first and the
+// code then returned an error, a *timeoutError wrapping it. A nil is a
+// success whenever it comes: a Finalize's f that cleaned up after the
+// bound has cleaned up, and a Reconciler's Result.After holds. Its overrun
+// is recorded, on the span and in a WARN record.
 func (c *Controller) bounded(ctx context.Context) (context.Context, func(error) error) {
 	d := c.settings.ReconcileTimeout
 	if d <= 0 {
 		return ctx, func(err error) error { return err }
 	}
 	limit := &timeoutError{after: d}
+	start := time.Now()
 	bounded, cancel := context.WithTimeoutCause(ctx, d, limit)
 	return bounded, func(err error) error {
 		defer cancel()
 		if context.Cause(bounded) != limit { //nolint:errorlint // the very error the bound ends it with
 			return err
+		}
+		if err == nil {
+			c.tel.overran(ctx, d, time.Since(start))
+			return nil
 		}
 		limit.err = err
 		return limit

@@ -83,3 +83,77 @@ func TestReconcileTimeoutIsCheckedWithTheOtherSettings(t *testing.T) {
 		t.Errorf("check = %v, want %q", err, want)
 	}
 }
+
+// A nil is a success whenever it comes (issue 44, point 8): a Finalize's
+// f that returns nil after Settings.ReconcileTimeout has cleaned up, so
+// its finalizer is removed and the deletion completes, f called once; a
+// Reconciler that returns nil late has its status applied and its
+// Result.After kept. Each overrun is recorded on the span and in a WARN
+// record, and the outcome is success. Before, both were retried as timed
+// out: f returned nil again and again, and the object was never deleted.
+func TestANilAfterTheTimeoutIsASuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gone := deleting(cacheObject("default", "gone", 1), testFinalizer)
+		f := newFakeCluster(t, listKinds, gone, cacheObject("default", "late", 2))
+		tel := humustest.NewTelemetry()
+		s := testSettings()
+		s.Workers, s.ReconcileTimeout = 2, 30*time.Second
+		var calls, finalized counter
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			if calls.inc(m.Name) == 1 {
+				<-ctx.Done()
+				time.Sleep(5 * time.Second) // returns nil 5s past its bound
+			}
+			st := m.Status
+			st.ReadyReplicas = m.Spec.Size
+			return Result[cacheStatus]{Status: &st, After: 10 * time.Minute}, nil
+		})
+		fin := Finalize(testFinalizer, func(ctx context.Context, m memcached) error {
+			finalized.inc(m.Name)
+			<-ctx.Done()
+			time.Sleep(5 * time.Second)
+			return nil
+		})
+		served(t, observedController(t, f, tel, s, rec, fin))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := finalized.get("gone"); n != 1 {
+			t.Errorf("f called %d times, want once: its late nil is a success", n)
+		}
+		if _, err := f.dyn.Tracker().Get(cachesGVR, "default", "gone"); err == nil {
+			t.Error("gone is still there a minute on, want its finalizer removed and its deletion completed")
+		}
+		if n := calls.get("late"); n != 1 {
+			t.Errorf("late reconciled %d times in a minute, want once: its late nil is a success, its After 10m", n)
+		}
+		if u := f.get(t, cachesGVR, "default", "late"); u.Object["status"] == nil {
+			t.Error("late's status wasn't applied")
+		}
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if n := calls.get("late"); n != 2 {
+			t.Errorf("late reconciled %d times by 11m, want twice: its Result.After kept", n)
+		}
+
+		var events int
+		for _, span := range tel.Spans() {
+			for _, e := range span.Events() {
+				if e.Name == "humus.kube.reconcile.overran" {
+					events++
+				}
+			}
+		}
+		var records int
+		for _, r := range tel.Records() {
+			if r.Body().AsString() == "reconcile succeeded after its timeout" {
+				records++
+			}
+		}
+		if events != 2 || records != 2 {
+			t.Errorf("overruns recorded: %d span events, %d records; want 2 of each, f's and late's", events, records)
+		}
+		if dp, ok := reconcileDurations(t, tel)["timeout"]; ok && dp.Count > 0 {
+			t.Errorf("reconcile.duration has %d timeout outcomes, want none: both succeeded", dp.Count)
+		}
+	})
+}
