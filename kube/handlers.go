@@ -53,6 +53,11 @@ func (c *Controller) objectKeys(w *work) toolscache.ResourceEventHandler {
 		DeleteFunc: func(obj any) {
 			if k, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 				c.queueNow(w, k, normal, time.Now())
+				for _, rel := range c.relations {
+					if rel.index != nil {
+						rel.failed.forget(k) // its References' failure, if any
+					}
+				}
 			}
 		},
 	}

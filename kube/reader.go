@@ -80,7 +80,7 @@ type Reader[T any] struct{ *reader }
 // reader is what a Reader knows, whatever its type.
 type reader struct {
 	client *Client
-	failed sync.Map // the keys an index function failed for, each recorded once until it succeeds
+	failed failedOnce // the keys its index functions failed for
 	entry  *cache.Entry
 	gr     schema.GroupResource
 	kind   string
@@ -345,6 +345,7 @@ func IndexBy[T any](r *Reader[T], values func(obj T) []string) *Index[T] {
 	if r.err != nil {
 		return idx
 	}
+	r.entry.OnDelete(r.failed.forget)
 	idx.name = r.entry.AddIndex(func(obj any) (vs []string, _ error) {
 		u, ok := obj.(*cache.Object)
 		if !ok {
@@ -362,25 +363,50 @@ func IndexBy[T any](r *Reader[T], values func(obj T) []string) *Index[T] {
 			return nil, nil
 		}
 		vs = values(v)
-		r.failed.Delete(key(u))
+		r.failed.forget(key(u))
 		return vs, nil
 	})
 	return idx
 }
 
-// indexFailed records that an index function failed for u: an ERROR
-// record for a panic, with its stack, a WARN record for an object that
-// can't be decoded; once for u's key until the index succeeds for it.
+// indexFailed records that an index function failed for u, once for u's
+// key until the index succeeds for it or u is deleted.
 func (r *reader) indexFailed(u *cache.Object, err error, stack []byte) {
-	if _, seen := r.failed.LoadOrStore(key(u), struct{}{}); seen {
+	r.failed.record(r.client.log, key(u), "indexing an object", "it is indexed by nothing until it changes",
+		[]any{slog.String(attrResource, r.gr.String()), slog.String("object", describe(u))}, err, stack)
+}
+
+// failedOnce is the keys a function of the user's (an index's, a
+// Related's or References' mapping) failed for, each recorded once until
+// the function succeeds for it again or its object is deleted: a key is
+// kept no longer than its object.
+type failedOnce struct{ keys sync.Map }
+
+// record writes what failed doing what, and its consequence, unless key's
+// failure is already recorded: an ERROR record for a panic, with its
+// stack, or a WARN record for an error, such as an object that can't be
+// decoded.
+func (f *failedOnce) record(log *slog.Logger, key, what, consequence string, attrs []any, err error, stack []byte) {
+	if _, seen := f.keys.LoadOrStore(key, struct{}{}); seen {
 		return
 	}
-	attrs := []any{slog.String(attrResource, r.gr.String()), slog.String("object", describe(u)), slog.String("error", err.Error())}
+	attrs = append(attrs, slog.String("error", err.Error()))
 	if stack != nil {
-		r.client.log.Error("indexing an object panicked: it is indexed by nothing until it changes", append(attrs, slog.String(attrExcStacktrace, string(stack)))...)
+		log.Error(what+" panicked: "+consequence, append(attrs, slog.String(attrExcStacktrace, string(stack)))...)
 		return
 	}
-	r.client.log.Warn("indexing an object failed: it is indexed by nothing until it changes", attrs...)
+	log.Warn(what+" failed: "+consequence, attrs...)
+}
+
+// forget forgets key: its function succeeded for it, or its object was
+// deleted.
+func (f *failedOnce) forget(key string) { f.keys.Delete(key) }
+
+// len is how many keys f holds.
+func (f *failedOnce) len() int {
+	n := 0
+	f.keys.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
 // List returns the objects the index holds under value, each decoded

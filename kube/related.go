@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"runtime/debug"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/z5labs/humus/kube/internal/cache"
@@ -84,9 +83,9 @@ func (related) part() {}
 type relation struct {
 	related
 	name string // References' index's name
-	// failed holds the objects a mapping failed for, each recorded once
-	// until its mapping succeeds again.
-	failed sync.Map
+	// failed holds the objects its function failed for: the related
+	// objects (Related), or the controller's own (References).
+	failed failedOnce
 }
 
 // indexers are the indexes the controller keeps of its own objects, one
@@ -138,23 +137,15 @@ func (c *Controller) mapRecovered(rel *relation, u *cache.Object, f func(*cache.
 		c.mappingFailed(rel, u, k, err, nil)
 		return nil, false
 	}
-	rel.failed.Delete(k)
+	rel.failed.forget(k)
 	return refs, true
 }
 
-// mappingFailed records that rel's function failed for u: one ERROR
-// record for a panic, with its stack, or one WARN record for an object
-// that can't be decoded; once for u's key until its mapping succeeds.
+// mappingFailed records that rel's function failed for u, once for u's
+// key until its mapping succeeds or u is deleted.
 func (c *Controller) mappingFailed(rel *relation, u *cache.Object, k string, err error, stack []byte) {
-	if _, seen := rel.failed.LoadOrStore(k, struct{}{}); seen {
-		return
-	}
-	attrs := []any{slog.String(attrRelated, rel.r.gr.String()), slog.String("object", describe(u)), slog.String("error", err.Error())}
-	if stack != nil {
-		c.tel.log.Error("mapping a related object panicked: it maps to nothing until it changes", append(attrs, slog.String(attrExcStacktrace, string(stack)))...)
-		return
-	}
-	c.tel.log.Warn("mapping a related object failed: it maps to nothing until it changes", attrs...)
+	rel.failed.record(c.tel.log, k, "mapping a related object", "it maps to nothing until it changes",
+		[]any{slog.String(attrRelated, rel.r.gr.String()), slog.String("object", describe(u))}, err, stack)
 }
 
 // attrRelated names, in a mapping's records, the related resource whose
@@ -214,6 +205,9 @@ func (c *Controller) relatedKeys(rel *relation) toolscache.ResourceEventHandler 
 						c.queueNow(w, k, normal, at)
 					}
 				})
+				if rel.mapper != nil {
+					rel.failed.forget(key(m))
+				}
 			}
 		},
 	}

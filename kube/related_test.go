@@ -556,3 +556,80 @@ func TestSelectorsLimitTheOwnAndTheOwnedCaches(t *testing.T) {
 		}
 	})
 }
+
+// What a function of the user's failed for is forgotten once its object is
+// deleted (issue 44, point 7): an IndexBy's, a Related's and a
+// References' records of 300 failing objects, each recorded once, are
+// all gone once the 300 are deleted. Before, all 300 were kept for the
+// process's life.
+func TestFailuresAreForgottenWithTheirObjects(t *testing.T) {
+	const n = 300
+	for _, tc := range []struct {
+		name string
+		gvr  schema.GroupVersionResource
+		// failing is a failing object's, i of n.
+		failing func(i int) *unstructured.Unstructured
+		// parts declares the function on cms, and says what holds its
+		// failures.
+		parts func(cms *Reader[corev1.ConfigMap]) ([]Part, func(*Controller) *failedOnce)
+	}{
+		{"IndexBy", configMapsGVR, failingConfigMap, func(cms *Reader[corev1.ConfigMap]) ([]Part, func(*Controller) *failedOnce) {
+			IndexBy(cms, func(corev1.ConfigMap) []string { panic("a bug in the index") })
+			return []Part{Reads(cms)}, func(*Controller) *failedOnce { return &cms.failed }
+		}},
+		{"Related", configMapsGVR, failingConfigMap, func(cms *Reader[corev1.ConfigMap]) ([]Part, func(*Controller) *failedOnce) {
+			p := Related(cms, func(corev1.ConfigMap) []types.NamespacedName { panic("a bug in the mapping") })
+			return []Part{p}, relationFailures
+		}},
+		{"References", sitesGVR, func(i int) *unstructured.Unstructured {
+			return siteObject("default", "bad-"+strconv.Itoa(i), "c1")
+		}, func(cms *Reader[corev1.ConfigMap]) ([]Part, func(*Controller) *failedOnce) {
+			p := References(cms, func(website) []types.NamespacedName { panic("a bug in the references") })
+			return []Part{p}, relationFailures
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, siteKinds)
+				client := testClient(t, fakeSetup(nil))
+				cms := Read(client, configMapKind, Selector{})
+				parts, failures := tc.parts(cms)
+				nothing := ReconcilerFunc[siteSpec, siteStatus](func(context.Context, website) (Result[siteStatus], error) {
+					return Result[siteStatus]{}, nil
+				})
+				ctrl := siteController(t, f, client, nil, testSettings(), nothing, parts...)
+				failed := failures(ctrl)
+				served(t, ctrl)
+				settle(10 * time.Second)
+				for i := range n {
+					f.createObject(t, tc.gvr, tc.failing(i))
+					synctest.Wait() // the fake watch's channel holds 100 events
+				}
+				settle(10 * time.Second)
+				if got := failed.len(); got != n {
+					t.Fatalf("failures kept of %d failing objects = %d, want %d", n, got, n)
+				}
+				for i := range n {
+					u := tc.failing(i)
+					if err := f.dyn.Tracker().Delete(tc.gvr, u.GetNamespace(), u.GetName()); err != nil {
+						t.Fatal(err)
+					}
+					synctest.Wait()
+				}
+				settle(10 * time.Second)
+				if got := failed.len(); got != 0 {
+					t.Errorf("failures kept once the %d objects are deleted = %d, want 0", n, got)
+				}
+			})
+		})
+	}
+}
+
+// relationFailures is what holds the failures of ctrl's one Related or
+// References.
+func relationFailures(ctrl *Controller) *failedOnce { return &ctrl.relations[0].failed }
+
+// failingConfigMap is the ConfigMap i of a test's failing ones.
+func failingConfigMap(i int) *unstructured.Unstructured {
+	return configMapObject("default", "bad-"+strconv.Itoa(i), "boom", nil)
+}

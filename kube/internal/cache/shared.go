@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -174,6 +175,18 @@ type Entry struct {
 	// indexers are the indexes declared of its objects (IndexBy), which
 	// each informer it runs keeps from its start.
 	indexers toolscache.Indexers
+	// onDelete is told the key of each object its informer's watch or
+	// relist finds deleted, from the informer's start.
+	onDelete []func(key string)
+}
+
+// OnDelete has f told the key of each object deleted from e's cache by
+// every informer it runs from now on: what remembers something of an
+// object forgets it. Declare it before the informer starts, as an index.
+func (e *Entry) OnDelete(f func(key string)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.onDelete = append(e.onDelete, f)
 }
 
 // addIndex declares an index of e's objects by f, and returns its name.
@@ -349,6 +362,18 @@ func (e *Entry) informer(cl Clients) (toolscache.SharedIndexInformer, error) {
 	if transform != nil {
 		if err := inf.SetTransform(transform); err != nil {
 			return nil, fmt.Errorf("kube: setting a transform: %w", err)
+		}
+	}
+	if fs := slices.Clone(e.onDelete); len(fs) > 0 {
+		deleted := toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+			if k, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				for _, f := range fs {
+					f(k)
+				}
+			}
+		}}
+		if _, err := inf.AddEventHandler(deleted); err != nil {
+			return nil, fmt.Errorf("kube: adding a deletion handler to %s: %w", k, err)
 		}
 	}
 	return inf, nil
