@@ -392,8 +392,8 @@
 //     object deleted or replaced by a new one of the same name, never
 //     recreates the object nor writes onto the new one: the API server
 //     refuses the write, and the key is dropped, not retried, since the
-//     watch event of the change queues it again. The record is one INFO,
-//     reconcile skipped a stale object.
+//     watch event of the change queues it again. The record is one DEBUG,
+//     reconcile skipped a stale object: a clean delete meets it too.
 //   - The status a Reconciler returns is applied to the status subresource
 //     with server-side apply, under Settings.Name, forced, and only when it
 //     differs from the object's by JSON, whether or not Reconcile returned

@@ -160,7 +160,7 @@ func (r *reconcileRecord) succeeded() { r.end(success) }
 // nothing retries it.
 func (r *reconcileRecord) stale(err error) {
 	r.span.AddEvent("stale object", trace.WithAttributes(attribute.String(attrExcMessage, err.Error())))
-	r.tel.log.InfoContext(r.ctx, "reconcile skipped a stale object", append(r.attrs, slog.String("error", err.Error()))...)
+	r.tel.log.DebugContext(r.ctx, "reconcile skipped a stale object", append(r.attrs, slog.String("error", err.Error()))...)
 	r.end(success)
 }
 
