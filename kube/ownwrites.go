@@ -227,12 +227,14 @@ func (c *Controller) changed(was, now metav1.Object) bool {
 // owned, is taken for someone else's: one reconcile more, never one less.
 
 // ownedAnswer is what a write's answer says of it: the object's
-// resourceVersion after it, whether it created the object, and which
-// managedFields entry is the writer's (managedKey).
+// resourceVersion after it, whether it created the object, which
+// managedFields entry is the writer's (managedKey), and the object's
+// labels, which say whether a Reader's selector keeps it.
 type ownedAnswer struct {
 	rv      string
 	created bool
 	entry   uint64
+	labels  map[string]string
 }
 
 // recordingWrites returns ctx carrying w, so the writes a reconcile makes
@@ -279,7 +281,7 @@ func (w *ownedWrites) Owns(gr schema.GroupResource) bool {
 // it.
 func (w *ownedWrites) RecordWrite(gr schema.GroupResource, namespace, name string, a transport.Answer) {
 	e := a.Writer
-	w.recordWrite(gr, namespace, name, ownedAnswer{rv: a.ResourceVersion, created: a.Created, entry: cache.ManagedKey(e.Manager, e.Operation, e.Subresource)})
+	w.recordWrite(gr, namespace, name, ownedAnswer{rv: a.ResourceVersion, created: a.Created, entry: cache.ManagedKey(e.Manager, e.Operation, e.Subresource), labels: a.Labels})
 }
 
 func (w *ownedWrites) recordWrite(gr schema.GroupResource, namespace, name string, wr ownedAnswer) {
@@ -305,19 +307,19 @@ func (w *ownedWrites) recordWrite(gr schema.GroupResource, namespace, name strin
 	w.m[k] = ow
 }
 
-// lastWrite is the resourceVersion of the last write of the object of gr
-// named namespace and name whose event hasn't come, if any.
-func (w *ownedWrites) lastWrite(gr schema.GroupResource, namespace, name string) (string, bool) {
+// lastWrite is the answer to the last write of the object of gr named
+// namespace and name whose event hasn't come, if any.
+func (w *ownedWrites) lastWrite(gr schema.GroupResource, namespace, name string) (ownedAnswer, bool) {
 	if w == nil {
-		return "", false
+		return ownedAnswer{}, false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ow, ok := w.m[ownedKey{gr, namespace, name}]
 	if !ok || len(ow.writes) == 0 || time.Since(ow.at) > rywBound {
-		return "", false
+		return ownedAnswer{}, false
 	}
-	return ow.writes[len(ow.writes)-1].rv, true
+	return ow.writes[len(ow.writes)-1], true
 }
 
 // redundant reports whether the event that brings obj, an owned object of

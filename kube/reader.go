@@ -86,7 +86,8 @@ type reader struct {
 	kind   string
 	scope  Scope
 	typ    reflect.Type
-	err    error // what Read found wrong, or nil
+	labels labels.Selector // its Selector's labels, parsed; nil for every object
+	err    error           // what Read found wrong, or nil
 }
 
 // Read declares a read of k's objects that sel keeps, from the cache of
@@ -164,6 +165,8 @@ func newReaderOf[T any](c *Client, gvr schema.GroupVersionResource, kind string,
 	errs := []error{err}
 	if selErr := sel.check(scope); selErr != nil {
 		errs = append(errs, selErr)
+	} else if sel.Labels != "" {
+		r.labels, _ = labels.Parse(sel.Labels) // checked
 	}
 	if c == nil {
 		errs = append(errs, errors.New("the Client is nil"))
@@ -191,9 +194,11 @@ func (reads) part() {}
 // Called with the context a Reconcile is handed, it reads the
 // controller's own writes: after a reconcile wrote the object (through a
 // clientset built from Client.Config, with that context), Get returns it
-// at that write's version or later, waiting for the cache to catch up, up
-// to 5 seconds, and then fails saying so, so the reconcile is
-// retried rather than computed from what its own write replaced.
+// at that write's version or later, or NotFound once the cache has
+// brought its deletion, waiting for the cache to catch up, up to 5
+// seconds, and then fails saying so, so the reconcile is retried rather
+// than computed from what its own write replaced. A write of an object
+// the Reader's Selector namespace or labels don't keep never waits.
 func (r *Reader[T]) Get(ctx context.Context, namespace, name string) (T, error) {
 	var obj T
 	store, err := r.store()
@@ -222,9 +227,13 @@ func (r *Reader[T]) Get(ctx context.Context, namespace, name string) (T, error) 
 // controller's own last write of an object.
 const readYourWrites = 5 * time.Second
 
-// awaitOwnWrite waits until store holds the object at key at least at the
-// version of the last write of it that ctx's reconcile made, if any whose
-// event hasn't come: up to readYourWrites, or until ctx ends.
+// awaitOwnWrite waits until store has caught up with the last write of
+// the object at key that ctx's reconcile made, if any whose event hasn't
+// come: up to readYourWrites, or until ctx ends. The cache has caught up
+// once it holds the object at the write's version or later, or has
+// brought any event at or past it, the object's deletion included; a
+// write of an object the Reader's namespace or labels don't keep never
+// waits, since its cache never holds it.
 func (r *reader) awaitOwnWrite(ctx context.Context, store toolscache.Indexer, namespace, name, key string) error {
 	writes, ok := transport.WritesFrom(ctx).(*ownedWrites)
 	if !ok {
@@ -232,24 +241,47 @@ func (r *reader) awaitOwnWrite(ctx context.Context, store toolscache.Indexer, na
 	}
 	deadline := time.Now().Add(readYourWrites)
 	for {
-		rv, ok := writes.lastWrite(r.gr, namespace, name)
-		if !ok {
-			return nil // its event came
-		}
-		if cached, ok, _ := store.GetByKey(key); ok {
-			if m, ok := cached.(metav1.Object); ok {
-				if cmp, err := resourceversion.CompareResourceVersion(m.GetResourceVersion(), rv); err != nil || cmp >= 0 {
-					return nil
-				}
-			}
+		w, ok := writes.lastWrite(r.gr, namespace, name)
+		if !ok || !r.keeps(namespace, w.labels) || caughtUp(store, key, w.rv) {
+			return nil // its event came, or it never will to this cache
 		}
 		if !time.Now().Before(deadline) {
-			return fmt.Errorf("kube: reading %s %s: the cache hasn't brought this reconcile's own write of it (resourceVersion %s) within %v", r.kind, key, rv, readYourWrites)
+			return fmt.Errorf("kube: reading %s %s: the cache hasn't brought this reconcile's own write of it (resourceVersion %s) within %v", r.kind, key, w.rv, readYourWrites)
 		}
 		if !sleep(ctx, 5*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
+}
+
+// keeps reports whether r's cache keeps an object in namespace with
+// lbls: its Selector's namespace and labels. A field selector can't be
+// told from the object's labels: a write r's fields don't keep waits for
+// the cache to pass its version, as any write does.
+func (r *reader) keeps(namespace string, lbls map[string]string) bool {
+	k := r.entry.Key()
+	return (k.Namespace == "" || k.Namespace == namespace) && (r.labels == nil || r.labels.Matches(labels.Set(lbls)))
+}
+
+// caughtUp reports whether store has brought the version rv of the object
+// at key: it holds the object at rv or later, or its last event (or
+// bookmark) is at rv or later, so whatever became of the object by rv, a
+// deletion included, is in it.
+func caughtUp(store toolscache.Indexer, key, rv string) bool {
+	atLeast := func(v string) bool {
+		cmp, err := resourceversion.CompareResourceVersion(v, rv)
+		return err == nil && cmp >= 0
+	}
+	if v := store.LastStoreSyncResourceVersion(); v != "" && atLeast(v) {
+		return true
+	}
+	if cached, ok, _ := store.GetByKey(key); ok {
+		if m, ok := cached.(metav1.Object); ok {
+			cmp, err := resourceversion.CompareResourceVersion(m.GetResourceVersion(), rv)
+			return err != nil || cmp >= 0
+		}
+	}
+	return false
 }
 
 // List returns the objects in namespace ("" for every namespace the

@@ -633,3 +633,53 @@ func relationFailures(ctrl *Controller) *failedOnce { return &ctrl.relations[0].
 func failingConfigMap(i int) *unstructured.Unstructured {
 	return configMapObject("default", "bad-"+strconv.Itoa(i), "boom", nil)
 }
+
+// A Reader's Get with a reconcile's context reads past that reconcile's
+// own write of an object its cache won't hold (issue 44, point 1): one
+// deleted since (by anyone), or one outside the Reader's namespace or
+// labels, is read at once, not after a 5s wait that then failed saying
+// the cache hadn't brought the write.
+func TestAReadersGetOfAnOwnWriteItsCacheWontHoldDoesntWait(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		sel           Selector
+		ns, cm        string
+		labels        map[string]string
+		deleteWritten bool
+	}{
+		{"deleted since", Selector{}, "default", "c1", nil, true},
+		{"in another namespace", Selector{Namespace: "default"}, "other", "c9", nil, false},
+		{"outside its labels", Selector{Labels: "tier=web"}, "default", "c9", map[string]string{"tier": "db"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, siteKinds, siteObject("default", "a", "c1"), configMapObject("default", "c1", "one", map[string]string{"tier": "web"}))
+				client := testClient(t, fakeSetup(nil))
+				cms := Read(client, configMapKind, tc.sel)
+				var calls counter
+				ctrl := siteController(t, f, client, nil, testSettings(), serveContent(cms, &calls), Reads(cms))
+				served(t, ctrl)
+				settle(10 * time.Second)
+
+				ctx := recordingWrites(t.Context(), ctrl.ownWrites)
+				rv := "100000" // a version the cache never brings of it
+				if tc.deleteWritten {
+					f.update(t, configMapsGVR, configMapObject("default", "c1", "written", nil))
+					rv = f.get(t, configMapsGVR, "default", "c1").GetResourceVersion()
+				}
+				ctrl.ownWrites.recordWrite(configMapsGVR.GroupResource(), tc.ns, tc.cm, ownedAnswer{rv: rv, labels: tc.labels})
+				if tc.deleteWritten {
+					if err := f.dyn.Tracker().Delete(configMapsGVR, "default", "c1"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				settle(10 * time.Millisecond)
+				start := time.Now()
+				_, err := cms.Get(ctx, tc.ns, tc.cm)
+				if took := time.Since(start); took != 0 || !apierrors.IsNotFound(err) {
+					t.Errorf("Get = %v after %v, want NotFound at once", err, took)
+				}
+			})
+		})
+	}
+}

@@ -28,9 +28,10 @@ type WriteRecorder interface {
 
 // Answer is what a write's answer says of it.
 type Answer struct {
-	ResourceVersion string       // the object's, after the write
-	Created         bool         // the write created the object: a 201
-	Writer          ManagedEntry // the managedFields entry the writer owns
+	ResourceVersion string            // the object's, after the write
+	Created         bool              // the write created the object: a 201
+	Writer          ManagedEntry      // the managedFields entry the writer owns
+	Labels          map[string]string // the object's, after the write
 }
 
 // ManagedEntry names a managedFields entry as kube-apiserver keeps one for
@@ -102,6 +103,7 @@ func (t *writesTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			ResourceVersion: m.ResourceVersion,
 			Created:         resp.StatusCode == http.StatusCreated,
 			Writer:          writersEntry(r),
+			Labels:          m.Labels,
 		})
 	}
 	return resp, nil
