@@ -36,6 +36,8 @@ func TestCheckFunctionsNameTheValueAndTheProblem(t *testing.T) {
 		{"no identity", CheckIdentity(""), `kube: identity "" is required`},
 		{"one worker", CheckWorkers(1), ""},
 		{"no workers", CheckWorkers(0), "kube: workers 0 must be at least 1"},
+		{"1024 workers", CheckWorkers(1024), ""},
+		{"a billion workers", CheckWorkers(1e9), "kube: workers 1000000000 must be at most 1024"},
 		{"one shard", CheckShards(1), ""},
 		{"256 shards", CheckShards(256), ""},
 		{"no shards", CheckShards(0), "kube: shards 0 must be from 1 to 256"},

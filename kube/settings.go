@@ -52,7 +52,7 @@ type Settings struct {
 
 	// Workers is how many objects are reconciled at once, on a replica:
 	// with shards, across the shards it holds. One object is never
-	// reconciled twice at once. Default 1, at least 1 (CheckWorkers).
+	// reconciled twice at once. Default 1, from 1 to 1024 (CheckWorkers).
 	Workers int
 
 	// Resync reconciles every object again this often. Default 10h,
@@ -165,7 +165,7 @@ func CheckNamespace(ns string) error { return named("namespace", ns, checkNamesp
 // CheckIdentity checks a replica's identity in the Lease: not empty.
 func CheckIdentity(id string) error { return named("identity", id, checkIdentity(id)) }
 
-// CheckWorkers checks a worker count: at least 1.
+// CheckWorkers checks a worker count: from 1 to 1024.
 func CheckWorkers(n int) error { return named("workers", n, checkWorkers(n)) }
 
 // CheckShards checks a shard count: at least 1, at most 256.
@@ -260,11 +260,20 @@ func checkIdentity(id string) error {
 }
 
 func checkWorkers(n int) error {
-	if n < 1 {
+	switch {
+	case n < 1:
 		return errors.New("must be at least 1")
+	case n > maxWorkers:
+		return fmt.Errorf("must be at most %d", maxWorkers)
 	}
 	return nil
 }
+
+// maxWorkers bounds Settings.Workers: each worker is a goroutine started
+// when the replica leads, so a mistyped WORKERS of a billion would take
+// the process's memory, and the API server's priority and fairness serves
+// a client's requests a few at a time long before a thousand.
+const maxWorkers = 1024
 
 func checkShards(n int) error {
 	if n < 1 || n > maxShards {
