@@ -332,7 +332,7 @@ func (r *reader) store() (toolscache.Indexer, error) {
 func (r *reader) decode(cached any, v any) error {
 	u, ok := cached.(*cache.Object)
 	if !ok {
-		return fmt.Errorf("kube: reading %s: the cache holds a %T", r.entry.Key(), cached)
+		return fmt.Errorf("kube: reading %s: its cache keeps only what Owns needs of each object, its owner, since a controller that owns it began serving before this Reader was declared: declare every Read before the first controller serves, and give the Reader to a controller that reads it (kube.Reads)", r.entry.Key())
 	}
 	return decode(u, v)
 }

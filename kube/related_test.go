@@ -683,3 +683,30 @@ func TestAReadersGetOfAnOwnWriteItsCacheWontHoldDoesntWait(t *testing.T) {
 		})
 	}
 }
+
+// A Reader declared after a controller that only owns its resource began
+// serving reads a cache of the objects' owners only: its Get fails saying
+// why and what to do, not naming a type of the engine's (issue 44,
+// suspected: it said "the cache holds a *kube.ownedObject").
+func TestALateReadOfAnOwnedOnlyCacheSaysWhatToDo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, siteKinds, siteObject("default", "a", "c1"), configMapObject("default", "c1", "one", nil))
+		client := testClient(t, fakeSetup(nil))
+		nothing := ReconcilerFunc[siteSpec, siteStatus](func(context.Context, website) (Result[siteStatus], error) {
+			return Result[siteStatus]{}, nil
+		})
+		cm := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Name: "c1", Namespace: "default"}}
+		if _, err := f.meta.Resource(configMapsGVR).Namespace("default").(metadataCreator).CreateFake(cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		served(t, siteController(t, f, client, nil, testSettings(), nothing, Owns(configMapsGVR)))
+		settle(10 * time.Second)
+		late := Read(client, configMapKind, Selector{})
+		_, err := late.Get(t.Context(), "default", "c1")
+		const want = "declare every Read before the first controller serves, and give the Reader to a controller that reads it (kube.Reads)"
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "*") {
+			t.Errorf("a late Read's Get = %v, want an error saying %q, naming no Go type", err, want)
+		}
+	})
+}
