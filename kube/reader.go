@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/z5labs/humus/kube/internal/cache"
@@ -79,15 +80,16 @@ type Reader[T any] struct{ *reader }
 
 // reader is what a Reader knows, whatever its type.
 type reader struct {
-	client *Client
-	failed failedOnce // the keys its index functions failed for
-	entry  *cache.Entry
-	gr     schema.GroupResource
-	kind   string
-	scope  Scope
-	typ    reflect.Type
-	labels labels.Selector // its Selector's labels, parsed; nil for every object
-	err    error           // what Read found wrong, or nil
+	client     *Client
+	failed     failedOnce // the keys its index functions failed for
+	unreadable failedOnce // the keys List failed to decode, left out of it
+	entry      *cache.Entry
+	gr         schema.GroupResource
+	kind       string
+	scope      Scope
+	typ        reflect.Type
+	labels     labels.Selector // its Selector's labels, parsed; nil for every object
+	err        error           // what Read found wrong, or nil
 }
 
 // Read declares a read of k's objects that sel keeps, from the cache of
@@ -135,6 +137,7 @@ func ReadTrimmed[T any](c *Client, k Kind[T], sel Selector) *Reader[T] {
 		return &Reader[T]{r}
 	}
 	r.entry = e
+	e.OnDelete(r.unreadable.forget)
 	return &Reader[T]{r}
 }
 
@@ -153,6 +156,7 @@ func newReader[T any](c *Client, gvr schema.GroupVersionResource, kind string, s
 	r := newReaderOf[T](c, gvr, kind, scope, err, sel, "Read")
 	if r.err == nil {
 		r.entry = c.cache.Entry(sel.key(gvr), true)
+		r.entry.OnDelete(r.unreadable.forget)
 	}
 	return r
 }
@@ -286,7 +290,11 @@ func caughtUp(store toolscache.Indexer, key, rv string) bool {
 
 // List returns the objects in namespace ("" for every namespace the
 // cache keeps) whose labels sel matches (nil for every object), each
-// decoded into its own copy, in no particular order.
+// decoded into its own copy, in no particular order. An object that can't
+// be decoded into T (stored before a field changed its type, say) is left
+// out, recorded once (a WARN record naming it and the field) until it
+// decodes or is deleted: one such object doesn't fail every List. Get of
+// it returns the error.
 func (r *Reader[T]) List(_ context.Context, namespace string, sel labels.Selector) ([]T, error) {
 	store, err := r.store()
 	if err != nil {
@@ -308,7 +316,18 @@ func (r *Reader[T]) List(_ context.Context, namespace string, sel labels.Selecto
 		}
 		var obj T
 		if err := r.decode(c, &obj); err != nil {
-			return nil, err
+			u, ok := c.(*cache.Object)
+			if !ok {
+				return nil, err // not a cache it can read at all
+			}
+			r.unreadable.record(r.client.log, key(u), "reading an object", "every List leaves it out until it changes",
+				[]any{slog.String(attrResource, r.gr.String()), slog.String("object", describe(u))}, err, nil)
+			continue
+		}
+		if r.unreadable.len() > 0 {
+			if m, ok := c.(metav1.Object); ok {
+				r.unreadable.forget(key(m))
+			}
 		}
 		objs = append(objs, obj)
 	}
@@ -412,7 +431,10 @@ func (r *reader) indexFailed(u *cache.Object, err error, stack []byte) {
 // Related's or References' mapping) failed for, each recorded once until
 // the function succeeds for it again or its object is deleted: a key is
 // kept no longer than its object.
-type failedOnce struct{ keys sync.Map }
+type failedOnce struct {
+	keys sync.Map
+	n    atomic.Int64 // how many keys it holds
+}
 
 // record writes what failed doing what, and its consequence, unless key's
 // failure is already recorded: an ERROR record for a panic, with its
@@ -422,6 +444,7 @@ func (f *failedOnce) record(log *slog.Logger, key, what, consequence string, att
 	if _, seen := f.keys.LoadOrStore(key, struct{}{}); seen {
 		return
 	}
+	f.n.Add(1)
 	attrs = append(attrs, slog.String("error", err.Error()))
 	if stack != nil {
 		log.Error(what+" panicked: "+consequence, append(attrs, slog.String(attrExcStacktrace, string(stack)))...)
@@ -432,14 +455,14 @@ func (f *failedOnce) record(log *slog.Logger, key, what, consequence string, att
 
 // forget forgets key: its function succeeded for it, or its object was
 // deleted.
-func (f *failedOnce) forget(key string) { f.keys.Delete(key) }
+func (f *failedOnce) forget(key string) {
+	if _, held := f.keys.LoadAndDelete(key); held {
+		f.n.Add(-1)
+	}
+}
 
 // len is how many keys f holds.
-func (f *failedOnce) len() int {
-	n := 0
-	f.keys.Range(func(any, any) bool { n++; return true })
-	return n
-}
+func (f *failedOnce) len() int { return int(f.n.Load()) }
 
 // List returns the objects the index holds under value, each decoded
 // into its own copy, in no particular order.

@@ -710,3 +710,53 @@ func TestALateReadOfAnOwnedOnlyCacheSaysWhatToDo(t *testing.T) {
 		}
 	})
 }
+
+// One object a Reader's List can't decode is left out, recorded once, not
+// a failure of every List (issue 44, suspected: every reconcile that
+// listed failed); once it decodes it is listed again.
+func TestAReadersListLeavesOutWhatDoesntDecode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bad := siteObject("default", "bad", "c1")
+		bad.Object["spec"] = map[string]any{"contentFrom": int64(42)}
+		f := newFakeCluster(t, siteKinds, siteObject("default", "a", "c1"), bad)
+		tel := humustest.NewTelemetry()
+		client := testClient(t, fakeSetup(tel))
+		all := ReadResource(client, sites, Selector{})
+		nothing := ReconcilerFunc[siteSpec, siteStatus](func(context.Context, website) (Result[siteStatus], error) {
+			return Result[siteStatus]{}, nil
+		})
+		served(t, siteController(t, f, client, nil, testSettings(), nothing, Reads(all)))
+		settle(10 * time.Second)
+		names := func() string {
+			got, err := all.List(t.Context(), "", nil)
+			if err != nil {
+				t.Fatalf("List = %v, want the objects that decode", err)
+			}
+			var ns []string
+			for _, w := range got {
+				ns = append(ns, w.Name)
+			}
+			slices.Sort(ns)
+			return strings.Join(ns, ",")
+		}
+		for range 3 {
+			if got := names(); got != "a" {
+				t.Errorf("List = %s, want a alone", got)
+			}
+		}
+		if n := len(recordsWithBody(tel, "reading an object failed: every List leaves it out until it changes")); n != 1 {
+			t.Errorf("records of the object List left out = %d, want 1", n)
+		}
+		if _, err := all.Get(t.Context(), "default", "bad"); err == nil || !strings.Contains(err.Error(), "spec.contentFrom") {
+			t.Errorf("Get of it = %v, want an error naming spec.contentFrom", err)
+		}
+		f.update(t, sitesGVR, siteObject("default", "bad", "c2"))
+		settle(time.Second)
+		if got := names(); got != "a,bad" {
+			t.Errorf("List once it decodes = %s, want a,bad", got)
+		}
+		if n := all.unreadable.len(); n != 0 {
+			t.Errorf("objects kept as left out = %d, want 0", n)
+		}
+	})
+}
