@@ -73,7 +73,7 @@ func (c *Controller) apply(ctx context.Context, u *cache.Object, body []byte, su
 	if until == nil {
 		return "", errNotLeading
 	}
-	ctx, cancel := context.WithDeadlineCause(ctx, until(), errNotLeading)
+	ctx, cancel := context.WithDeadlineCause(ctx, until.Until(), errNotLeading)
 	defer cancel()
 	if ctx.Err() != nil {
 		// errNotLeading past the deadline; else the reconcile was

@@ -117,8 +117,10 @@ func Ref(obj interface {
 //     controller's own is: a reconcile's context. Its write ends at the
 //     proof's deadline, and an Event whose proof has run out before it is
 //     written is dropped, never written late: a term's proof ends when
-//     its Lease is released or lost. An Event recorded with no
-//     proof, outside a reconcile, is dropped.
+//     its Lease is released or lost, and a term handing its Lease back
+//     waits for the Event being written under it to be answered before
+//     it releases the Lease. An Event recorded with no proof, outside a
+//     reconcile, is dropped.
 //   - At most 1,000 Events wait to be written: one recorded beyond that is
 //     dropped.
 //
@@ -262,7 +264,7 @@ type series struct {
 type pendingEvent struct {
 	digest eventDigest
 	event  Event
-	proof  proof             // the last Record's
+	proof  *proof            // the last Record's
 	span   trace.SpanContext // the last Record's, the parent of the write's span
 }
 
@@ -281,7 +283,7 @@ func (r *Recorder) Record(ctx context.Context, e Event) {
 		r.drop(ctx, e, 1, dropNotLeading, errors.New("the context carries no proof of the Lease: record an Event with a reconcile's context"))
 		return
 	}
-	if deadline := until(); !now.Before(deadline) {
+	if deadline := until.Until(); !now.Before(deadline) {
 		r.drop(ctx, e, 1, dropNotLeading, fmt.Errorf("the proof of the Lease ran out at %s", deadline.Format(time.RFC3339Nano)))
 		return
 	}
@@ -495,21 +497,22 @@ func (r *Recorder) write(ctx context.Context, p *pendingEvent) bool {
 		// The write's span is a child of the last Record's reconcile, and
 		// client-go's records go to the Recorder's logger.
 		wctx := klog.NewContext(trace.ContextWithSpanContext(ctx, span), r.logr)
-		deadline := until()
-		if !time.Now().Before(deadline) {
-			r.dropPending(wctx, p, dropNotLeading, fmt.Errorf("the proof of the Lease ran out at %s", deadline.Format(time.RFC3339Nano)))
+		deadline := until.Until()
+		if !time.Now().Before(deadline) || !until.begin() {
+			r.dropPending(wctx, p, dropNotLeading, fmt.Errorf("the proof of the Lease ran out at %s", until.Until().Format(time.RFC3339Nano)))
 			return true
 		}
 		proven, cancel := context.WithDeadlineCause(wctx, deadline, errNotLeading)
 		err := r.send(proven, p, snap)
 		cancel()
+		until.done()
 		switch {
 		case err == nil:
 			r.wrote(wctx, p, snap)
 			return true
 		case ctx.Err() != nil:
 			return false
-		case !time.Now().Before(until()):
+		case !time.Now().Before(until.Until()):
 			r.dropPending(wctx, p, dropNotLeading, err)
 			return true
 		case !retriable(err):

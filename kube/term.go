@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,7 +36,9 @@ import (
 //   - Its proof ends with it, before the Lease is released or once it is
 //     lost: what its reconciles left to be written under it, such as the
 //     Events a Recorder still holds, is never sent once a standby may hold
-//     the Lease.
+//     the Lease; handed back, it waits for such a write already sent to
+//     be answered, up to the proof's deadline, before it releases the
+//     Lease.
 
 // term is one term of leading on one Lease.
 type term struct {
@@ -51,6 +54,7 @@ type term struct {
 	// ended is when the term's proof ended, in Unix nanoseconds: 0 while
 	// it lasts.
 	ended atomic.Int64
+	proof *proof // its reconciles' writes', and what outlives them
 
 	reconciles context.Context // its reconciles', with the proof
 	end        context.CancelFunc
@@ -70,7 +74,8 @@ func (c *Controller) newTerm(ctx context.Context, el *elector.Elector, w *work, 
 		c: c, ctx: ctx, el: el, w: w, held: held, stopHolding: stopHolding, attrs: attrs,
 		end: end, over: make(chan struct{}), finished: none,
 	}
-	t.reconciles = withProof(klog.NewContext(reconciles, c.tel.logr), t.provenUntil)
+	t.proof = newProof(t.provenUntil)
+	t.reconciles = withTermProof(klog.NewContext(reconciles, c.tel.logr), t.proof)
 	t.lost = t.watchProof()
 	return t
 }
@@ -155,11 +160,20 @@ func (t *term) serve(stop, ask <-chan struct{}) (lost bool) {
 }
 
 // release stops renewing the Lease and, once the renewals have stopped,
-// ends the term's proof and releases the Lease.
+// ends the term's proof, waits for the writes still in flight under it
+// (an Event a Recorder is sending) to be answered, up to the proof's
+// deadline, and releases the Lease.
 func (t *term) release() {
 	t.stopHolding()
 	<-t.held
+	deadline := t.el.ProvenUntil()
 	t.endProof()
+	wait := time.NewTimer(time.Until(deadline))
+	defer wait.Stop()
+	select {
+	case <-t.proof.end():
+	case <-wait.C: // each write's context ends at the deadline too
+	}
 	t.c.release(t.el)
 }
 
@@ -203,22 +217,74 @@ func lostDeadline(le LeaderElection) time.Duration {
 
 // proof is what every write of the controller's own checks before it is
 // sent: the deadline until which this replica can prove it holds the Lease
-// the write is made under, as of now. A term of leading gives it
-// to its reconciles' context; a write without one isn't sent.
-type proof func() time.Time
+// the write is made under, as of now (Until). A term of leading gives it
+// to its reconciles' context; a write without one isn't sent. A write that
+// outlives its reconcile, such as an Event a Recorder sends, holds the
+// proof while it is in flight (begin, done): a term that hands its Lease
+// back ends its proof, so no such write starts, and waits for those in
+// flight to be answered before it releases the Lease, so none is stored
+// once a standby may hold it.
+type proof struct {
+	until func() time.Time
+
+	mu       sync.Mutex
+	ended    bool
+	inFlight sync.WaitGroup
+}
+
+// newProof is a proof whose deadline, as of now, until says.
+func newProof(until func() time.Time) *proof { return &proof{until: until} }
+
+// Until is the proof's deadline, as of now.
+func (p *proof) Until() time.Time { return p.until() }
+
+// begin holds the proof for a write about to be sent, and reports whether
+// it may be: false once the proof has ended. A write begun is done.
+func (p *proof) begin() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return false
+	}
+	p.inFlight.Add(1)
+	return true
+}
+
+// done ends a write begun.
+func (p *proof) done() { p.inFlight.Done() }
+
+// end ends the proof for the writes not yet begun, and returns a channel
+// closed once the writes in flight are done.
+func (p *proof) end() <-chan struct{} {
+	p.mu.Lock()
+	p.ended = true
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		p.inFlight.Wait()
+		close(done)
+	}()
+	return done
+}
 
 type proofKey struct{}
 
-// withProof is ctx carrying the proof of the Lease its writes are made
-// under: the reconciles' context of a term of leading.
-func withProof(ctx context.Context, until proof) context.Context {
-	return context.WithValue(ctx, proofKey{}, until)
+// withProof is ctx carrying a proof of the Lease, until, for writes made
+// outside a term of leading (the tests').
+func withProof(ctx context.Context, until func() time.Time) context.Context {
+	return withTermProof(ctx, newProof(until))
+}
+
+// withTermProof is ctx carrying p, the proof of the Lease its writes are
+// made under: the reconciles' context of a term of leading.
+func withTermProof(ctx context.Context, p *proof) context.Context {
+	return context.WithValue(ctx, proofKey{}, p)
 }
 
 // proofOf is the proof ctx carries, or nil.
-func proofOf(ctx context.Context) proof {
-	until, _ := ctx.Value(proofKey{}).(proof)
-	return until
+func proofOf(ctx context.Context) *proof {
+	p, _ := ctx.Value(proofKey{}).(*proof)
+	return p
 }
 
 // errNotLeading is the error of a write this replica can't prove it may

@@ -88,3 +88,54 @@ func TestATermsProofEndsWhenItReleasesTheLease(t *testing.T) {
 		}
 	})
 }
+
+// An Event whose write began under a term's proof is answered before the
+// term releases its Lease (issue 44, point 6): the release ends the proof,
+// so no write starts after it, and waits for the writes in flight. Before,
+// the write kept a copy of the proof's deadline and was answered, and
+// stored, seconds after the release.
+func TestATermReleasesItsLeaseOnlyOnceItsEventInFlightIsAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		var mu sync.Mutex
+		var released, answered time.Time
+		f.kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if holder(a.(k8stesting.UpdateAction).GetObject().(*coordinationapiv1.Lease)) == "" {
+				mu.Lock()
+				released = time.Now()
+				mu.Unlock()
+			}
+			return false, nil, nil
+		})
+		// The API server takes 3s to answer the Event.
+		_, kc, r, _ := recording(t)
+		writing := make(chan struct{})
+		kc.PrependReactor("create", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
+			close(writing)
+			time.Sleep(3 * time.Second)
+			mu.Lock()
+			answered = time.Now()
+			mu.Unlock()
+			return false, nil, nil
+		})
+		stopRecorder := serveRecorder(t, r)
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			r.Record(ctx, createdEvent("the last reconcile's"))
+			return Result[cacheStatus]{}, nil
+		})
+		stop := served(t, newTestController(t, f, testSettings(), rec))
+		<-writing
+		if err := stop(); err != nil {
+			t.Fatalf("Serve = %v, want nil", err)
+		}
+		stopped(t, stopRecorder)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case released.IsZero() || answered.IsZero():
+			t.Fatalf("released at %v, the Event answered at %v: want both", released, answered)
+		case released.Before(answered):
+			t.Errorf("the Lease was released %v before the Event written under its proof was answered", answered.Sub(released))
+		}
+	})
+}
