@@ -124,9 +124,12 @@ func Ref(obj interface {
 //   - At most 1,000 Events wait to be written: one recorded beyond that is
 //     dropped.
 //
-// A dropped Event is a WARN record, "dropped an Event", with why, and is
-// counted by humus.kube.controller.events, with the outcome dropped and
-// why (see What a Controller records in the package doc).
+// A dropped Event is counted by humus.kube.controller.events, with the
+// outcome dropped and why (see What a Controller records in the package
+// doc), and is a WARN record, "dropped an Event", with why, at the slowing
+// rate a key's reconcile failures are recorded, for each why and Event
+// reason: a missing RBAC rule, which refuses every Event, writes a few
+// records, each counting the drops since the last.
 type Recorder struct {
 	events     eventsclient.EventsV1Interface
 	controller string
@@ -135,6 +138,7 @@ type Recorder struct {
 	logr       logr.Logger // client-go's records, through the logger in their context
 	count      metric.Int64Counter
 	attr       attribute.KeyValue // humus.kube.controller.name
+	drops      *failureLog        // the drops' records, by why and reason
 
 	mu      sync.Mutex
 	series  map[eventDigest]*series
@@ -218,6 +222,7 @@ func NewRecorder(s *humus.Setup, c *Client, controller, instance string) (*Recor
 		attr:       attribute.String(attrController, controller),
 		series:     map[eventDigest]*series{},
 		ready:      make(chan struct{}, 1),
+		drops:      newFailureLog(),
 	}, nil
 }
 
@@ -642,14 +647,23 @@ func (r *Recorder) dropPending(ctx context.Context, p *pendingEvent, why string,
 	r.drop(ctx, p.event, n, why, err)
 }
 
-// drop records that n recordings of e were dropped, and why.
+// drop records that n recordings of e were dropped, and why: each in
+// humus.kube.controller.events, and in a WARN record at the slowing rate
+// a key's reconcile failures are (failureLog), by why and e's reason, so
+// a missing RBAC rule, which refuses every Event, writes a handful of
+// records, not one an Event; a record counts the drops since the last
+// (attrFailures).
 func (r *Recorder) drop(ctx context.Context, e Event, n int32, why string, err error) {
 	r.count.Add(context.WithoutCancel(ctx), int64(n), metric.WithAttributes(r.attr,
 		attribute.String(attrEventOutcome, eventDropped), attribute.String(attrEventDropped, why)))
+	drops, ok := r.drops.failed(why+"/"+e.Reason, time.Now())
+	if !ok {
+		return
+	}
 	r.log.WarnContext(ctx, "dropped an Event",
 		slog.String("regarding", e.Regarding.Kind+" "+klog.KRef(e.Regarding.Namespace, e.Regarding.Name).String()),
 		slog.String("type", string(e.Type)), slog.String("reason", e.Reason), slog.String("action", e.Action),
-		slog.Int("count", int(n)), slog.String("because", why), slog.String("error", err.Error()))
+		slog.Int("count", int(n)), slog.String("because", why), slog.String("error", err.Error()), slog.Int(attrFailures, drops))
 }
 
 // check returns one error naming every field of e the API server would

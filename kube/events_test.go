@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -661,4 +662,38 @@ func TestRefNamesTheObject(t *testing.T) {
 	if got := Ref(&obj); got != sessionsRef {
 		t.Errorf("Ref = %+v, want %+v", got, sessionsRef)
 	}
+}
+
+// Events refused as no retry mends (a 403: the ServiceAccount may not
+// create Events) are each counted, but recorded at the slowing rate of a
+// key's reconcile failures, by why and reason (issue 44, suspected: every
+// one was a WARN record); a record counts the drops since the last.
+func TestRecorderDropsRecordsAtASlowingRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tel, kc, r, ctx := recording(t)
+		kc.PrependReactor("create", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, "", errors.New("no RBAC rule"))
+		})
+		stop := serveRecorder(t, r)
+		const n = 100
+		for i := range n {
+			r.Record(ctx, createdEvent(fmt.Sprintf("Created Deployment %d", i)))
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+		}
+		stopped(t, stop)
+		wantOutcomes(t, tel, map[string]int64{eventDropped + "/" + dropRefused: n})
+		drops := recordsWithBody(tel, "dropped an Event")
+		var counted int
+		for _, d := range drops {
+			c, _ := strconv.Atoi(recordAttrs(d)["failures"])
+			counted += c
+		}
+		if len(drops) > 5 || len(drops) == 0 {
+			t.Errorf("%d drop records of %d Events refused over 10s, want a few: 1 at once, then 1s, 2s, 4s apart", len(drops), n)
+		}
+		if counted > n || counted < n-40 {
+			t.Errorf("the drop records count %d drops, want those before the last record: most of %d", counted, n)
+		}
+	})
 }
