@@ -40,9 +40,9 @@ const DefaultCheckEvery = 10 * time.Second
 
 // The bounds a Service serves within, from what the API server needs of
 // a webhook: it calls one with a timeout of at most 30s (an admission
-// webhook's timeoutSeconds, 10s by default, at most 30; a conversion
-// webhook's, 30s), sending each review whole at once, over a few
-// connections it keeps open. A client slower than that is no API server,
+// webhook's timeoutSeconds, 10s by default, at most 30; every webhook
+// call's, a conversion's included, 30s in k8s.io/apiserver), sending each
+// review whole at once, over a few connections it keeps open. A client slower than that is no API server,
 // and is cut off, so that nobody who reaches the port holds it.
 const (
 	// ReadHeaderTimeout is how long a connection has for its TLS
@@ -53,7 +53,8 @@ const (
 	// ReadTimeout is how long a request has, from its start, for its
 	// headers and its body: 30s, the most the API server waits for the
 	// answer. A body still arriving then is cut off: the handler's read
-	// of it fails, and the connection is closed.
+	// of it fails, and the connection is closed (over HTTP/2, the
+	// request's stream).
 	ReadTimeout = 30 * time.Second
 
 	// WriteTimeout is how long a request has, from its headers read, for
