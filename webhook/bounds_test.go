@@ -121,7 +121,9 @@ func startInBubble(t *testing.T, h http.Handler) *bubble {
 	t.Cleanup(func() {
 		cancel()
 		_ = svc.Shutdown(context.Background())
-		<-served
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
 		_ = p.Close()
 	})
 	if _, err := svc.Addr(ctx); err != nil {
@@ -240,8 +242,8 @@ func TestIdleConnectionIsClosed(t *testing.T) {
 				}
 				watched := &watchedConn{Conn: conn, closed: make(chan time.Time, 1)}
 				closed := watched.closed
-				client := &http.Client{Transport: oneConn(watched, proto)}
-				resp, err := client.Post("https://webhook.default.svc/convert", "application/json", strings.NewReader("{}"))
+				rt, url := oneConn(watched, proto)
+				resp, err := (&http.Client{Transport: rt}).Post(url, "application/json", strings.NewReader("{}"))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -261,26 +263,26 @@ func TestIdleConnectionIsClosed(t *testing.T) {
 	}
 }
 
-// oneConn is a RoundTripper over conn alone, of the protocol proto.
-func oneConn(conn net.Conn, proto string) http.RoundTripper {
-	if proto == "h2" {
-		cc, err := (&http2.Transport{}).NewClientConn(conn)
-		if err != nil {
-			panic(err)
-		}
-		return cc
-	}
+// oneConn is a RoundTripper over conn alone, a TLS connection that
+// negotiated proto, and the URL to post to through it. Over HTTP/2, it is
+// a transport of unencrypted HTTP/2 on a connection that is, as far as it
+// knows, plain: conn's TLS is beneath it, where the transport can't see.
+func oneConn(conn net.Conn, proto string) (http.RoundTripper, string) {
 	var once sync.Once
-	return &http.Transport{
-		DialTLSContext: func(context.Context, string, string) (net.Conn, error) {
-			var c net.Conn
-			once.Do(func() { c = conn })
-			if c == nil {
-				return nil, errors.New("a second connection")
-			}
-			return c, nil
-		},
+	dial := func(context.Context, string, string) (net.Conn, error) {
+		var c net.Conn
+		once.Do(func() { c = conn })
+		if c == nil {
+			return nil, errors.New("a second connection")
+		}
+		return c, nil
 	}
+	if proto == "h2" {
+		var protocols http.Protocols
+		protocols.SetUnencryptedHTTP2(true)
+		return &http.Transport{DialContext: dial, Protocols: &protocols}, "http://webhook.default.svc/convert"
+	}
+	return &http.Transport{DialTLSContext: dial}, "https://webhook.default.svc/convert"
 }
 
 // Shutdown with a client in flight that trickles its body doesn't wait out
@@ -413,7 +415,8 @@ func TestTricklingStreamIsCutOff(t *testing.T) {
 			_ = w.CloseWithError(errors.New("the test is over"))
 			<-trickled
 		}()
-		req, err := http.NewRequest(http.MethodPost, "https://webhook.default.svc/convert", body)
+		rt, url := oneConn(conn, "h2")
+		req, err := http.NewRequest(http.MethodPost, url, body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -422,7 +425,7 @@ func TestTricklingStreamIsCutOff(t *testing.T) {
 		answered := make(chan struct{})
 		go func() {
 			defer close(answered)
-			resp, err := oneConn(conn, "h2").RoundTrip(req)
+			resp, err := rt.RoundTrip(req)
 			if err == nil {
 				_, _ = io.Copy(io.Discard, resp.Body)
 				_ = resp.Body.Close()
@@ -460,7 +463,8 @@ func TestHandlerContextEndsWithTheAPIServersWait(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := (&http.Client{Transport: oneConn(conn, "h2")}).Post("https://webhook.default.svc/convert", "application/json", strings.NewReader("{}"))
+		rt, url := oneConn(conn, "h2")
+		resp, err := (&http.Client{Transport: rt}).Post(url, "application/json", strings.NewReader("{}"))
 		if err == nil {
 			_ = resp.Body.Close()
 		}
