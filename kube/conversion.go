@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -16,10 +19,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/z5labs/humus"
 )
@@ -46,6 +46,18 @@ const (
 // namespace, UID or kind, which the API server would refuse. The review
 // of a request the handler can't read is answered 400, one larger than
 // MaxConversionReviewBytes 413, and a method but POST 405.
+//
+// A review costs a small multiple of its body, whatever it holds: its
+// objects are read one at a time, each converted and let go before the
+// next is read, and nothing is set aside for the count of them it claims.
+// The first object that fails fails the review; the rest are read, not
+// converted. What a review holds is its answer, the converted objects,
+// which may be at most twice MaxConversionReviewBytes, 64 MiB: a review
+// whose conversions would outgrow it fails, saying so. Measured
+// (BenchmarkConversionReviewHeap, kube/BENCHMARKS.md): a review of 32 MiB
+// of 11 million empty objects peaks at 31 kB of heap, one of 32 MiB of
+// settled objects at 2.6 times its size, one of tiny objects each answered
+// larger at 4 times, garbage not yet collected included.
 //
 // Nothing is lost in a round trip: where a version can't hold a field of
 // another, such as a field only the newer version has, the object
@@ -164,8 +176,10 @@ func (h *conversionHandler[HubSpec, HubStatus]) ServeHTTP(w http.ResponseWriter,
 		http.Error(w, tooLarge, http.StatusRequestEntityTooLarge)
 		return
 	}
-	var review apiextensionsv1.ConversionReview
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxConversionReviewBytes)).Decode(&review); err != nil {
+	rv := &reviewRun[HubSpec, HubStatus]{h: h, ctx: r.Context()}
+	err := rv.read(json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxConversionReviewBytes)))
+	if err != nil {
+		rv.abandon(err)
 		var big *http.MaxBytesError
 		if errors.As(err, &big) {
 			http.Error(w, tooLarge, http.StatusRequestEntityTooLarge)
@@ -174,75 +188,374 @@ func (h *conversionHandler[HubSpec, HubStatus]) ServeHTTP(w http.ResponseWriter,
 		http.Error(w, "decoding the ConversionReview: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if review.Request == nil {
+	if !rv.request {
 		http.Error(w, "the ConversionReview has no request", http.StatusBadRequest)
 		return
 	}
-	// What the caller names goes into spans, records and messages: bounded,
-	// as the API server's own are (no version of it is longer).
-	review.Request.DesiredAPIVersion = clip(review.Request.DesiredAPIVersion)
-	review.Request.UID = types.UID(clip(string(review.Request.UID)))
-	answer := encodeReview(h.review(r.Context(), review.Request))
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(answer) // the API server gone: nothing to tell
+	rv.finish()
+	rv.answer(w)
 }
 
-// encodeReview is the ConversionReview answering with resp, encoded. Its
-// converted objects are written as they are, compact JSON of
-// json.Marshal's: encoding/json would scan each twice more, to check and
-// to compact it, which costs a tenth of a review.
-func encodeReview(resp *apiextensionsv1.ConversionResponse) []byte {
-	uid, _ := json.Marshal(resp.UID)
-	result, _ := json.Marshal(resp.Result) // a Status of strings marshals
-	size := 128 + len(uid) + len(result)
-	for _, o := range resp.ConvertedObjects {
-		size += len(o.Raw) + 1
+// reviewRun is one ConversionReview, read and converted an object at a
+// time: the review's objects are never all decoded at once, nor is room
+// made for them by the count the caller sends. Each is decoded into one
+// buffer, reused, converted, and its conversion appended to the answer;
+// from the first failure on, the rest are read, to answer the review
+// whole, but not converted. So what a review costs is its largest object
+// and its answer, not a slice header and a copy of each of its objects:
+// a review of 32 MiB of empty objects held 1.7 GB.
+type reviewRun[HubSpec, HubStatus any] struct {
+	h   *conversionHandler[HubSpec, HubStatus]
+	ctx context.Context
+
+	request bool   // the review has a request
+	uid     string // clipped
+	to      string // clipped
+	toSeen  bool
+	objects bool // request.objects is read
+
+	started bool
+	start   time.Time
+	span    trace.Span
+
+	n         int              // objects read
+	raw       json.RawMessage  // the object being read; its buffer reused
+	out       answerBuffer     // the converted objects so far, comma-separated
+	succeeded map[string]int64 // objects converted, by the version each was at (known)
+	err       error            // the first failure, which fails the review
+	from      string           // the version the failed object was at
+	p         *conversionPanic // the failure, when a panic
+}
+
+// read reads the review from dec, converting its objects as they come.
+// An error is the review's, which is answered 400, or 413.
+//
+// The API server writes request.uid and request.desiredAPIVersion before
+// request.objects, so the objects are converted as they are read; a
+// review that names the objects first has them held, as they came, until
+// the version asked for is read.
+func (rv *reviewRun[HubSpec, HubStatus]) read(dec *json.Decoder) error {
+	if err := reviewDelim(dec, '{', "a ConversionReview"); err != nil {
+		return err
 	}
-	b := make([]byte, 0, size)
-	b = append(b, `{"kind":"ConversionReview","apiVersion":"apiextensions.k8s.io/v1","response":{"uid":`...)
-	b = append(b, uid...)
-	if len(resp.ConvertedObjects) > 0 {
-		b = append(b, `,"convertedObjects":[`...)
-		for i, o := range resp.ConvertedObjects {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, o.Raw...)
+	var seen bool
+	for dec.More() {
+		key, err := reviewKey(dec)
+		if err != nil {
+			return err
 		}
-		b = append(b, ']')
+		if !strings.EqualFold(key, "request") {
+			if err := skipReviewValue(dec); err != nil {
+				return err
+			}
+			continue
+		}
+		if seen {
+			return errors.New("the ConversionReview names request twice")
+		}
+		seen = true
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case nil: // null: no request
+		case json.Delim('{'):
+			rv.request = true
+			if err := rv.readRequest(dec); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("the ConversionReview's request is %v, not an object", tok)
+		}
 	}
-	b = append(b, `,"result":`...)
-	b = append(b, result...)
-	return append(b, "}}\n"...)
+	_, err := dec.Token() // the '}' More saw
+	return err
 }
 
-// review converts req's objects, and records it.
-func (h *conversionHandler[HubSpec, HubStatus]) review(ctx context.Context, req *apiextensionsv1.ConversionRequest) *apiextensionsv1.ConversionResponse {
-	start := time.Now()
-	to := req.DesiredAPIVersion
-	ctx, span := h.tracer.Start(ctx, "convert "+h.kind, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(start),
-		trace.WithAttributes(h.resource, attribute.String(attrConvTo, to), attribute.Int("humus.kube.conversion.objects", len(req.Objects)),
-			attribute.String("humus.kube.conversion.uid", string(req.UID))))
-	resp := &apiextensionsv1.ConversionResponse{UID: req.UID}
-	outcome := success
-	converted, from, err := h.convertAll(ctx, req, to)
+// readRequest reads request's members, its '{' read.
+func (rv *reviewRun[HubSpec, HubStatus]) readRequest(dec *json.Decoder) error {
+	var held json.RawMessage // objects named before the version asked for
+	for dec.More() {
+		key, err := reviewKey(dec)
+		if err != nil {
+			return err
+		}
+		switch {
+		case strings.EqualFold(key, "uid"):
+			var uid string
+			if err := dec.Decode(&uid); err != nil {
+				return err
+			}
+			rv.uid = clip(uid)
+		case strings.EqualFold(key, "desiredAPIVersion"):
+			if rv.toSeen {
+				return errors.New("the ConversionReview names request.desiredAPIVersion twice")
+			}
+			var to string
+			if err := dec.Decode(&to); err != nil {
+				return err
+			}
+			rv.to, rv.toSeen = clip(to), true
+		case strings.EqualFold(key, "objects"):
+			if rv.objects || held != nil {
+				return errors.New("the ConversionReview names request.objects twice")
+			}
+			if !rv.toSeen {
+				if err := dec.Decode(&held); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := rv.readObjects(dec); err != nil {
+				return err
+			}
+		default:
+			if err := skipReviewValue(dec); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the '}' More saw
+		return err
+	}
+	if held != nil {
+		d := json.NewDecoder(bytes.NewReader(held))
+		held = nil // the decoder's buffer holds what is left of it
+		if err := rv.readObjects(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readObjects reads request.objects, an array or null, converting each
+// object as it is read.
+func (rv *reviewRun[HubSpec, HubStatus]) readObjects(dec *json.Decoder) error {
+	rv.objects = true
+	rv.begin()
+	tok, err := dec.Token()
+	if err != nil || tok == nil {
+		return err
+	}
+	if tok != json.Delim('[') {
+		return fmt.Errorf("the ConversionReview's request.objects is %v, not an array", tok)
+	}
+	for dec.More() {
+		if err := dec.Decode(&rv.raw); err != nil { // reuses raw's buffer
+			return err
+		}
+		rv.object(rv.raw)
+	}
+	_, err = dec.Token() // the ']' More saw
+	return err
+}
+
+// reviewDelim reads the delimiter d from dec.
+func reviewDelim(dec *json.Decoder, d json.Delim, what string) error {
+	tok, err := dec.Token()
 	if err != nil {
-		var p *conversionPanic
+		return err
+	}
+	if tok != d {
+		return fmt.Errorf("%s is %v, not an object", what, tok)
+	}
+	return nil
+}
+
+// reviewKey reads an object's key from dec.
+func reviewKey(dec *json.Decoder) (string, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", err
+	}
+	k, _ := tok.(string) // dec refuses anything else where a key is
+	return k, nil
+}
+
+// skipReviewValue reads the next value from dec and lets it go, a token at a time,
+// so a member the handler doesn't read costs no more than its largest
+// string.
+func skipReviewValue(dec *json.Decoder) error {
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
+}
+
+// begin starts the review's span and clock, once: when its objects are
+// reached, or at its end when it has none.
+func (rv *reviewRun[HubSpec, HubStatus]) begin() {
+	if rv.started {
+		return
+	}
+	h := rv.h
+	rv.started, rv.start = true, time.Now()
+	rv.ctx, rv.span = h.tracer.Start(rv.ctx, "convert "+h.kind, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(rv.start),
+		trace.WithAttributes(h.resource, attribute.String(attrConvTo, rv.to)))
+	rv.succeeded = map[string]int64{}
+	if _, ok := h.versions[rv.to]; !ok {
+		rv.err = fmt.Errorf("kube: converting %s to %s: no such version of %s", h.kind, rv.to, h.kind)
+	}
+}
+
+// object converts raw, the review's next object, unless one before it
+// failed; raw is reused once object returns.
+func (rv *reviewRun[HubSpec, HubStatus]) object(raw []byte) {
+	i := rv.n
+	rv.n++
+	if rv.err != nil {
+		return
+	}
+	h := rv.h
+	// Only what names the object: its managedFields, decoded, would
+	// cost as much as the conversion.
+	var id struct {
+		APIVersion string `json:"apiVersion"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(raw, &id) // a mistake is the decode's, below
+	from := clip(id.APIVersion)
+	b, err := h.convert(raw, from, rv.to)
+	if err == nil && rv.out.n+1+len(b) > maxAnswerBytes {
+		err = errAnswerTooLarge
+	}
+	if err == nil {
+		rv.succeeded[h.known(from)]++
+		rv.out.add(b)
+		return
+	}
+	o := failure
+	if errors.As(err, &rv.p) {
+		o = panicked
+	}
+	h.objects.Add(context.WithoutCancel(rv.ctx), 1, metric.WithAttributes(h.resource,
+		attribute.String(attrConvFrom, h.known(from)), attribute.String(attrConvTo, rv.to), attribute.String(attrConvOutcome, string(o))))
+	name := clip(id.Metadata.Name)
+	if id.Metadata.Namespace != "" {
+		name = clip(id.Metadata.Namespace) + "/" + name
+	}
+	rv.err = fmt.Errorf("kube: converting %s %s (objects[%d]) from %s to %s: %w", h.kind, name, i, from, rv.to, err)
+	rv.from, rv.out = from, answerBuffer{} // the answer has none of them: let them go
+}
+
+// maxAnswerBytes is the most a review's converted objects may take: twice
+// MaxConversionReviewBytes, 64 MiB. A conversion may add to an object
+// (the annotation of what its version can't hold, fields of the version's
+// own), but a review whose conversions would outgrow this is no review the
+// API server sends, whose objects are of a megabyte or two: it fails, so
+// that what a review costs stays a small multiple of its body.
+const maxAnswerBytes = 2 * MaxConversionReviewBytes
+
+var errAnswerTooLarge = errors.New("the converted objects would be larger than 64 MiB, twice kube.MaxConversionReviewBytes, the most the conversion webhook answers with")
+
+// abandon ends the span of a review that couldn't be read, if it was
+// begun: it is answered 400 or 413, and counts no duration.
+func (rv *reviewRun[HubSpec, HubStatus]) abandon(err error) {
+	if !rv.started {
+		return
+	}
+	rv.span.SetStatus(codes.Error, "decoding the ConversionReview: "+err.Error())
+	rv.span.End()
+}
+
+// finish records the review: its span, the objects converted, its
+// duration, and a failure's record.
+func (rv *reviewRun[HubSpec, HubStatus]) finish() {
+	rv.begin()
+	h := rv.h
+	ctx := context.WithoutCancel(rv.ctx)
+	for from, n := range rv.succeeded {
+		h.objects.Add(ctx, n, metric.WithAttributes(h.resource,
+			attribute.String(attrConvFrom, from), attribute.String(attrConvTo, rv.to), attribute.String(attrConvOutcome, string(success))))
+	}
+	rv.span.SetAttributes(attribute.Int("humus.kube.conversion.objects", rv.n), attribute.String("humus.kube.conversion.uid", rv.uid))
+	outcome := success
+	if rv.err != nil {
 		outcome = failure
-		if errors.As(err, &p) {
+		if rv.p != nil {
 			outcome = panicked
 		}
-		h.failed(ctx, span, from, to, outcome, p, err)
-		resp.Result = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
-	} else {
-		resp.ConvertedObjects = converted
-		resp.Result = metav1.Status{Status: metav1.StatusSuccess}
+		h.failed(rv.ctx, rv.span, rv.from, rv.to, outcome, rv.p, rv.err)
 	}
 	end := time.Now()
-	span.End(trace.WithTimestamp(end))
-	h.duration.Record(context.WithoutCancel(ctx), end.Sub(start).Seconds(), metric.WithAttributes(h.resource,
-		attribute.String(attrConvTo, h.known(to)), attribute.String(attrConvOutcome, string(outcome))))
-	return resp
+	rv.span.End(trace.WithTimestamp(end))
+	h.duration.Record(ctx, end.Sub(rv.start).Seconds(), metric.WithAttributes(h.resource,
+		attribute.String(attrConvTo, h.known(rv.to)), attribute.String(attrConvOutcome, string(outcome))))
+}
+
+// answer writes the ConversionReview answering rv. Its converted objects
+// are written as they are, compact JSON of json.Marshal's: encoding/json
+// would scan each twice more, to check and to compact it, which costs a
+// tenth of a review.
+func (rv *reviewRun[HubSpec, HubStatus]) answer(w http.ResponseWriter) {
+	uid, _ := json.Marshal(rv.uid)
+	result := metav1.Status{Status: metav1.StatusSuccess}
+	if rv.err != nil {
+		result = metav1.Status{Status: metav1.StatusFailure, Message: rv.err.Error()}
+	}
+	res, _ := json.Marshal(result) // a Status of strings marshals
+	head := make([]byte, 0, 128+len(uid))
+	head = append(head, `{"kind":"ConversionReview","apiVersion":"apiextensions.k8s.io/v1","response":{"uid":`...)
+	head = append(head, uid...)
+	tail := make([]byte, 0, 16+len(res))
+	if rv.err == nil && rv.n > 0 {
+		head = append(head, `,"convertedObjects":[`...)
+		tail = append(tail, ']')
+	}
+	tail = append(tail, `,"result":`...)
+	tail = append(tail, res...)
+	tail = append(tail, "}}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(head)+rv.out.n+len(tail)))
+	// The API server gone: nothing to tell.
+	for _, b := range append(append([][]byte{head}, rv.out.chunks...), tail) {
+		if _, err := w.Write(b); err != nil {
+			return
+		}
+	}
+}
+
+// answerBuffer is the converted objects of a review, comma-separated, in
+// chunks of at most a MiB, or of one object, where a slice appended to
+// would be copied as it grows, and hold the answer twice as it does.
+type answerBuffer struct {
+	chunks [][]byte
+	n      int // their bytes
+}
+
+// add appends obj, after a comma unless it is the first.
+func (a *answerBuffer) add(obj []byte) {
+	need := len(obj)
+	if a.n > 0 {
+		need++
+	}
+	if len(a.chunks) == 0 || cap(a.chunks[len(a.chunks)-1])-len(a.chunks[len(a.chunks)-1]) < need {
+		// A chunk as large as the answer so far, from 4 KiB to 1 MiB, or
+		// the object: a review of one object costs one.
+		a.chunks = append(a.chunks, make([]byte, 0, max(need, min(max(a.n, 4<<10), 1<<20))))
+	}
+	c := &a.chunks[len(a.chunks)-1]
+	if a.n > 0 {
+		*c = append(*c, ',')
+	}
+	*c = append(*c, obj...)
+	a.n += need
 }
 
 // failed records a failed review on its span, and as an ERROR record,
@@ -289,49 +602,6 @@ func (s *versionSet[HubSpec, HubStatus]) known(apiVersion string) string {
 		return apiVersion
 	}
 	return ""
-}
-
-// convertAll converts each of req's objects to the version to, and counts
-// them by the versions and the outcome; it stops at the first that fails,
-// which fails them all, and returns the version that object was at.
-func (h *conversionHandler[HubSpec, HubStatus]) convertAll(ctx context.Context, req *apiextensionsv1.ConversionRequest, to string) (out []runtime.RawExtension, from string, err error) {
-	if _, ok := h.versions[to]; !ok {
-		return nil, "", fmt.Errorf("kube: converting %s to %s: no such version of %s", h.kind, to, h.kind)
-	}
-	out = make([]runtime.RawExtension, 0, len(req.Objects))
-	for i, raw := range req.Objects {
-		// Only what names the object: its managedFields, decoded, would
-		// cost as much as the conversion.
-		var id struct {
-			APIVersion string `json:"apiVersion"`
-			Metadata   struct {
-				Name      string `json:"name"`
-				Namespace string `json:"namespace"`
-			} `json:"metadata"`
-		}
-		_ = json.Unmarshal(raw.Raw, &id) // a mistake is the decode's, below
-		id.APIVersion = clip(id.APIVersion)
-		b, err := h.convert(raw.Raw, id.APIVersion, to)
-		o := success
-		if err != nil {
-			o = failure
-			var p *conversionPanic
-			if errors.As(err, &p) {
-				o = panicked
-			}
-		}
-		h.objects.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(h.resource,
-			attribute.String(attrConvFrom, h.known(id.APIVersion)), attribute.String(attrConvTo, to), attribute.String(attrConvOutcome, string(o))))
-		if err != nil {
-			name := clip(id.Metadata.Name)
-			if id.Metadata.Namespace != "" {
-				name = clip(id.Metadata.Namespace) + "/" + name
-			}
-			return nil, id.APIVersion, fmt.Errorf("kube: converting %s %s (objects[%d]) from %s to %s: %w", h.kind, name, i, id.APIVersion, to, err)
-		}
-		out = append(out, runtime.RawExtension{Raw: b})
-	}
-	return out, "", nil
 }
 
 // convert converts raw, an object at the apiVersion from, to the

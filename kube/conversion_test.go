@@ -592,25 +592,7 @@ func BenchmarkConversionReview(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := alpha("memcached-00042", 3)
-	m.UID = "6b1f1c9e-8d7a-4c2e-9f3b-000000000042"
-	m.ResourceVersion, m.Generation = "100042", 1
-	m.Finalizers = []string{"cache.example.com/finalizer"}
-	now := metav1.Now()
-	m.CreationTimestamp = now
-	m.ManagedFields = []metav1.ManagedFieldsEntry{
-		{Manager: "bench", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "cache.example.com/v1alpha1", Time: &now, FieldsType: "FieldsV1",
-			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{".":{},"f:image":{},"f:size":{}}}`)},
-		{Manager: "memcached-controller", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "cache.example.com/v1alpha1", Time: &now, FieldsType: "FieldsV1",
-			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:finalizers":{"v:\"cache.example.com/finalizer\"":{}}}}`)},
-		{Manager: "memcached-controller", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "cache.example.com/v1alpha1", Time: &now, FieldsType: "FieldsV1", Subresource: "status",
-			FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:conditions":{"k:{\"type\":\"Available\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}}},"f:readyReplicas":{}}}`)},
-	}
-	m.Status.Conditions = []metav1.Condition{{Type: "Available", Status: "True", Reason: "DeploymentApplied", LastTransitionTime: now, ObservedGeneration: 1}}
-	obj, err := json.Marshal(m)
-	if err != nil {
-		b.Fatal(err)
-	}
+	obj := settledMemcached(b, "memcached-00042")
 	body, err := json.Marshal(apiextensionsv1.ConversionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"},
 		Request: &apiextensionsv1.ConversionRequest{UID: "0a1b", DesiredAPIVersion: "cache.example.com/v1beta1",
@@ -630,4 +612,31 @@ func BenchmarkConversionReview(b *testing.B) {
 			b.Fatalf("answered %d: %s", rec.Code, rec.Body)
 		}
 	}
+}
+
+// settledMemcached is a settled v1alpha1 Memcached named name, as the API
+// server stores it: its creator's, the finalizer's and the status's
+// managedFields entries, and an Available condition.
+func settledMemcached(tb testing.TB, name string) []byte {
+	tb.Helper()
+	m := alpha(name, 3)
+	m.UID = "6b1f1c9e-8d7a-4c2e-9f3b-000000000042"
+	m.ResourceVersion, m.Generation = "100042", 1
+	m.Finalizers = []string{"cache.example.com/finalizer"}
+	now := metav1.Now()
+	m.CreationTimestamp = now
+	m.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: "bench", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "cache.example.com/v1alpha1", Time: &now, FieldsType: "FieldsV1",
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{".":{},"f:image":{},"f:size":{}}}`)},
+		{Manager: "memcached-controller", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "cache.example.com/v1alpha1", Time: &now, FieldsType: "FieldsV1",
+			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:finalizers":{"v:\"cache.example.com/finalizer\"":{}}}}`)},
+		{Manager: "memcached-controller", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "cache.example.com/v1alpha1", Time: &now, FieldsType: "FieldsV1", Subresource: "status",
+			FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:conditions":{"k:{\"type\":\"Available\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}}},"f:readyReplicas":{}}}`)},
+	}
+	m.Status.Conditions = []metav1.Condition{{Type: "Available", Status: "True", Reason: "DeploymentApplied", LastTransitionTime: now, ObservedGeneration: 1}}
+	obj, err := json.Marshal(m)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return obj
 }

@@ -23,9 +23,23 @@
 //     pair. A renewed pair that can't serve (a key of another certificate,
 //     an expired certificate, a file missing) leaves the one serving in
 //     place, and is recorded once, as an error log record.
+//   - Nobody who reaches the port holds it. The API server calls a
+//     webhook with a timeout of 30s at most, sending each review whole at
+//     once over a few connections it keeps; the Service's bounds follow
+//     from that: a TLS handshake and a request's headers within
+//     ReadHeaderTimeout (10s); a request's headers and body within
+//     ReadTimeout (30s) of its start, after which a body still arriving
+//     is cut off, its handler's read failing; its answer written within
+//     WriteTimeout (30s) of its headers, and its handler's context done
+//     then; a connection idle for IdleTimeout (60s) closed; at most
+//     MaxConnections (128) connections at once, one more waiting
+//     unaccepted; and at most MaxConcurrentStreams (32) requests at once
+//     on an HTTP/2 connection.
 //   - Serve returns nil once its context is done, having stopped
 //     accepting connections, or an error once the listener fails. Shutdown
-//     lets the requests in flight finish within its context. Ready is
+//     closes the idle connections, gives a request still sending its body
+//     a second more, then cuts it off, and lets the requests in flight
+//     finish within its context: a slow client doesn't hold it. Ready is
 //     healthy while the Service serves, for health.Readiness.
 //   - Service.Before orders the webhook and the Services that need it,
 //     such as the controllers whose requests it converts, which humus.Run

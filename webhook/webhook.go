@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/contrib/bridges/otelslog"
+	"golang.org/x/net/netutil"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/health"
@@ -36,6 +37,57 @@ const (
 // 10s is soon enough for both, and two small files read that often cost
 // nothing.
 const DefaultCheckEvery = 10 * time.Second
+
+// The bounds a Service serves within, from what the API server needs of
+// a webhook: it calls one with a timeout of at most 30s (an admission
+// webhook's timeoutSeconds, 10s by default, at most 30; every webhook
+// call's, a conversion's included, 30s in k8s.io/apiserver), sending each
+// review whole at once, over a few connections it keeps open. A client slower than that is no API server,
+// and is cut off, so that nobody who reaches the port holds it.
+const (
+	// ReadHeaderTimeout is how long a connection has for its TLS
+	// handshake, and then for each request's headers: 10s. The API
+	// server, on the cluster's network, takes milliseconds.
+	ReadHeaderTimeout = 10 * time.Second
+
+	// ReadTimeout is how long a request has, from its start, for its
+	// headers and its body: 30s, the most the API server waits for the
+	// answer. A body still arriving then is cut off: the handler's read
+	// of it fails, and the connection is closed (over HTTP/2, the
+	// request's stream).
+	ReadTimeout = 30 * time.Second
+
+	// WriteTimeout is how long a request has, from its headers read, for
+	// its answer to be written: 30s, as ReadTimeout. A handler still
+	// working then works for nobody: the API server has given up, and the
+	// handler's context is done.
+	WriteTimeout = 30 * time.Second
+
+	// IdleTimeout is how long a connection is kept open with no request
+	// in flight: 60s. The API server's client keeps an idle connection
+	// 90s, Go's default, and retries a request on one the server has
+	// closed meanwhile; a connection used by a stream of reviews is
+	// never idle that long, and one that is closes.
+	IdleTimeout = 60 * time.Second
+
+	// MaxConnections is the most connections served at once: 128. One
+	// more waits, unaccepted, until one closes. A few API server replicas
+	// each keep one HTTP/2 connection, or a pool of HTTP/1.1 ones, up to
+	// 25 idle each in client-go's transport: 128 is room for them all.
+	MaxConnections = 128
+
+	// MaxConcurrentStreams is the most requests an HTTP/2 connection
+	// carries at once: 32, where Go's default is 250. An API server
+	// starting converts a watch cache's first list with up to 10 reviews
+	// at once; more wait for a stream, or go on another connection.
+	MaxConcurrentStreams = 32
+
+	// shutdownBodyGrace is how long, once Shutdown is called, a request
+	// still sending its body has to finish it: a second. The API server
+	// sends a review whole at once; a body still arriving is a slow
+	// client's, and Shutdown doesn't wait out its context for it.
+	shutdownBodyGrace = time.Second
+)
 
 // Settings are where a Service listens, and where its certificate is.
 type Settings struct {
@@ -63,10 +115,11 @@ type Settings struct {
 
 // Service serves an http.Handler over HTTPS. It is a humus.Service.
 type Service struct {
-	host   humus.Host
-	addr   string
-	server *http.Server
-	ready  *health.Binary
+	host     humus.Host
+	addr     string
+	server   *http.Server
+	ready    *health.Binary
+	inflight *inflight
 
 	mu        sync.Mutex
 	served    bool
@@ -119,16 +172,22 @@ func NewService(s *humus.Setup, settings Settings, h http.Handler) (*Service, er
 		return nil, err
 	}
 
+	in := newInflight()
 	return &Service{
 		host: s.Host,
 		addr: settings.Addr,
 		server: &http.Server{
-			Handler:           traced(tel, h),
+			Handler:           in.track(traced(tel, h)),
 			TLSConfig:         certs.tlsConfig(),
-			ReadHeaderTimeout: 10 * time.Second,
+			ReadHeaderTimeout: ReadHeaderTimeout,
+			ReadTimeout:       ReadTimeout,
+			WriteTimeout:      WriteTimeout,
+			IdleTimeout:       IdleTimeout,
+			HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: MaxConcurrentStreams},
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
 		ready:     health.NewBinary(errors.New("webhook: not serving yet")),
+		inflight:  in,
 		listening: make(chan struct{}),
 	}, nil
 }
@@ -213,8 +272,9 @@ func (s *Service) listen(ctx context.Context) (net.Listener, error) {
 		return nil, fmt.Errorf("webhook: listening on %s: %w", s.addr, err)
 	}
 	// Closed by serve on ctx's end and by the server's Shutdown, in either
-	// order: only the first closes it.
-	l = &onceCloseListener{Listener: l}
+	// order: only the first closes it. A connection past MaxConnections
+	// waits in the listener's backlog until one closes.
+	l = &onceCloseListener{Listener: netutil.LimitListener(l, MaxConnections)}
 	s.mu.Lock()
 	s.listener = l
 	s.mu.Unlock()
@@ -249,12 +309,16 @@ func (s *Service) serve(ctx context.Context, l net.Listener) error {
 	}
 }
 
-// Shutdown stops accepting connections, if Serve hasn't already, and waits
-// within ctx for the requests in flight to finish, closing each connection
-// once its request has. It returns an error wrapping ctx's when ctx ends
-// first.
+// Shutdown stops accepting connections, if Serve hasn't already, closes
+// the idle ones, and waits within ctx for the requests in flight to
+// finish, closing each connection once its request has. A request still
+// sending its body has a second more to send it, then its handler's read
+// of it fails: a slow client doesn't hold Shutdown for its context. It
+// returns an error wrapping ctx's when ctx ends first, leaving the
+// requests still in flight be.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.ready.MarkUnhealthy(errors.New("webhook: shutting down"))
+	s.inflight.shutdown(time.Now().Add(shutdownBodyGrace))
 	if err := s.server.Shutdown(ctx); err != nil {
 		return fmt.Errorf("webhook: shutting down the server on %s: %w", s.addr, err)
 	}
