@@ -1,0 +1,200 @@
+package kube_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube"
+)
+
+// A Pool's servers: v1beta1 adds each server's port, which v1alpha1 can't
+// hold. Two shapes of item: one with a name, and one with a host, which
+// only a declared ListMap makes a key.
+type (
+	NamedServerV1alpha1 struct {
+		Name  string `json:"name"`
+		Image string `json:"image"`
+	}
+	NamedServerV1beta1 struct {
+		Name  string `json:"name"`
+		Image string `json:"image"`
+		Port  int32  `json:"port,omitempty"`
+	}
+	HostServerV1alpha1 struct {
+		Host  string `json:"host"`
+		Image string `json:"image"`
+	}
+	HostServerV1beta1 struct {
+		Host  string `json:"host"`
+		Image string `json:"image"`
+		Port  int32  `json:"port,omitempty"`
+	}
+	PoolSpecV1alpha1[S any] struct {
+		Servers []S `json:"servers,omitempty"`
+	}
+	PoolSpecV1beta1[S any] struct {
+		Servers []S `json:"servers,omitempty"`
+	}
+	PoolStatus struct {
+		Ready int32 `json:"ready,omitempty"`
+	}
+)
+
+// poolVersions is a Pool of v1alpha1 and v1beta1, the hub, whose servers
+// are items of type A at v1alpha1 and B at v1beta1, a and b converting
+// one item; keys, when given, are declared ListMap keys of both
+// versions' servers.
+func poolVersions[A, B any](a func(B) A, b func(A) B, keys ...string) kube.Versions[PoolSpecV1beta1[B], PoolStatus] {
+	var alphaSpec PoolSpecV1alpha1[A]
+	var betaSpec PoolSpecV1beta1[B]
+	alpha := kube.Resource[PoolSpecV1alpha1[A], PoolStatus]{Group: "pools.example.com", Version: "v1alpha1", Kind: "Pool", Plural: "pools", Scope: kube.Namespaced}
+	beta := kube.Resource[PoolSpecV1beta1[B], PoolStatus]{Group: "pools.example.com", Version: "v1beta1", Kind: "Pool", Plural: "pools", Scope: kube.Namespaced}
+	if len(keys) > 0 {
+		alpha.Rules = []kube.TypeRules{kube.Rules(&alphaSpec, kube.Field(&alphaSpec.Servers).ListMap(keys...))}
+		beta.Rules = []kube.TypeRules{kube.Rules(&betaSpec, kube.Field(&betaSpec.Servers).ListMap(keys...))}
+	}
+	toHub := func(in kube.Object[PoolSpecV1alpha1[A], PoolStatus]) (kube.Object[PoolSpecV1beta1[B], PoolStatus], error) {
+		out := kube.Object[PoolSpecV1beta1[B], PoolStatus]{ObjectMeta: in.ObjectMeta, Status: in.Status}
+		for _, s := range in.Spec.Servers {
+			out.Spec.Servers = append(out.Spec.Servers, b(s))
+		}
+		return out, nil
+	}
+	fromHub := func(in kube.Object[PoolSpecV1beta1[B], PoolStatus]) (kube.Object[PoolSpecV1alpha1[A], PoolStatus], error) {
+		out := kube.Object[PoolSpecV1alpha1[A], PoolStatus]{ObjectMeta: in.ObjectMeta, Status: in.Status}
+		for _, s := range in.Spec.Servers {
+			out.Spec.Servers = append(out.Spec.Servers, a(s))
+		}
+		return out, nil
+	}
+	return kube.Versions[PoolSpecV1beta1[B], PoolStatus]{
+		Hub:     beta,
+		Others:  []kube.Version[PoolSpecV1beta1[B], PoolStatus]{kube.VersionOf(alpha, toHub, fromHub)},
+		Storage: "v1beta1",
+		Webhook: kube.ConversionWebhook{URL: "https://pools.example.com/convert"},
+	}
+}
+
+func namedPools() kube.Versions[PoolSpecV1beta1[NamedServerV1beta1], PoolStatus] {
+	return poolVersions(
+		func(s NamedServerV1beta1) NamedServerV1alpha1 {
+			return NamedServerV1alpha1{Name: s.Name, Image: s.Image}
+		},
+		func(s NamedServerV1alpha1) NamedServerV1beta1 {
+			return NamedServerV1beta1{Name: s.Name, Image: s.Image}
+		})
+}
+
+func hostPools(keys ...string) kube.Versions[PoolSpecV1beta1[HostServerV1beta1], PoolStatus] {
+	return poolVersions(
+		func(s HostServerV1beta1) HostServerV1alpha1 { return HostServerV1alpha1{Host: s.Host, Image: s.Image} },
+		func(s HostServerV1alpha1) HostServerV1beta1 { return HostServerV1beta1{Host: s.Host, Image: s.Image} },
+		keys...)
+}
+
+// atV1alpha1AndBack converts obj, at v1beta1, to v1alpha1 through v's
+// Handler, changes it there by edit, and converts it back.
+func atV1alpha1AndBack[A, B any](t *testing.T, v kube.Versions[PoolSpecV1beta1[B], PoolStatus], obj kube.Object[PoolSpecV1beta1[B], PoolStatus], edit func(*[]A)) []B {
+	t.Helper()
+	h, err := v.Handler(humustest.NewTelemetry().Telemetry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj.APIVersion, obj.Kind = "pools.example.com/v1beta1", "Pool"
+	obj.Namespace, obj.Name, obj.UID = "ns", "p", "u-1"
+	down := decodeAs[kube.Object[PoolSpecV1alpha1[A], PoolStatus]](t, review(t, h, "pools.example.com/v1alpha1", obj))[0]
+	edit(&down.Spec.Servers)
+	up := decodeAs[kube.Object[PoolSpecV1beta1[B], PoolStatus]](t, review(t, h, "pools.example.com/v1beta1", down))[0]
+	if len(up.Annotations) != 0 {
+		t.Errorf("the hub's object carries annotations %v, want none", up.Annotations)
+	}
+	return up.Spec.Servers
+}
+
+// TestConversionKeepsEveryItemsHubOnlyFields: a change at an old version
+// to one item of a list keeps the hub-only fields of every item, whatever
+// pairs the items: declared ListMap keys, a name, or their place.
+func TestConversionKeepsEveryItemsHubOnlyFields(t *testing.T) {
+	named := kube.Object[PoolSpecV1beta1[NamedServerV1beta1], PoolStatus]{Spec: PoolSpecV1beta1[NamedServerV1beta1]{Servers: []NamedServerV1beta1{
+		{Name: "a", Image: "memcached:1", Port: 11211}, {Name: "b", Image: "memcached:1", Port: 11212}, {Name: "c", Image: "memcached:1", Port: 11213},
+	}}}
+	hosts := kube.Object[PoolSpecV1beta1[HostServerV1beta1], PoolStatus]{Spec: PoolSpecV1beta1[HostServerV1beta1]{Servers: []HostServerV1beta1{
+		{Host: "a", Image: "memcached:1", Port: 11211}, {Host: "b", Image: "memcached:1", Port: 11212}, {Host: "c", Image: "memcached:1", Port: 11213},
+	}}}
+	type server struct {
+		id, image string
+		port      int32
+	}
+	fromNamed := func(ss []NamedServerV1beta1) (out []server) {
+		for _, s := range ss {
+			out = append(out, server{s.Name, s.Image, s.Port})
+		}
+		return out
+	}
+	fromHosts := func(ss []HostServerV1beta1) (out []server) {
+		for _, s := range ss {
+			out = append(out, server{s.Host, s.Image, s.Port})
+		}
+		return out
+	}
+	// Each edit at v1alpha1, on items whose first field is their name or
+	// host, and the servers wanted back at v1beta1.
+	type edit struct {
+		name  string
+		named func(*[]NamedServerV1alpha1)
+		hosts func(*[]HostServerV1alpha1)
+		want  []server
+	}
+	edits := []edit{{
+		name:  "one server's image changed",
+		named: func(s *[]NamedServerV1alpha1) { (*s)[1].Image = "memcached:2" },
+		hosts: func(s *[]HostServerV1alpha1) { (*s)[1].Image = "memcached:2" },
+		want:  []server{{"a", "memcached:1", 11211}, {"b", "memcached:2", 11212}, {"c", "memcached:1", 11213}},
+	}, {
+		name:  "the first server removed",
+		named: func(s *[]NamedServerV1alpha1) { *s = (*s)[1:] },
+		hosts: func(s *[]HostServerV1alpha1) { *s = (*s)[1:] },
+		want:  []server{{"b", "memcached:1", 11212}, {"c", "memcached:1", 11213}},
+	}, {
+		name: "a server added in the middle",
+		named: func(s *[]NamedServerV1alpha1) {
+			*s = slices.Insert(*s, 1, NamedServerV1alpha1{Name: "d", Image: "memcached:1"})
+		},
+		hosts: func(s *[]HostServerV1alpha1) {
+			*s = slices.Insert(*s, 1, HostServerV1alpha1{Host: "d", Image: "memcached:1"})
+		},
+		want: []server{{"a", "memcached:1", 11211}, {"d", "memcached:1", 0}, {"b", "memcached:1", 11212}, {"c", "memcached:1", 11213}},
+	}, {
+		name:  "the last server removed and another's image changed",
+		named: func(s *[]NamedServerV1alpha1) { *s = (*s)[:2]; (*s)[0].Image = "memcached:2" },
+		hosts: func(s *[]HostServerV1alpha1) { *s = (*s)[:2]; (*s)[0].Image = "memcached:2" },
+		want:  []server{{"a", "memcached:2", 11211}, {"b", "memcached:1", 11212}},
+	}}
+	// Reordered: only keys or names can follow an item that moved.
+	reordered := edit{
+		name:  "the servers reversed, one image changed",
+		named: func(s *[]NamedServerV1alpha1) { slices.Reverse(*s); (*s)[0].Image = "memcached:2" },
+		hosts: func(s *[]HostServerV1alpha1) { slices.Reverse(*s); (*s)[0].Image = "memcached:2" },
+		want:  []server{{"c", "memcached:2", 11213}, {"b", "memcached:1", 11212}, {"a", "memcached:1", 11211}},
+	}
+	for _, e := range append(slices.Clone(edits), reordered) {
+		t.Run("by name/"+e.name, func(t *testing.T) {
+			if got := fromNamed(atV1alpha1AndBack(t, namedPools(), named, e.named)); !slices.Equal(got, e.want) {
+				t.Errorf("servers at v1beta1 %v, want %v", got, e.want)
+			}
+		})
+		t.Run("by ListMap keys/"+e.name, func(t *testing.T) {
+			if got := fromHosts(atV1alpha1AndBack(t, hostPools("host"), hosts, e.hosts)); !slices.Equal(got, e.want) {
+				t.Errorf("servers at v1beta1 %v, want %v", got, e.want)
+			}
+		})
+	}
+	for _, e := range edits {
+		t.Run("by place/"+e.name, func(t *testing.T) {
+			if got := fromHosts(atV1alpha1AndBack(t, hostPools(), hosts, e.hosts)); !slices.Equal(got, e.want) {
+				t.Errorf("servers at v1beta1 %v, want %v", got, e.want)
+			}
+		})
+	}
+}
