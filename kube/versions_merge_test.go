@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
 )
@@ -196,5 +198,33 @@ func TestConversionKeepsEveryItemsHubOnlyFields(t *testing.T) {
 				t.Errorf("servers at v1beta1 %v, want %v", got, e.want)
 			}
 		})
+	}
+}
+
+// TestRoundTripListItems: RoundTrip's round trips, a leaf changed at the
+// other version included, keep every server's port, whatever pairs the
+// servers.
+func TestRoundTripListItems(t *testing.T) {
+	meta := metav1.ObjectMeta{Namespace: "ns", Name: "p"}
+	named := kube.Object[PoolSpecV1beta1[NamedServerV1beta1], PoolStatus]{ObjectMeta: meta, Spec: PoolSpecV1beta1[NamedServerV1beta1]{Servers: []NamedServerV1beta1{
+		{Name: "a", Image: "memcached:1", Port: 11211}, {Name: "b", Image: "memcached:1", Port: 11212},
+	}}, Status: PoolStatus{Ready: 2}}
+	hosts := kube.Object[PoolSpecV1beta1[HostServerV1beta1], PoolStatus]{ObjectMeta: meta, Spec: PoolSpecV1beta1[HostServerV1beta1]{Servers: []HostServerV1beta1{
+		{Host: "a", Image: "memcached:1", Port: 11211}, {Host: "b", Image: "memcached:1", Port: 11212},
+	}}, Status: PoolStatus{Ready: 2}}
+	if err := kube.RoundTrip(namedPools(), named); err != nil {
+		t.Errorf("by name: %v", err)
+	}
+	if err := kube.RoundTrip(hostPools("host"), hosts); err != nil {
+		t.Errorf("by ListMap keys: %v", err)
+	}
+	if err := kube.RoundTrip(hostPools(), hosts); err != nil {
+		t.Errorf("by place: %v", err)
+	}
+	alpha := kube.Object[PoolSpecV1alpha1[HostServerV1alpha1], PoolStatus]{ObjectMeta: meta, Spec: PoolSpecV1alpha1[HostServerV1alpha1]{Servers: []HostServerV1alpha1{
+		{Host: "a", Image: "memcached:1"}, {Host: "b", Image: "memcached:1"},
+	}}}
+	if err := kube.RoundTrip(hostPools("host"), alpha); err != nil {
+		t.Errorf("v1alpha1's example: %v", err)
 	}
 }
