@@ -154,3 +154,30 @@ func TestAlignBounded(t *testing.T) {
 		}
 	}
 }
+
+// FuzzValues: Values doesn't panic on any three JSON values, modifies
+// none of them, and where kept and lossy agree gives current.
+func FuzzValues(f *testing.F) {
+	f.Add(`{"s":[{"name":"a","p":1}]}`, `{"s":[{"name":"a","p":1,"q":2},{"name":"b"}]}`, `{"s":[{"name":"a","p":1}]}`)
+	f.Add(`{"servers":[{"host":"a"},{"host":"a"}]}`, `{"servers":[{"host":"a","port":1}]}`, `{"servers":[{"host":"a"}]}`)
+	f.Add(`[1,2,3]`, `[1,{"a":2},3]`, `[1,2]`)
+	f.Add(`{"a":{"b":[[1],[2]]}}`, `{"a":{"b":[[1,9],[2]]}}`, `{"a":{"b":[[1],[2]]}}`)
+	f.Fuzz(func(t *testing.T, current, kept, lossy string) {
+		var c, k, l any
+		if json.Unmarshal([]byte(current), &c) != nil || json.Unmarshal([]byte(kept), &k) != nil || json.Unmarshal([]byte(lossy), &l) != nil {
+			return
+		}
+		before := func() string {
+			b, _ := json.Marshal([]any{c, k, l})
+			return string(b)
+		}
+		was := before()
+		_ = Values(c, k, l, servers)
+		if now := before(); now != was {
+			t.Fatalf("an input modified: %s, was %s", now, was)
+		}
+		if got := Values(c, k, k, servers); !reflect.DeepEqual(got, c) {
+			t.Fatalf("kept and lossy agree, and Values isn't current: %v, want %v", got, c)
+		}
+	})
+}
