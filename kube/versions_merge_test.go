@@ -44,14 +44,14 @@ type (
 )
 
 // poolVersions is a Pool of v1alpha1 and v1beta1, the hub, whose servers
-// are items of type A at v1alpha1 and B at v1beta1, a and b converting
+// are items of type A at v1alpha1 and B at v1beta1, in group, a and b converting
 // one item; keys, when given, are declared ListMap keys of both
 // versions' servers.
-func poolVersions[A, B any](a func(B) A, b func(A) B, keys ...string) kube.Versions[PoolSpecV1beta1[B], PoolStatus] {
+func poolVersions[A, B any](group string, a func(B) A, b func(A) B, keys ...string) kube.Versions[PoolSpecV1beta1[B], PoolStatus] {
 	var alphaSpec PoolSpecV1alpha1[A]
 	var betaSpec PoolSpecV1beta1[B]
-	alpha := kube.Resource[PoolSpecV1alpha1[A], PoolStatus]{Group: "pools.example.com", Version: "v1alpha1", Kind: "Pool", Plural: "pools", Scope: kube.Namespaced}
-	beta := kube.Resource[PoolSpecV1beta1[B], PoolStatus]{Group: "pools.example.com", Version: "v1beta1", Kind: "Pool", Plural: "pools", Scope: kube.Namespaced}
+	alpha := kube.Resource[PoolSpecV1alpha1[A], PoolStatus]{Group: group, Version: "v1alpha1", Kind: "Pool", Plural: "pools", Scope: kube.Namespaced}
+	beta := kube.Resource[PoolSpecV1beta1[B], PoolStatus]{Group: group, Version: "v1beta1", Kind: "Pool", Plural: "pools", Scope: kube.Namespaced}
 	if len(keys) > 0 {
 		alpha.Rules = []kube.TypeRules{kube.Rules(&alphaSpec, kube.Field(&alphaSpec.Servers).ListMap(keys...))}
 		beta.Rules = []kube.TypeRules{kube.Rules(&betaSpec, kube.Field(&betaSpec.Servers).ListMap(keys...))}
@@ -74,12 +74,12 @@ func poolVersions[A, B any](a func(B) A, b func(A) B, keys ...string) kube.Versi
 		Hub:     beta,
 		Others:  []kube.Version[PoolSpecV1beta1[B], PoolStatus]{kube.VersionOf(alpha, toHub, fromHub)},
 		Storage: "v1beta1",
-		Webhook: kube.ConversionWebhook{URL: "https://pools.example.com/convert"},
+		Webhook: kube.ConversionWebhook{URL: "https://" + group + "/convert"},
 	}
 }
 
-func namedPools() kube.Versions[PoolSpecV1beta1[NamedServerV1beta1], PoolStatus] {
-	return poolVersions(
+func namedPools(group string) kube.Versions[PoolSpecV1beta1[NamedServerV1beta1], PoolStatus] {
+	return poolVersions(group,
 		func(s NamedServerV1beta1) NamedServerV1alpha1 {
 			return NamedServerV1alpha1{Name: s.Name, Image: s.Image}
 		},
@@ -88,8 +88,8 @@ func namedPools() kube.Versions[PoolSpecV1beta1[NamedServerV1beta1], PoolStatus]
 		})
 }
 
-func hostPools(keys ...string) kube.Versions[PoolSpecV1beta1[HostServerV1beta1], PoolStatus] {
-	return poolVersions(
+func hostPools(group string, keys ...string) kube.Versions[PoolSpecV1beta1[HostServerV1beta1], PoolStatus] {
+	return poolVersions(group,
 		func(s HostServerV1beta1) HostServerV1alpha1 { return HostServerV1alpha1{Host: s.Host, Image: s.Image} },
 		func(s HostServerV1alpha1) HostServerV1beta1 { return HostServerV1beta1{Host: s.Host, Image: s.Image} },
 		keys...)
@@ -114,6 +114,58 @@ func atV1alpha1AndBack[A, B any](t *testing.T, v kube.Versions[PoolSpecV1beta1[B
 	return up.Spec.Servers
 }
 
+// poolServer is a server as a test compares it: its name or host, its
+// image and its port.
+type poolServer struct {
+	id, image string
+	port      int32
+}
+
+// poolEdit is an edit at v1alpha1 of a Pool's servers a, b and c, each
+// with an image memcached:1 and a port, on items with a name and on items
+// with a host, and the servers wanted back at v1beta1.
+type poolEdit struct {
+	name  string
+	named func(*[]NamedServerV1alpha1)
+	hosts func(*[]HostServerV1alpha1)
+	want  []poolServer
+}
+
+// poolEdits are the edits whose items any pairing follows, and one that
+// only keys or names can follow: items that moved.
+func poolEdits() (edits []poolEdit, reordered poolEdit) {
+	return []poolEdit{{
+			name:  "one server's image changed",
+			named: func(s *[]NamedServerV1alpha1) { (*s)[1].Image = "memcached:2" },
+			hosts: func(s *[]HostServerV1alpha1) { (*s)[1].Image = "memcached:2" },
+			want:  []poolServer{{"a", "memcached:1", 11211}, {"b", "memcached:2", 11212}, {"c", "memcached:1", 11213}},
+		}, {
+			name:  "the first server removed",
+			named: func(s *[]NamedServerV1alpha1) { *s = (*s)[1:] },
+			hosts: func(s *[]HostServerV1alpha1) { *s = (*s)[1:] },
+			want:  []poolServer{{"b", "memcached:1", 11212}, {"c", "memcached:1", 11213}},
+		}, {
+			name: "a server added in the middle",
+			named: func(s *[]NamedServerV1alpha1) {
+				*s = slices.Insert(*s, 1, NamedServerV1alpha1{Name: "d", Image: "memcached:1"})
+			},
+			hosts: func(s *[]HostServerV1alpha1) {
+				*s = slices.Insert(*s, 1, HostServerV1alpha1{Host: "d", Image: "memcached:1"})
+			},
+			want: []poolServer{{"a", "memcached:1", 11211}, {"d", "memcached:1", 0}, {"b", "memcached:1", 11212}, {"c", "memcached:1", 11213}},
+		}, {
+			name:  "the last server removed and another's image changed",
+			named: func(s *[]NamedServerV1alpha1) { *s = (*s)[:2]; (*s)[0].Image = "memcached:2" },
+			hosts: func(s *[]HostServerV1alpha1) { *s = (*s)[:2]; (*s)[0].Image = "memcached:2" },
+			want:  []poolServer{{"a", "memcached:2", 11211}, {"b", "memcached:1", 11212}},
+		}}, poolEdit{
+			name:  "the servers reversed, one image changed",
+			named: func(s *[]NamedServerV1alpha1) { slices.Reverse(*s); (*s)[0].Image = "memcached:2" },
+			hosts: func(s *[]HostServerV1alpha1) { slices.Reverse(*s); (*s)[0].Image = "memcached:2" },
+			want:  []poolServer{{"c", "memcached:2", 11213}, {"b", "memcached:1", 11212}, {"a", "memcached:1", 11211}},
+		}
+}
+
 // TestConversionKeepsEveryItemsHubOnlyFields: a change at an old version
 // to one item of a list keeps the hub-only fields of every item, whatever
 // pairs the items: declared ListMap keys, a name, or their place.
@@ -124,77 +176,34 @@ func TestConversionKeepsEveryItemsHubOnlyFields(t *testing.T) {
 	hosts := kube.Object[PoolSpecV1beta1[HostServerV1beta1], PoolStatus]{Spec: PoolSpecV1beta1[HostServerV1beta1]{Servers: []HostServerV1beta1{
 		{Host: "a", Image: "memcached:1", Port: 11211}, {Host: "b", Image: "memcached:1", Port: 11212}, {Host: "c", Image: "memcached:1", Port: 11213},
 	}}}
-	type server struct {
-		id, image string
-		port      int32
-	}
-	fromNamed := func(ss []NamedServerV1beta1) (out []server) {
+	fromNamed := func(ss []NamedServerV1beta1) (out []poolServer) {
 		for _, s := range ss {
-			out = append(out, server{s.Name, s.Image, s.Port})
+			out = append(out, poolServer{s.Name, s.Image, s.Port})
 		}
 		return out
 	}
-	fromHosts := func(ss []HostServerV1beta1) (out []server) {
+	fromHosts := func(ss []HostServerV1beta1) (out []poolServer) {
 		for _, s := range ss {
-			out = append(out, server{s.Host, s.Image, s.Port})
+			out = append(out, poolServer{s.Host, s.Image, s.Port})
 		}
 		return out
 	}
-	// Each edit at v1alpha1, on items whose first field is their name or
-	// host, and the servers wanted back at v1beta1.
-	type edit struct {
-		name  string
-		named func(*[]NamedServerV1alpha1)
-		hosts func(*[]HostServerV1alpha1)
-		want  []server
-	}
-	edits := []edit{{
-		name:  "one server's image changed",
-		named: func(s *[]NamedServerV1alpha1) { (*s)[1].Image = "memcached:2" },
-		hosts: func(s *[]HostServerV1alpha1) { (*s)[1].Image = "memcached:2" },
-		want:  []server{{"a", "memcached:1", 11211}, {"b", "memcached:2", 11212}, {"c", "memcached:1", 11213}},
-	}, {
-		name:  "the first server removed",
-		named: func(s *[]NamedServerV1alpha1) { *s = (*s)[1:] },
-		hosts: func(s *[]HostServerV1alpha1) { *s = (*s)[1:] },
-		want:  []server{{"b", "memcached:1", 11212}, {"c", "memcached:1", 11213}},
-	}, {
-		name: "a server added in the middle",
-		named: func(s *[]NamedServerV1alpha1) {
-			*s = slices.Insert(*s, 1, NamedServerV1alpha1{Name: "d", Image: "memcached:1"})
-		},
-		hosts: func(s *[]HostServerV1alpha1) {
-			*s = slices.Insert(*s, 1, HostServerV1alpha1{Host: "d", Image: "memcached:1"})
-		},
-		want: []server{{"a", "memcached:1", 11211}, {"d", "memcached:1", 0}, {"b", "memcached:1", 11212}, {"c", "memcached:1", 11213}},
-	}, {
-		name:  "the last server removed and another's image changed",
-		named: func(s *[]NamedServerV1alpha1) { *s = (*s)[:2]; (*s)[0].Image = "memcached:2" },
-		hosts: func(s *[]HostServerV1alpha1) { *s = (*s)[:2]; (*s)[0].Image = "memcached:2" },
-		want:  []server{{"a", "memcached:2", 11211}, {"b", "memcached:1", 11212}},
-	}}
-	// Reordered: only keys or names can follow an item that moved.
-	reordered := edit{
-		name:  "the servers reversed, one image changed",
-		named: func(s *[]NamedServerV1alpha1) { slices.Reverse(*s); (*s)[0].Image = "memcached:2" },
-		hosts: func(s *[]HostServerV1alpha1) { slices.Reverse(*s); (*s)[0].Image = "memcached:2" },
-		want:  []server{{"c", "memcached:2", 11213}, {"b", "memcached:1", 11212}, {"a", "memcached:1", 11211}},
-	}
+	edits, reordered := poolEdits()
 	for _, e := range append(slices.Clone(edits), reordered) {
 		t.Run("by name/"+e.name, func(t *testing.T) {
-			if got := fromNamed(atV1alpha1AndBack(t, namedPools(), named, e.named)); !slices.Equal(got, e.want) {
+			if got := fromNamed(atV1alpha1AndBack(t, namedPools("pools.example.com"), named, e.named)); !slices.Equal(got, e.want) {
 				t.Errorf("servers at v1beta1 %v, want %v", got, e.want)
 			}
 		})
 		t.Run("by ListMap keys/"+e.name, func(t *testing.T) {
-			if got := fromHosts(atV1alpha1AndBack(t, hostPools("host"), hosts, e.hosts)); !slices.Equal(got, e.want) {
+			if got := fromHosts(atV1alpha1AndBack(t, hostPools("pools.example.com", "host"), hosts, e.hosts)); !slices.Equal(got, e.want) {
 				t.Errorf("servers at v1beta1 %v, want %v", got, e.want)
 			}
 		})
 	}
 	for _, e := range edits {
 		t.Run("by place/"+e.name, func(t *testing.T) {
-			if got := fromHosts(atV1alpha1AndBack(t, hostPools(), hosts, e.hosts)); !slices.Equal(got, e.want) {
+			if got := fromHosts(atV1alpha1AndBack(t, hostPools("pools.example.com"), hosts, e.hosts)); !slices.Equal(got, e.want) {
 				t.Errorf("servers at v1beta1 %v, want %v", got, e.want)
 			}
 		})
@@ -212,19 +221,19 @@ func TestRoundTripListItems(t *testing.T) {
 	hosts := kube.Object[PoolSpecV1beta1[HostServerV1beta1], PoolStatus]{ObjectMeta: meta, Spec: PoolSpecV1beta1[HostServerV1beta1]{Servers: []HostServerV1beta1{
 		{Host: "a", Image: "memcached:1", Port: 11211}, {Host: "b", Image: "memcached:1", Port: 11212},
 	}}, Status: PoolStatus{Ready: 2}}
-	if err := kube.RoundTrip(namedPools(), named); err != nil {
+	if err := kube.RoundTrip(namedPools("pools.example.com"), named); err != nil {
 		t.Errorf("by name: %v", err)
 	}
-	if err := kube.RoundTrip(hostPools("host"), hosts); err != nil {
+	if err := kube.RoundTrip(hostPools("pools.example.com", "host"), hosts); err != nil {
 		t.Errorf("by ListMap keys: %v", err)
 	}
-	if err := kube.RoundTrip(hostPools(), hosts); err != nil {
+	if err := kube.RoundTrip(hostPools("pools.example.com"), hosts); err != nil {
 		t.Errorf("by place: %v", err)
 	}
 	alpha := kube.Object[PoolSpecV1alpha1[HostServerV1alpha1], PoolStatus]{ObjectMeta: meta, Spec: PoolSpecV1alpha1[HostServerV1alpha1]{Servers: []HostServerV1alpha1{
 		{Host: "a", Image: "memcached:1"}, {Host: "b", Image: "memcached:1"},
 	}}}
-	if err := kube.RoundTrip(hostPools("host"), alpha); err != nil {
+	if err := kube.RoundTrip(hostPools("pools.example.com", "host"), alpha); err != nil {
 		t.Errorf("v1alpha1's example: %v", err)
 	}
 }

@@ -29,18 +29,24 @@ func align(cur, lossy []any) []int {
 		le--
 		pairs[ce] = le
 	}
-	c, l := cur[start:ce], lossy[start:le]
+	alignMiddle(cur[start:ce], lossy[start:le], pairs[start:ce], start)
+	return pairs
+}
+
+// alignMiddle pairs c's items with l's as align does, in pairs, by the
+// index of l's plus off; c and l have no common start or end.
+func alignMiddle(c, l []any, pairs []int, off int) {
 	n, m := len(c), len(l)
 	if n == 0 || m == 0 {
-		return pairs
+		return
 	}
 	if n*m > maxCells {
 		if n == m {
 			for i := range c {
-				pairs[start+i] = start + i
+				pairs[i] = off + i
 			}
 		}
-		return pairs
+		return
 	}
 	// The longest common subsequence of c and l, from the end: lcs[i][j]
 	// is that of c[i:] and l[j:].
@@ -66,7 +72,7 @@ func align(cur, lossy []any) []int {
 	hunk := func(i0, i1, j0, j1 int) {
 		if i1-i0 == j1-j0 {
 			for k := range i1 - i0 {
-				pairs[start+i0+k] = start + j0 + k
+				pairs[i0+k] = off + j0 + k
 			}
 		}
 	}
@@ -75,7 +81,7 @@ func align(cur, lossy []any) []int {
 		switch {
 		case eq(i, j) && lcs[i][j] == lcs[i+1][j+1]+1:
 			hunk(i0, i, j0, j)
-			pairs[start+i] = start + j
+			pairs[i] = off + j
 			i++
 			j++
 			i0, j0 = i, j
@@ -86,5 +92,4 @@ func align(cur, lossy []any) []int {
 		}
 	}
 	hunk(i0, n, j0, m)
-	return pairs
 }

@@ -21,13 +21,34 @@ func decode(t *testing.T, s string) any {
 // The servers of a pool, whose port the old version can't hold.
 var servers = &Lists{Fields: map[string]*Lists{"servers": {Keys: []string{"host"}}}}
 
-func TestValues(t *testing.T) {
-	for _, tt := range []struct {
-		name                 string
-		current, kept, lossy string
-		lists                *Lists
-		want                 string
-	}{{
+// valuesCase is three values, the list-maps, and their merge.
+type valuesCase struct {
+	name                 string
+	current, kept, lossy string
+	lists                *Lists
+	want                 string
+}
+
+func testValues(t *testing.T, cases []valuesCase) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			cur, kept, lossy := decode(t, tt.current), decode(t, tt.kept), decode(t, tt.lossy)
+			keptBefore, _ := json.Marshal(kept)
+			got := Values(cur, kept, lossy, tt.lists)
+			if want := decode(t, tt.want); !reflect.DeepEqual(got, want) {
+				g, _ := json.Marshal(got)
+				t.Errorf("merged\n %s\nwant\n %s", g, tt.want)
+			}
+			if after, _ := json.Marshal(kept); string(after) != string(keptBefore) {
+				t.Errorf("kept modified: %s, was %s", after, keptBefore)
+			}
+		})
+	}
+}
+
+func TestValuesObjects(t *testing.T) {
+	testValues(t, []valuesCase{{
 		name:    "a field the old version can't hold comes back",
 		current: `{"size":3}`, kept: `{"size":2,"port":1}`, lossy: `{"size":2}`,
 		want: `{"size":3,"port":1}`,
@@ -40,6 +61,23 @@ func TestValues(t *testing.T) {
 		current: `{"l":[1,2,3]}`, kept: `{"l":[1,2]}`, lossy: `{"l":[1,2]}`,
 		want: `{"l":[1,2,3]}`,
 	}, {
+		name:    "nested list-maps",
+		current: `{"pools":{"p":{"servers":[{"host":"a","image":"2"}]}}}`,
+		kept:    `{"pools":{"p":{"servers":[{"host":"a","image":"1","port":1}]}}}`,
+		lossy:   `{"pools":{"p":{"servers":[{"host":"a","image":"1"}]}}}`,
+		lists:   &Lists{Fields: map[string]*Lists{"pools": {Values: servers}}},
+		want:    `{"pools":{"p":{"servers":[{"host":"a","image":"2","port":1}]}}}`,
+	}, {
+		name:    "a list removed at the old version stays removed",
+		current: `{}`, kept: `{"s":[{"i":"a","p":1}]}`, lossy: `{"s":[{"i":"a"}]}`,
+		want: `{}`,
+	}})
+}
+
+// TestValuesByKeysAndNames: list items paired by their list-map keys, or
+// their names.
+func TestValuesByKeysAndNames(t *testing.T) {
+	testValues(t, []valuesCase{{
 		name:    "by list-map keys: one item changed",
 		current: `{"servers":[{"host":"a","image":"1"},{"host":"b","image":"2"}]}`,
 		kept:    `{"servers":[{"host":"a","image":"1","port":1},{"host":"b","image":"1","port":2}]}`,
@@ -80,7 +118,12 @@ func TestValues(t *testing.T) {
 		lossy:   `{"servers":[{"name":"a","image":"1"},{"name":"b","image":"1"}]}`,
 		lists:   servers,
 		want:    `{"servers":[{"name":"a","host":"x","image":"2"},{"name":"b","host":"y","image":"1"}]}`,
-	}, {
+	}})
+}
+
+// TestValuesByPlace: list items paired by their place.
+func TestValuesByPlace(t *testing.T) {
+	testValues(t, []valuesCase{{
 		name:    "by place: one changed",
 		current: `{"s":[{"i":"1"},{"i":"2"},{"i":"1"}]}`,
 		kept:    `{"s":[{"i":"1","p":1},{"i":"1","p":2},{"i":"1","p":3}]}`,
@@ -106,31 +149,7 @@ func TestValues(t *testing.T) {
 		name:    "by place: kept and lossy of other lengths, unchanged: kept's",
 		current: `{"s":[1,2]}`, kept: `{"s":[1,2,3]}`, lossy: `{"s":[1,2]}`,
 		want: `{"s":[1,2,3]}`,
-	}, {
-		name:    "nested list-maps",
-		current: `{"pools":{"p":{"servers":[{"host":"a","image":"2"}]}}}`,
-		kept:    `{"pools":{"p":{"servers":[{"host":"a","image":"1","port":1}]}}}`,
-		lossy:   `{"pools":{"p":{"servers":[{"host":"a","image":"1"}]}}}`,
-		lists:   &Lists{Fields: map[string]*Lists{"pools": {Values: servers}}},
-		want:    `{"pools":{"p":{"servers":[{"host":"a","image":"2","port":1}]}}}`,
-	}, {
-		name:    "a list removed at the old version stays removed",
-		current: `{}`, kept: `{"s":[{"i":"a","p":1}]}`, lossy: `{"s":[{"i":"a"}]}`,
-		want: `{}`,
-	}} {
-		t.Run(tt.name, func(t *testing.T) {
-			cur, kept, lossy := decode(t, tt.current), decode(t, tt.kept), decode(t, tt.lossy)
-			keptBefore, _ := json.Marshal(kept)
-			got := Values(cur, kept, lossy, tt.lists)
-			if want := decode(t, tt.want); !reflect.DeepEqual(got, want) {
-				g, _ := json.Marshal(got)
-				t.Errorf("merged\n %s\nwant\n %s", g, tt.want)
-			}
-			if after, _ := json.Marshal(kept); string(after) != string(keptBefore) {
-				t.Errorf("kept modified: %s, was %s", after, keptBefore)
-			}
-		})
-	}
+	}})
 }
 
 // TestAlignBounded: a list past the table's bound pairs by place, without
