@@ -1,10 +1,18 @@
 package kube_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strconv"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
@@ -236,4 +244,72 @@ func TestRoundTripListItems(t *testing.T) {
 	if err := kube.RoundTrip(hostPools("pools.example.com", "host"), alpha); err != nil {
 		t.Errorf("v1alpha1's example: %v", err)
 	}
+}
+
+// BenchmarkConversionKeepingListItems: a review of a Pool of n servers
+// written at v1alpha1, one image changed there, converted to v1beta1 with
+// every port the annotation kept: the merge's cost in a conversion.
+func BenchmarkConversionKeepingListItems(b *testing.B) {
+	for _, n := range []int{10, 100} {
+		v := hostPools("pools.example.com", "host")
+		h, err := v.Handler(humustest.NewTelemetry().Telemetry())
+		if err != nil {
+			b.Fatal(err)
+		}
+		hub := kube.Object[PoolSpecV1beta1[HostServerV1beta1], PoolStatus]{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "pools.example.com/v1beta1", Kind: "Pool"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u-1"},
+		}
+		for i := range n {
+			hub.Spec.Servers = append(hub.Spec.Servers, HostServerV1beta1{Host: strconv.Itoa(i), Image: "memcached:1", Port: int32(10000 + i)})
+		}
+		var down struct {
+			Response struct {
+				ConvertedObjects []kube.Object[PoolSpecV1alpha1[HostServerV1alpha1], PoolStatus] `json:"convertedObjects"`
+			} `json:"response"`
+		}
+		if err := json.Unmarshal(serveReview(b, h, reviewBody(b, "pools.example.com/v1alpha1", hub)), &down); err != nil || len(down.Response.ConvertedObjects) != 1 {
+			b.Fatalf("the review down: %v, %+v", err, down)
+		}
+		alpha := down.Response.ConvertedObjects[0]
+		alpha.Spec.Servers[n/2].Image = "memcached:2"
+		body := reviewBody(b, "pools.example.com/v1beta1", alpha)
+		b.Run(fmt.Sprintf("%d servers", n), func(b *testing.B) {
+			for b.Loop() {
+				if answer := serveReview(b, h, body); !bytes.Contains(answer, []byte(`"port":10000`)) {
+					b.Fatalf("the port of the first server lost: %.300s", answer)
+				}
+			}
+		})
+	}
+}
+
+// reviewBody is a ConversionReview of obj, asking for it at to.
+func reviewBody(b *testing.B, to string, obj any) []byte {
+	b.Helper()
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, err := json.Marshal(apiextensionsv1.ConversionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"},
+		Request:  &apiextensionsv1.ConversionRequest{UID: "0a1b", DesiredAPIVersion: to, Objects: []runtime.RawExtension{{Raw: raw}}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
+}
+
+// serveReview is h's answer to the ConversionReview body.
+func serveReview(b *testing.B, h http.Handler, body []byte) []byte {
+	b.Helper()
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, "/convert", bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(rec, r)
+	if rec.Code != http.StatusOK {
+		b.Fatalf("answered %d: %s", rec.Code, rec.Body)
+	}
+	return rec.Body.Bytes()
 }

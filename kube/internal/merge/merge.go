@@ -226,6 +226,11 @@ func byKeys(keys []string) func(any) (string, bool) {
 		if !ok {
 			return "", false
 		}
+		if len(keys) == 1 {
+			if s, ok := m[keys[0]].(string); ok {
+				return "s" + s, true // no JSON starts with s
+			}
+		}
 		vs := make([]any, len(keys))
 		for i, k := range keys {
 			vs[i] = m[k]

@@ -2,7 +2,9 @@ package merge
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -199,4 +201,32 @@ func FuzzValues(f *testing.F) {
 			t.Fatalf("kept and lossy agree, and Values isn't current: %v, want %v", got, c)
 		}
 	})
+}
+
+// BenchmarkValues merges a list of n servers, one image changed at the
+// old version, each pairing.
+func BenchmarkValues(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		for _, by := range []struct {
+			name, id string
+			lists    *Lists
+		}{{"keys", "host", servers}, {"name", "name", nil}, {"place", "host", nil}} {
+			cur, kept, lossy := make([]any, n), make([]any, n), make([]any, n)
+			for i := range n {
+				id := strconv.Itoa(i)
+				cur[i] = map[string]any{by.id: id, "image": "memcached:1"}
+				kept[i] = map[string]any{by.id: id, "image": "memcached:1", "port": float64(i)}
+				lossy[i] = map[string]any{by.id: id, "image": "memcached:1"}
+			}
+			cur[n/2] = map[string]any{by.id: strconv.Itoa(n / 2), "image": "memcached:2"}
+			c := map[string]any{"servers": cur}
+			k := map[string]any{"servers": kept}
+			l := map[string]any{"servers": lossy}
+			b.Run(fmt.Sprintf("%d servers by %s", n, by.name), func(b *testing.B) {
+				for b.Loop() {
+					Values(c, k, l, by.lists)
+				}
+			})
+		}
+	}
 }
