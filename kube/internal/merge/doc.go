@@ -28,9 +28,10 @@
 //     added at the old version, and is current's alone; an item lossy has
 //     and current hasn't was removed there, and stays removed; an item of
 //     kept that the round trip lost whole, which the old version couldn't
-//     hold at all, comes back after the item kept before it, unless
-//     current holds an item of its key or name. The list has current's
-//     order.
+//     hold at all, comes back after the nearest item before it in kept
+//     that current still has (first, when there is none), unless current
+//     holds an item of its key or name, which wins. The list has
+//     current's order.
 //   - Paired by place, kept's and lossy's items pair by index, and the
 //     lists are merged whole, as a scalar, when their lengths differ.
 //     Current's items pair with lossy's by the longest run of items
