@@ -106,7 +106,9 @@ func RoundTrip[Spec, Status, HubSpec, HubStatus any](v Versions[HubSpec, HubStat
 			if len(lost) == 0 {
 				// Only once nothing is lost unchanged: a lost field would
 				// be lost again with every change.
-				lost = changedRoundTrip[Spec, Status](set, v.Hub.Group, raw, want, from, to, where, lists[to])
+				// An item's key at any version it passes makes it another.
+				keys := []*merge.Lists{lists[to], lists[from], lists[v.Hub.Version]}
+				lost = changedRoundTrip[Spec, Status](set, v.Hub.Group, raw, want, from, to, where, keys)
 			}
 			errs = append(errs, lost...)
 		}
@@ -176,11 +178,12 @@ func roundTripThrough[Spec, Status, HubSpec, HubStatus any](set *versionSet[HubS
 // come back. What the change makes is what it makes without the
 // annotation that keeps the fields to can't hold: the fields of the
 // object converted back without it that differ from those of the
-// unchanged one converted back without it. lists are to's list-maps: a
-// leaf that identifies a list's item, a list-map key or an item's name,
-// isn't changed, since the item is then another one. A change the
+// unchanged one converted back without it. lists are the list-maps of
+// to, from and the hub: a leaf that identifies a list's item at any of
+// them, a list-map key or an item's name, isn't changed, since the item
+// is then another one. A change the
 // version's types or functions refuse is skipped.
-func changedRoundTrip[Spec, Status, HubSpec, HubStatus any](set *versionSet[HubSpec, HubStatus], group string, raw []byte, want map[string]any, from, to, where string, lists *merge.Lists) []error {
+func changedRoundTrip[Spec, Status, HubSpec, HubStatus any](set *versionSet[HubSpec, HubStatus], group string, raw []byte, want map[string]any, from, to, where string, lists []*merge.Lists) []error {
 	fromAPI, toAPI := group+"/"+from, group+"/"+to
 	there, err := set.convert(raw, fromAPI, toAPI)
 	if err != nil {
@@ -211,7 +214,7 @@ func changedRoundTrip[Spec, Status, HubSpec, HubStatus any](set *versionSet[HubS
 	}
 	var paths [][]any
 	for _, f := range []string{"spec", "status"} {
-		leaves(tree[f], listsField(lists, f), []any{f}, nil, &paths)
+		leaves(tree[f], fieldOf(lists, f), []any{f}, nil, &paths)
 	}
 	for _, p := range paths {
 		changed, name, ok := changeLeaf(there, p)
@@ -253,21 +256,26 @@ func specStatusOfComparable(c map[string]any) map[string]any {
 	return map[string]any{"spec": c["spec"], "status": c["status"]}
 }
 
-// listsField is the list-maps below l's field name.
-func listsField(l *merge.Lists, name string) *merge.Lists {
-	if l == nil {
-		return nil
+// fieldOf is the list-maps below the field name of each of ls.
+func fieldOf(ls []*merge.Lists, name string) []*merge.Lists {
+	out := make([]*merge.Lists, len(ls))
+	for i, l := range ls {
+		if l == nil {
+			continue
+		}
+		if f, ok := l.Fields[name]; ok {
+			out[i] = f
+		} else {
+			out[i] = l.Values
+		}
 	}
-	if f, ok := l.Fields[name]; ok {
-		return f
-	}
-	return l.Values
+	return out
 }
 
 // leaves appends to out the path, of map keys and list indexes, of each
 // string and number under v, at path, leaving out an item's name and its
-// list-map keys (identity, when v is a list's item).
-func leaves(v any, l *merge.Lists, path []any, identity []string, out *[][]any) {
+// list-map keys at any of ls (identity, when v is a list's item).
+func leaves(v any, ls []*merge.Lists, path []any, identity []string, out *[][]any) {
 	switch v := v.(type) {
 	case map[string]any:
 		keys := slices.Sorted(maps.Keys(v))
@@ -275,14 +283,16 @@ func leaves(v any, l *merge.Lists, path []any, identity []string, out *[][]any) 
 			if identity != nil && (k == "name" || slices.Contains(identity, k)) {
 				continue
 			}
-			leaves(v[k], listsField(l, k), append(slices.Clip(path), k), nil, out)
+			leaves(v[k], fieldOf(ls, k), append(slices.Clip(path), k), nil, out)
 		}
 	case []any:
-		var items *merge.Lists
+		items := make([]*merge.Lists, len(ls))
 		identity := []string{}
-		if l != nil {
-			items = l.Items
-			identity = append(identity, l.Keys...)
+		for i, l := range ls {
+			if l != nil {
+				items[i] = l.Items
+				identity = append(identity, l.Keys...)
+			}
 		}
 		for i, item := range v {
 			leaves(item, items, append(slices.Clip(path), i), identity, out)

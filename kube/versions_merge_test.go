@@ -238,6 +238,14 @@ func TestRoundTripListItems(t *testing.T) {
 	if err := kube.RoundTrip(hostPools("pools.example.com"), hosts); err != nil {
 		t.Errorf("by place: %v", err)
 	}
+	// Keys the hub alone declares: a host changed at v1alpha1 is another
+	// server at the hub, so RoundTrip leaves hosts alone there too.
+	hubKeyed := hostPools("pools.example.com")
+	var betaSpec PoolSpecV1beta1[HostServerV1beta1]
+	hubKeyed.Hub.Rules = []kube.TypeRules{kube.Rules(&betaSpec, kube.Field(&betaSpec.Servers).ListMap("host"))}
+	if err := kube.RoundTrip(hubKeyed, hosts); err != nil {
+		t.Errorf("by ListMap keys of the hub alone: %v", err)
+	}
 	alpha := kube.Object[PoolSpecV1alpha1[HostServerV1alpha1], PoolStatus]{ObjectMeta: meta, Spec: PoolSpecV1alpha1[HostServerV1alpha1]{Servers: []HostServerV1alpha1{
 		{Host: "a", Image: "memcached:1"}, {Host: "b", Image: "memcached:1"},
 	}}}
