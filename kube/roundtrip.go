@@ -252,6 +252,7 @@ func changedRoundTrip[Spec, Status, HubSpec, HubStatus any](set *versionSet[HubS
 	return nil
 }
 
+// specStatusOfComparable is the spec and status of c, a comparable.
 func specStatusOfComparable(c map[string]any) map[string]any {
 	return map[string]any{"spec": c["spec"], "status": c["status"]}
 }
