@@ -5,37 +5,142 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"reflect"
 	"runtime/debug"
+	"slices"
+	"sync"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/z5labs/humus/kube/internal/merge"
 )
 
 // converter converts the objects of one version to and from the hub's
 // types, keeping in an annotation what the other side can't hold.
 type converter[HubSpec, HubStatus any] struct {
 	version string
-	// up decodes raw, an object at the version, and converts it to the
-	// hub's types; down converts hub to the version and encodes it. hub is
-	// the hub's version, which names the annotation of its fields.
-	up   func(raw []byte, group, hub string) (Object[HubSpec, HubStatus], error)
-	down func(obj Object[HubSpec, HubStatus], group, hub string) ([]byte, error)
-	ok   bool // both functions given
+	// toHub decodes raw, an object at the version, and converts it to the
+	// hub's types; fromHub converts hub to the version and encodes it. hub
+	// is the hub's version, which names the annotation of its fields; m
+	// merges what was kept, with the list-maps of the version converted
+	// to.
+	toHub   func(raw []byte, group, hub string, m keeper) (Object[HubSpec, HubStatus], error)
+	fromHub func(obj Object[HubSpec, HubStatus], group, hub string, m keeper) ([]byte, error)
+	ok      bool // both functions given
+	// hubLists and ownLists are the list-maps of the hub's schema and of
+	// the version's, read once, when first needed; nil for none.
+	hubLists, ownLists func() *merge.Lists
+	// merge is the three-way merge of what was kept: merge.Values. A
+	// test's seam.
+	merge func(cur, kept, lossy any, lists *merge.Lists) any
+}
+
+// keeper is how a conversion merges what an annotation kept: by merge,
+// with lists, the list-maps of the version converted to.
+type keeper struct {
+	merge func(cur, kept, lossy any, lists *merge.Lists) any
+	lists *merge.Lists
 }
 
 func (c *converter[HubSpec, HubStatus]) complete() bool { return c.ok }
+
+// up decodes raw, an object at c's version, and converts it to the hub's
+// types.
+func (c *converter[HubSpec, HubStatus]) up(raw []byte, group, hub string) (Object[HubSpec, HubStatus], error) {
+	return c.toHub(raw, group, hub, c.keeper(c.hubLists))
+}
+
+// down converts obj, at the hub, to c's version, and encodes it.
+func (c *converter[HubSpec, HubStatus]) down(obj Object[HubSpec, HubStatus], group, hub string) ([]byte, error) {
+	return c.fromHub(obj, group, hub, c.keeper(c.ownLists))
+}
+
+func (c *converter[HubSpec, HubStatus]) keeper(lists func() *merge.Lists) keeper {
+	k := keeper{merge: c.merge}
+	if k.merge == nil {
+		k.merge = merge.Values
+	}
+	if lists != nil {
+		k.lists = lists()
+	}
+	return k
+}
+
+// withLists is a copy of c that merges by the list-maps of hub, the hub's
+// schema, converting to the hub, and of own, its version's, converting to
+// it; nil for a nil c.
+func (c *converter[HubSpec, HubStatus]) withLists(hub, own func() *merge.Lists) *converter[HubSpec, HubStatus] {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	out.hubLists, out.ownLists = hub, own
+	return &out
+}
+
+// listsOf reads, once, when first called, the list-maps of the schema of
+// a one-version CRD; nil when it has none, or the CRD doesn't build (which
+// CRD and Handler report).
+func listsOf(crd func() (*apiextensionsv1.CustomResourceDefinition, error)) func() *merge.Lists {
+	return sync.OnceValue(func() *merge.Lists {
+		if crd == nil {
+			return nil
+		}
+		c, err := crd()
+		if err != nil || len(c.Spec.Versions) == 0 || c.Spec.Versions[0].Schema == nil {
+			return nil
+		}
+		return listsFrom(c.Spec.Versions[0].Schema.OpenAPIV3Schema)
+	})
+}
+
+// listsFrom is where the schema p declares list-maps (x-kubernetes-list-type
+// map), and their keys; nil where it declares none.
+func listsFrom(p *apiextensionsv1.JSONSchemaProps) *merge.Lists {
+	if p == nil {
+		return nil
+	}
+	var l merge.Lists
+	found := false
+	if p.XListType != nil && *p.XListType == "map" && len(p.XListMapKeys) > 0 {
+		l.Keys, found = slices.Clone(p.XListMapKeys), true
+	}
+	for name, f := range p.Properties {
+		if sub := listsFrom(&f); sub != nil {
+			if l.Fields == nil {
+				l.Fields = map[string]*merge.Lists{}
+			}
+			l.Fields[name], found = sub, true
+		}
+	}
+	if p.AdditionalProperties != nil {
+		if l.Values = listsFrom(p.AdditionalProperties.Schema); l.Values != nil {
+			found = true
+		}
+	}
+	if p.Items != nil {
+		if l.Items = listsFrom(p.Items.Schema); l.Items != nil {
+			found = true
+		}
+	}
+	if !found {
+		return nil
+	}
+	return &l
+}
 
 // hubConverter is the hub's own: a decode and an encode.
 func hubConverter[HubSpec, HubStatus any](version string) *converter[HubSpec, HubStatus] {
 	return &converter[HubSpec, HubStatus]{
 		version: version,
 		ok:      true,
-		up: func(raw []byte, _, _ string) (Object[HubSpec, HubStatus], error) {
+		toHub: func(raw []byte, _, _ string, _ keeper) (Object[HubSpec, HubStatus], error) {
 			var obj Object[HubSpec, HubStatus]
 			if err := json.Unmarshal(raw, &obj); err != nil {
 				return obj, fmt.Errorf("decoding it: %w", err)
 			}
 			return obj, nil
 		},
-		down: func(obj Object[HubSpec, HubStatus], _, _ string) ([]byte, error) {
+		fromHub: func(obj Object[HubSpec, HubStatus], _, _ string, _ keeper) ([]byte, error) {
 			return json.Marshal(obj)
 		},
 	}
@@ -52,17 +157,17 @@ func newConverter[Spec, Status, HubSpec, HubStatus any](
 	return &converter[HubSpec, HubStatus]{
 		version: version,
 		ok:      toHub != nil && fromHub != nil,
-		up: func(raw []byte, group, hub string) (Object[HubSpec, HubStatus], error) {
+		toHub: func(raw []byte, group, hub string, m keeper) (Object[HubSpec, HubStatus], error) {
 			var obj Object[Spec, Status]
 			if err := json.Unmarshal(raw, &obj); err != nil {
 				return Object[HubSpec, HubStatus]{}, fmt.Errorf("decoding it: %w", err)
 			}
-			out, err := convertKeeping(obj, to, from, keptKey(group, version), keptKey(group, hub))
+			out, err := convertKeeping(obj, to, from, keptKey(group, version), keptKey(group, hub), m)
 			out.APIVersion = group + "/" + hub
 			return out, err
 		},
-		down: func(obj Object[HubSpec, HubStatus], group, hub string) ([]byte, error) {
-			out, err := convertKeeping(obj, from, to, keptKey(group, hub), keptKey(group, version))
+		fromHub: func(obj Object[HubSpec, HubStatus], group, hub string, m keeper) ([]byte, error) {
+			out, err := convertKeeping(obj, from, to, keptKey(group, hub), keptKey(group, version), m)
 			if err != nil {
 				return nil, err
 			}
@@ -131,11 +236,13 @@ func (c conversion[S1, St1, S2, St2]) call(in Object[S1, St1]) (out Object[S2, S
 // restored: each field where the conversion of the kept object there and
 // back (lossy) differs from the kept object (kept), and the converted
 // object still has lossy's value, so a change made at in's version wins.
+// m merges them (merge.Values): objects field by field, lists item by
+// item, paired by m's list-map keys, a name, or their place.
 //
 // When g, converting back, doesn't give in's spec and status, the result
 // carries the annotation inKey with them, so a conversion back restores
 // them; otherwise it carries no inKey.
-func convertKeeping[S1, St1, S2, St2 any](in Object[S1, St1], f conversion[S1, St1, S2, St2], g conversion[S2, St2, S1, St1], inKey, outKey string) (Object[S2, St2], error) {
+func convertKeeping[S1, St1, S2, St2 any](in Object[S1, St1], f conversion[S1, St1, S2, St2], g conversion[S2, St2, S1, St1], inKey, outKey string, m keeper) (Object[S2, St2], error) {
 	kept, hasKept := in.Annotations[outKey]
 	if hasKept {
 		in.Annotations = maps.Clone(in.Annotations)
@@ -149,7 +256,7 @@ func convertKeeping[S1, St1, S2, St2 any](in Object[S1, St1], f conversion[S1, S
 		return out, err
 	}
 	if hasKept {
-		if out, err = restore(out, kept, f, g, outKey); err != nil {
+		if out, err = restore(out, kept, f, g, outKey, m); err != nil {
 			return out, err
 		}
 	}
@@ -186,7 +293,7 @@ func convertKeeping[S1, St1, S2, St2 any](in Object[S1, St1], f conversion[S1, S
 // restore returns out with the fields of kept, an object's spec and status
 // at out's version, that a conversion through in's version loses, unless
 // out changed them.
-func restore[S1, St1, S2, St2 any](out Object[S2, St2], kept string, f conversion[S1, St1, S2, St2], g conversion[S2, St2, S1, St1], key string) (Object[S2, St2], error) {
+func restore[S1, St1, S2, St2 any](out Object[S2, St2], kept string, f conversion[S1, St1, S2, St2], g conversion[S2, St2, S1, St1], key string, m keeper) (Object[S2, St2], error) {
 	keptObj := Object[S2, St2]{TypeMeta: out.TypeMeta, ObjectMeta: out.ObjectMeta}
 	keptObj.Annotations = nil
 	if err := json.Unmarshal([]byte(kept), &keptObj); err != nil {
@@ -213,7 +320,7 @@ func restore[S1, St1, S2, St2 any](out Object[S2, St2], kept string, f conversio
 			return out, err
 		}
 	}
-	merged, _ := merge3(cur, keptTree, lossyTree, true, true, true)
+	merged := m.merge(cur, keptTree, lossyTree, m.lists)
 	b, err := json.Marshal(merged)
 	if err != nil {
 		return out, err
@@ -224,42 +331,6 @@ func restore[S1, St1, S2, St2 any](out Object[S2, St2], kept string, f conversio
 	}
 	out.Spec, out.Status = restored.Spec, restored.Status
 	return out, nil
-}
-
-// merge3 merges a field of three objects: cur, the converted object's;
-// kept, the kept object's; lossy, the kept object's after a round trip.
-// has* say whether each has the field. Where lossy and kept agree, the
-// round trip lost nothing, and cur's stands; where they differ, kept's is
-// taken unless cur changed lossy's; objects are merged field by field.
-func merge3(cur, kept, lossy any, hasCur, hasKept, hasLossy bool) (any, bool) {
-	if hasKept == hasLossy && reflect.DeepEqual(kept, lossy) {
-		return cur, hasCur
-	}
-	cm, cok := cur.(map[string]any)
-	km, kok := kept.(map[string]any)
-	lm, lok := lossy.(map[string]any)
-	if cok && kok && (lok || !hasLossy) {
-		out := map[string]any{}
-		keys := map[string]bool{}
-		for _, m := range []map[string]any{cm, km, lm} {
-			for k := range m {
-				keys[k] = true
-			}
-		}
-		for k := range keys {
-			c, hc := cm[k]
-			kv, hk := km[k]
-			l, hl := lm[k]
-			if v, ok := merge3(c, kv, l, hc, hk, hl); ok {
-				out[k] = v
-			}
-		}
-		return out, true
-	}
-	if hasCur == hasLossy && reflect.DeepEqual(cur, lossy) {
-		return kept, hasKept // unchanged since the round trip: kept's
-	}
-	return cur, hasCur // changed at the other version: cur's
 }
 
 // specStatus is obj's spec and status, as the JSON the annotation keeps.

@@ -226,7 +226,9 @@ func (v Versions[HubSpec, HubStatus]) entries() []versionEntry[HubSpec, HubStatu
 		},
 		where: "Hub",
 	}}
+	hubLists := listsOf(v.Hub.CRD) // the list-maps conversions merge by, read once
 	for i, o := range v.Others {
+		o.conv = o.conv.withLists(hubLists, listsOf(o.resource.crd))
 		es = append(es, versionEntry[HubSpec, HubStatus]{Version: o, where: fmt.Sprintf("Others[%d]", i)})
 	}
 	return es

@@ -47,7 +47,7 @@ type (
 // Host whose files hold a serving certificate of a CA of its own, as a
 // cert-manager Secret volume would. It returns v with its Webhook's URL
 // and CABundle set to the Service's.
-func serveWebhook(t *testing.T, tel *humustest.Telemetry, v kube.Versions[MemcachedSpecV1beta1, MemcachedStatus]) kube.Versions[MemcachedSpecV1beta1, MemcachedStatus] {
+func serveWebhook[Spec, Status any](t *testing.T, tel *humustest.Telemetry, v kube.Versions[Spec, Status]) kube.Versions[Spec, Status] {
 	t.Helper()
 	caPEM, certPEM, keyPEM := loopbackServing(t)
 	host := humustest.NewHost()
