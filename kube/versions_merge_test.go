@@ -276,7 +276,7 @@ func BenchmarkConversionKeepingListItems(b *testing.B) {
 				ConvertedObjects []kube.Object[PoolSpecV1alpha1[HostServerV1alpha1], PoolStatus] `json:"convertedObjects"`
 			} `json:"response"`
 		}
-		if err := json.Unmarshal(serveReview(b, h, reviewBody(b, "pools.example.com/v1alpha1", hub)), &down); err != nil || len(down.Response.ConvertedObjects) != 1 {
+		if err := json.Unmarshal(answerReview(b, h, reviewBody(b, "pools.example.com/v1alpha1", hub)), &down); err != nil || len(down.Response.ConvertedObjects) != 1 {
 			b.Fatalf("the review down: %v, %+v", err, down)
 		}
 		alpha := down.Response.ConvertedObjects[0]
@@ -284,7 +284,7 @@ func BenchmarkConversionKeepingListItems(b *testing.B) {
 		body := reviewBody(b, "pools.example.com/v1beta1", alpha)
 		b.Run(fmt.Sprintf("%d servers", n), func(b *testing.B) {
 			for b.Loop() {
-				if answer := serveReview(b, h, body); !bytes.Contains(answer, []byte(`"port":10000`)) {
+				if answer := answerReview(b, h, body); !bytes.Contains(answer, []byte(`"port":10000`)) {
 					b.Fatalf("the port of the first server lost: %.300s", answer)
 				}
 			}
@@ -309,8 +309,8 @@ func reviewBody(b *testing.B, to string, obj any) []byte {
 	return body
 }
 
-// serveReview is h's answer to the ConversionReview body.
-func serveReview(b *testing.B, h http.Handler, body []byte) []byte {
+// answerReview is h's answer to the ConversionReview body.
+func answerReview(b *testing.B, h http.Handler, body []byte) []byte {
 	b.Helper()
 	rec := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodPost, "/convert", bytes.NewReader(body))
