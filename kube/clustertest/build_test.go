@@ -117,7 +117,7 @@ func TestBuildWaitsForTheOtherProcess(t *testing.T) {
 	var out procutil.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
-		_, err := buildIn(t.Context(), bin, &out)
+		_, err := provide(t.Context(), bin, &out, supply{mode: BuildOnly, modeFrom: "Fetch(\"off\")"})
 		done <- err
 	}()
 	time.Sleep(300 * time.Millisecond) // the build is waiting for the lock

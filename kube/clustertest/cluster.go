@@ -189,9 +189,10 @@ func startShared(opts []Option) (*Cluster, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	w := collect(opts).writer()
+	settings := collect(opts)
+	w := settings.writer()
 	if o.kind == fromKubeconfig {
-		c, err := o.start(context.Background(), "", w)
+		c, err := o.start(context.Background(), "", settings)
 		return c, "", err
 	}
 	removeOrphans(w)
@@ -202,7 +203,7 @@ func startShared(opts []Option) (*Cluster, string, error) {
 	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return nil, dir, fmt.Errorf("clustertest: %w", err)
 	}
-	c, err := o.start(context.Background(), dir, w)
+	c, err := o.start(context.Background(), dir, settings)
 	return c, dir, err
 }
 
@@ -274,9 +275,9 @@ func Start(ctx context.Context, dir string, opts ...Option) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := collect(opts).writer()
+	o := collect(opts)
 	if f.kind == fromKubeconfig {
-		return f.start(ctx, "", w)
+		return f.start(ctx, "", o)
 	}
 	if !procutil.Supported {
 		return nil, errUnixOnly
@@ -285,7 +286,7 @@ func Start(ctx context.Context, dir string, opts ...Option) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.start(ctx, dir, w)
+	return f.start(ctx, dir, o)
 }
 
 // Launch is Start(ctx, dir, Progress(w)) for a person at a terminal, as
