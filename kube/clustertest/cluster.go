@@ -92,8 +92,8 @@ var shared struct {
 //	func TestMain(m *testing.M) { os.Exit(clustertest.Run(m)) }
 //
 // It runs m's tests; a control plane is started only when a test first
-// calls Get, from where opts say (built from source unless FromAssets or
-// FromKubeconfig says otherwise), and stopped when they end.
+// calls Get, from where opts say (fetched or built, as Build does, unless
+// FromAssets or FromKubeconfig says otherwise), and stopped when they end.
 //
 // A test that called Get and failed says, on stderr, before go test
 // prints the test's own output, so that the test's failure comes last:
@@ -255,8 +255,8 @@ func readPid(path string) (int, bool) {
 }
 
 // Start starts a control plane that keeps its certificates, tokens, etcd
-// data, logs and kubeconfig in dir, from where opts say: built from
-// source (see Build) unless FromAssets or FromKubeconfig says otherwise
+// data, logs and kubeconfig in dir, from where opts say: fetched or
+// built (see Build) unless FromAssets or FromKubeconfig says otherwise
 // (FromKubeconfig starts nothing, and ignores dir). Its build's progress,
 // and a line saying the components start, go to os.Stderr unless Progress
 // says otherwise. It returns once every component is ready; the caller

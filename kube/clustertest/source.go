@@ -20,9 +20,10 @@ import (
 )
 
 // An Option says where Run and Start get the control plane from, and
-// where they say how far they got. Without one, it is built from
-// Kubernetes' source (see Build) and started with kube-controller-manager,
-// and its progress goes to os.Stderr.
+// where they say how far they got. Without one, Kubernetes' and etcd's
+// released binaries are fetched, or built from source where they can't be
+// (see Build), and started with kube-controller-manager, and the progress
+// goes to os.Stderr.
 type Option func(*options)
 
 // options are what Options set: the sources they name, of which there may
