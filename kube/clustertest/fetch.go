@@ -519,7 +519,7 @@ func extract(src, member, dst string) error {
 	tr := tar.NewReader(gz)
 	for {
 		hdr, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("it holds no %s", member)
 		}
 		if err != nil {
