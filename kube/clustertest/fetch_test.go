@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -619,4 +620,54 @@ func BenchmarkFetch(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestFetchRefusesARedirectToHTTP: a redirect to plain http is a failed
+// fetch, not a download; the build takes over, saying why.
+func TestFetchRefusesARedirectToHTTP(t *testing.T) {
+	needsFetch(t)
+	p := newFakePublisher(t, newFakeRelease(t, "amd64", 64))
+	p.handle = func(w http.ResponseWriter, r *http.Request) bool {
+		http.Redirect(w, r, "http://127.0.0.1:1"+r.URL.Path, http.StatusFound)
+		return true
+	}
+	s, b := testSupply(p, FetchOrBuild)
+	var out bytes.Buffer
+	if _, err := provide(t.Context(), filepath.Join(t.TempDir(), "controlplane"), &out, s); err != nil {
+		t.Fatal(err)
+	}
+	if b.count() != 1 || !strings.Contains(out.String(), "redirected to http://127.0.0.1:1/k8s/v1.37.2/bin/linux/amd64/kube-apiserver.sha256, which isn't https") {
+		t.Errorf("the build ran %d times and provide wrote %q; want one build, after a line naming the redirect refused", b.count(), out.String())
+	}
+}
+
+// TestFetchSettingsReachBuildAndStart: Build reads the environment's
+// settings, and Start passes its Options on: told to fetch only, from a
+// port on loopback where nothing listens, each fails saying so, and
+// builds nothing.
+func TestFetchSettingsReachBuildAndStart(t *testing.T) {
+	needsFetch(t)
+	if runtime.GOOS != "linux" {
+		t.Skip("elsewhere nothing is fetched")
+	}
+	t.Setenv(EnvDir, filepath.Join(t.TempDir(), "controlplane"))
+	t.Setenv(EnvKubernetesURL, "https://127.0.0.1:1/k8s")
+	t.Setenv(EnvEtcdURL, "https://127.0.0.1:1/etcd")
+	t.Setenv("PATH", "") // no go command: were the settings lost, the build would fail at once, not run
+	refused := "clustertest: fetching https://127.0.0.1:1/k8s/v1.37.2/bin/linux/" + runtime.GOARCH + "/kube-apiserver.sha256: "
+
+	t.Run("Build, by the environment", func(t *testing.T) {
+		t.Setenv(EnvFetch, string(FetchOnly))
+		_, err := Build(t.Context(), Fetch(BuildOnly), Progress(io.Discard))
+		if err == nil || !strings.HasPrefix(err.Error(), refused) || !strings.HasSuffix(err.Error(), "(HUMUS_CONTROLPLANE_FETCH=only builds from source where the binaries can't be fetched)") {
+			t.Errorf("err = %v, want it to say fetching from 127.0.0.1:1 failed, and that HUMUS_CONTROLPLANE_FETCH=only says not to build", err)
+		}
+	})
+	t.Run("Start, by its Option", func(t *testing.T) {
+		t.Setenv(EnvFetch, "")
+		_, err := Start(t.Context(), t.TempDir(), Fetch(FetchOnly), Progress(io.Discard))
+		if err == nil || !strings.HasPrefix(err.Error(), refused) || !strings.HasSuffix(err.Error(), `(Fetch("only") builds from source where the binaries can't be fetched)`) {
+			t.Errorf("err = %v, want it to say fetching from 127.0.0.1:1 failed, and that Fetch(\"only\") says not to build", err)
+		}
+	})
 }
