@@ -587,7 +587,7 @@ func TestBuildTakesNoSource(t *testing.T) {
 	t.Setenv(EnvFetch, string(FetchOnly))
 	t.Setenv(EnvKubernetesURL, "https://127.0.0.1:1/k8s")
 	t.Setenv(EnvEtcdURL, "https://127.0.0.1:1/etcd")
-	_, err := Build(t.Context(), FromAssets("/assets"))
+	_, err := Build(t.Context(), FromAssets("/assets"), Fetch(FetchOnly), FetchFrom("https://127.0.0.1:1/k8s", "https://127.0.0.1:1/etcd"))
 	want := "clustertest: Build fetches or builds the control plane's binaries; [the control plane of envtest's assets in /assets] is an option of Run and Start"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %s", err, want)
@@ -654,18 +654,21 @@ func TestFetchSettingsReachBuildAndStart(t *testing.T) {
 	t.Setenv(EnvKubernetesURL, "https://127.0.0.1:1/k8s")
 	t.Setenv(EnvEtcdURL, "https://127.0.0.1:1/etcd")
 	t.Setenv("PATH", "") // no go command: were the settings lost, the build would fail at once, not run
+	// The Options name loopback too, so that code that loses either the
+	// environment or the Options still asks no download location.
+	nowhere := FetchFrom("https://127.0.0.1:1/k8s", "https://127.0.0.1:1/etcd")
 	refused := "clustertest: fetching https://127.0.0.1:1/k8s/v1.37.2/bin/linux/" + runtime.GOARCH + "/kube-apiserver.sha256: "
 
 	t.Run("Build, by the environment", func(t *testing.T) {
 		t.Setenv(EnvFetch, string(FetchOnly))
-		_, err := Build(t.Context(), Fetch(BuildOnly), Progress(io.Discard))
+		_, err := Build(t.Context(), Fetch(BuildOnly), nowhere, Progress(io.Discard))
 		if err == nil || !strings.HasPrefix(err.Error(), refused) || !strings.HasSuffix(err.Error(), "(HUMUS_CONTROLPLANE_FETCH=only builds from source where the binaries can't be fetched)") {
 			t.Errorf("err = %v, want it to say fetching from 127.0.0.1:1 failed, and that HUMUS_CONTROLPLANE_FETCH=only says not to build", err)
 		}
 	})
 	t.Run("Start, by its Option", func(t *testing.T) {
 		t.Setenv(EnvFetch, "")
-		_, err := Start(t.Context(), t.TempDir(), Fetch(FetchOnly), Progress(io.Discard))
+		_, err := Start(t.Context(), t.TempDir(), Fetch(FetchOnly), nowhere, Progress(io.Discard))
 		if err == nil || !strings.HasPrefix(err.Error(), refused) || !strings.HasSuffix(err.Error(), `(Fetch("only") builds from source where the binaries can't be fetched)`) {
 			t.Errorf("err = %v, want it to say fetching from 127.0.0.1:1 failed, and that Fetch(\"only\") says not to build", err)
 		}
