@@ -674,3 +674,23 @@ func TestFetchSettingsReachBuildAndStart(t *testing.T) {
 		}
 	})
 }
+
+func TestPinnable(t *testing.T) {
+	for p, want := range map[string]bool{
+		"v1.37.2/bin/linux/amd64/kube-apiserver":          true,
+		"v1.37.2/bin/linux/s390x/kube-controller-manager": true,
+		"v3.7.0/etcd-v3.7.0-linux-arm64.tar.gz":           true,
+		"v1.37.2/bin/linux/amd64/kubectl":                 false,
+		"v1.37.1/bin/linux/amd64/kube-apiserver":          false,
+		"v1.37.2/bin/linux//kube-apiserver":               false,
+		"v1.37.2/bin/linux/amd64/kube-apiserver/x":        false,
+		"v3.7.0/etcd-v3.7.0-linux-.tar.gz":                false,
+		"v3.7.0/etcd-v3.7.0-linux-a/b.tar.gz":             false,
+		"v3.7.0/etcd-v3.7.0-darwin-arm64.zip":             false,
+		"kube-apiserver":                                  false,
+	} {
+		if got := pinnable(p); got != want {
+			t.Errorf("pinnable(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
