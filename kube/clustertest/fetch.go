@@ -343,9 +343,8 @@ func (s supply) fetch(ctx context.Context, bin string) error {
 	if err := s.download(ctx, client, s.etcd, rel, want, tmp); err != nil {
 		return err
 	}
-	member := strings.TrimSuffix(archive, ".tar.gz") + "/etcd"
 	etcd := filepath.Join(bin, ".etcd.download")
-	if err := extract(tmp, member, etcd); err != nil {
+	if err := extract(tmp, "etcd", etcd); err != nil {
 		return fmt.Errorf("clustertest: %s: %w", archive, err)
 	}
 	return install(etcd, filepath.Join(bin, "etcd"))
@@ -504,9 +503,11 @@ func listedSum(sums, name string) (string, bool) {
 	return "", false
 }
 
-// extract writes the regular file member of the tar.gz archive at src
-// into the file dst, executable.
-func extract(src, member, dst string) error {
+// extract writes the regular file name, in the one folder at the top of
+// the tar.gz archive at src (etcd-VERSION-linux-ARCH/ in etcd's, which its
+// release notes unpack with --strip-components=1), into the file dst,
+// executable.
+func extract(src, name, dst string) error {
 	f, err := os.Open(src)
 	if err != nil {
 		return err
@@ -520,12 +521,13 @@ func extract(src, member, dst string) error {
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("it holds no %s", member)
+			return fmt.Errorf("it holds no FOLDER/%s", name)
 		}
 		if err != nil {
 			return err
 		}
-		if path.Clean(strings.TrimPrefix(hdr.Name, "./")) != member || hdr.Typeflag != tar.TypeReg {
+		dir, base := path.Split(path.Clean(strings.TrimPrefix(hdr.Name, "./")))
+		if base != name || dir == "" || strings.Contains(strings.TrimSuffix(dir, "/"), "/") || hdr.Typeflag != tar.TypeReg {
 			continue
 		}
 		out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)

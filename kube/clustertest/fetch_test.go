@@ -564,6 +564,58 @@ func TestFetchedVersionsAreTheBuiltOnes(t *testing.T) {
 	}
 }
 
+// TestExtract takes etcd from the one folder at the top of the archive,
+// whatever its name, and no other etcd.
+func TestExtract(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files map[string][]byte
+		want  string
+		err   string
+	}{
+		{name: "etcd's folder", files: map[string][]byte{"etcd-v3.7.0-linux-amd64/etcd": []byte("server"), "etcd-v3.7.0-linux-amd64/etcdctl": []byte("client")}, want: "server"},
+		{name: "another folder", files: map[string][]byte{"./release/etcd": []byte("server")}, want: "server"},
+		{name: "at the top", files: map[string][]byte{"etcd": []byte("server")}, err: "it holds no FOLDER/etcd"},
+		{name: "deeper", files: map[string][]byte{"a/b/etcd": []byte("server")}, err: "it holds no FOLDER/etcd"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			tw := tar.NewWriter(zw)
+			for name, body := range tc.files {
+				if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(body))}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tw.Write(body); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := zw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			src, dst := filepath.Join(dir, "a.tar.gz"), filepath.Join(dir, "etcd")
+			if err := os.WriteFile(src, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := extract(src, "etcd", dst)
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Errorf("err = %v, want %s", err, tc.err)
+				}
+				return
+			}
+			got, rerr := os.ReadFile(dst)
+			if err != nil || rerr != nil || string(got) != tc.want {
+				t.Errorf("extract: %v; it wrote %q (%v), want %q", err, got, rerr, tc.want)
+			}
+		})
+	}
+}
+
 func TestListedSum(t *testing.T) {
 	a, b := strings.Repeat("a", 64), strings.Repeat("B", 64)
 	sums := a + "  etcd-v3.7.0-linux-amd64.tar.gz\n" + b + " *etcd-v3.7.0-linux-arm64.tar.gz\nnot a line\n"
