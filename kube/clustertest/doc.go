@@ -68,7 +68,8 @@
 // kubernetes-server-linux-ARCH.tar.gz). etcd publishes each
 // release on GitHub at
 // https://github.com/etcd-io/etcd/releases/download/VERSION/etcd-VERSION-linux-ARCH.tar.gz,
-// whose etcd-VERSION-linux-ARCH/etcd is the server, beside a SHA256SUMS
+// whose one folder holds the server, etcd (its release notes unpack it
+// with --strip-components=1), beside a SHA256SUMS
 // file in sha256sum's format (a sum, two spaces, a file's name: a line
 // each) listing every archive of the release; its release notes give
 // https://storage.googleapis.com/etcd as a second location, laid out
