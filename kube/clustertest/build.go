@@ -383,9 +383,9 @@ func lock(ctx context.Context, path string, w io.Writer, every time.Duration) (u
 		if now := time.Now(); !now.Before(next) {
 			if !told {
 				told = true
-				_, _ = fmt.Fprintf(w, "clustertest: another process is building the control plane (it holds %s); waiting for it\n", path)
+				_, _ = fmt.Fprintf(w, "clustertest: another process is fetching or building the control plane (it holds %s); waiting for it\n", path)
 			} else {
-				_, _ = fmt.Fprintf(w, "clustertest: still waiting for the other process's build of the control plane, %s\n", since(begin))
+				_, _ = fmt.Fprintf(w, "clustertest: still waiting for the other process to fetch or build the control plane, %s\n", since(begin))
 			}
 			next = now.Add(every)
 		}

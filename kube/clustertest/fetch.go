@@ -242,7 +242,7 @@ func provide(ctx context.Context, bin string, w io.Writer, s supply) (string, er
 	}
 	defer unlock()
 	if upToDate(bin, want) { // made by another process while this one waited
-		_, _ = fmt.Fprintln(w, "clustertest: the other process built the control plane")
+		_, _ = fmt.Fprintln(w, "clustertest: the other process fetched or built the control plane")
 		return bin, nil
 	}
 	stampPath := filepath.Join(bin, "stamp")
