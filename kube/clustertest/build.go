@@ -6,10 +6,8 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -81,31 +79,55 @@ func BuildDir() (string, error) {
 	return filepath.Join(cache, "humus", "controlplane-"+kubernetesVersion), nil
 }
 
-// Build builds the control plane's binaries into BuildDir, unless they are
-// already built there from the embedded source with the same flags, and
-// returns that folder. A warm start runs no go command at all. The build
-// writes the source into the folder's src/ and runs the go command there,
-// from any module: the go command on PATH, with GOWORK=off and
-// GOFLAGS=-mod=mod -buildvcs=false, and the rest of the environment as it
-// is (GOPROXY, GOCACHE, ...). It holds a lock on the file beside the folder
-// named FOLDER.lock, so two processes building at once build once; the one
-// that waits says so on stderr. A cold build takes 13 to 18 minutes on two
-// cores, its Go build cache empty: it builds each program in turn, and
+// Build puts the control plane's binaries into BuildDir, unless they are
+// already there for the embedded source, and returns that folder. A warm
+// start runs no go command and downloads nothing.
+//
+// By default (see Fetch) it fetches Kubernetes' released kube-apiserver
+// and kube-controller-manager of v1.37.2 and etcd's release v3.7.0 for the
+// machine's architecture from their publishers (DefaultKubernetesURL and
+// DefaultEtcdURL, or the mirrors FetchFrom names), checks each against the
+// SHA-256 its publisher lists (and the one PinSHA256 pins), and builds
+// them from source only where they can't be fetched: off Linux, or when a
+// download fails (no network, no such release, a server that sends
+// nothing for 30s). A download whose sum differs is refused, naming the
+// file and both sums, and nothing is built in its place. It says on stderr
+// (or Progress's writer), in one line, which it did and why. The
+// environment's HUMUS_CONTROLPLANE_FETCH, HUMUS_CONTROLPLANE_KUBERNETES_URL
+// and HUMUS_CONTROLPLANE_ETCD_URL override those Options.
+//
+// The build writes the source into the folder's src/ and runs the go
+// command there, from any module: the go command on PATH, with GOWORK=off
+// and GOFLAGS=-mod=mod -buildvcs=false, and the rest of the environment as
+// it is (GOPROXY, GOCACHE, ...). A cold build takes 13 to 18 minutes on
+// two cores, its Go build cache empty: it builds each program in turn, and
 // says on stderr when each begins and ends, and, at least every 30s, how
 // many packages it has compiled. With the Go build cache warm (the folder
 // removed, or another one named), it links the programs in a minute or
-// two. Off Unix it returns an error saying the control plane runs on Unix
+// two.
+//
+// Either holds a lock on the file beside the folder named FOLDER.lock, so
+// two processes at once fetch or build once; the one that waits says so.
+// Build takes no FromAssets or FromKubeconfig, and returns an error saying
+// so. Off Unix it returns an error saying the control plane runs on Unix
 // only.
-func Build(ctx context.Context) (string, error) {
-	return build(ctx, os.Stderr)
+func Build(ctx context.Context, opts ...Option) (string, error) {
+	o := collect(opts)
+	if len(o.sources) > 0 {
+		return "", fmt.Errorf("clustertest: Build fetches or builds the control plane's binaries; %v is an option of Run and Start", o.sources)
+	}
+	return build(ctx, o)
 }
 
 // progressEvery is how often a build, or a wait for another's, writes a
 // line saying how far it got.
 const progressEvery = 30 * time.Second
 
-// build is Build, writing its progress to w.
-func build(ctx context.Context, w io.Writer) (string, error) {
+// build is Build: the binaries, fetched or built as o and the environment
+// say, in BuildDir, with progress on o's writer. It reads the environment
+// variables that say where and how: HUMUS_CONTROLPLANE (through BuildDir),
+// and those of the fetch.
+func build(ctx context.Context, o options) (string, error) {
 	if !procutil.Supported {
 		return "", errUnixOnly
 	}
@@ -113,45 +135,22 @@ func build(ctx context.Context, w io.Writer) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return buildIn(ctx, bin, w)
+	s, err := o.settings(os.Getenv)
+	if err != nil {
+		return "", err
+	}
+	return provide(ctx, bin, o.writer(), s)
 }
 
-// buildIn builds the control plane into bin unless it is up to date.
-func buildIn(ctx context.Context, bin string, w io.Writer) (string, error) {
-	want, err := sourceStamp()
-	if err != nil {
-		return "", err
-	}
-	if upToDate(bin, want) {
-		return bin, nil
-	}
-
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		return "", fmt.Errorf("clustertest: %w", err)
-	}
-	unlock, err := lock(ctx, bin+".lock", w, progressEvery)
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	if upToDate(bin, want) { // built by another process while this one waited
-		_, _ = fmt.Fprintln(w, "clustertest: the other process built the control plane")
-		return bin, nil
-	}
-
-	_, _ = fmt.Fprintf(w, "clustertest: building the control plane (%s) from Kubernetes %s's source into %s;"+
-		" a cold build takes 13 to 18 minutes on two cores\n", strings.Join(programs, ", "), kubernetesVersion, bin)
-	stampPath := filepath.Join(bin, "stamp")
-	if err := os.Remove(stampPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("clustertest: %w", err)
-	}
+// compile builds the control plane from the embedded source into bin.
+func compile(ctx context.Context, bin string, w io.Writer) error {
 	src := filepath.Join(bin, "src")
 	if err := writeSource(src); err != nil {
-		return "", err
+		return err
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		return "", fmt.Errorf("clustertest: building the control plane needs the go command on PATH: %w", err)
+		return fmt.Errorf("clustertest: building the control plane needs the go command on PATH: %w", err)
 	}
 	g := goBuild{
 		goTool: goTool,
@@ -161,17 +160,12 @@ func buildIn(ctx context.Context, bin string, w io.Writer) (string, error) {
 		every:  progressEvery,
 		w:      w,
 	}
-	begin := time.Now()
 	for i, p := range programs {
 		if err := g.program(ctx, p, bin, fmt.Sprintf("%d of %d", i+1, len(programs))); err != nil {
-			return "", err
+			return err
 		}
 	}
-	if err := os.WriteFile(stampPath, []byte(want+"\n"), 0o644); err != nil {
-		return "", fmt.Errorf("clustertest: %w", err)
-	}
-	_, _ = fmt.Fprintf(w, "clustertest: built the control plane in %s\n", since(begin))
-	return bin, nil
+	return nil
 }
 
 // writeSource writes the embedded source into the folder src as the
@@ -350,11 +344,12 @@ func sourceStamp() (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// upToDate reports whether bin holds every program and a stamp equal to
-// want.
+// upToDate reports whether bin holds every program and a stamp whose
+// first line is want: built or fetched, for the embedded source.
 func upToDate(bin, want string) bool {
 	got, err := os.ReadFile(filepath.Join(bin, "stamp"))
-	if err != nil || strings.TrimSpace(string(got)) != want {
+	first, _, _ := strings.Cut(string(got), "\n")
+	if err != nil || strings.TrimSpace(first) != want {
 		return false
 	}
 	for _, p := range programs {
@@ -388,9 +383,9 @@ func lock(ctx context.Context, path string, w io.Writer, every time.Duration) (u
 		if now := time.Now(); !now.Before(next) {
 			if !told {
 				told = true
-				_, _ = fmt.Fprintf(w, "clustertest: another process is building the control plane (it holds %s); waiting for it\n", path)
+				_, _ = fmt.Fprintf(w, "clustertest: another process is fetching or building the control plane (it holds %s); waiting for it\n", path)
 			} else {
-				_, _ = fmt.Fprintf(w, "clustertest: still waiting for the other process's build of the control plane, %s\n", since(begin))
+				_, _ = fmt.Fprintf(w, "clustertest: still waiting for the other process to fetch or build the control plane, %s\n", since(begin))
 			}
 			next = now.Add(every)
 		}

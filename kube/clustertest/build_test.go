@@ -117,7 +117,7 @@ func TestBuildWaitsForTheOtherProcess(t *testing.T) {
 	var out procutil.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
-		_, err := buildIn(t.Context(), bin, &out)
+		_, err := provide(t.Context(), bin, &out, supply{mode: BuildOnly, modeFrom: "Fetch(\"off\")"})
 		done <- err
 	}()
 	time.Sleep(300 * time.Millisecond) // the build is waiting for the lock
@@ -142,8 +142,8 @@ func TestBuildWaitsForTheOtherProcess(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiting build didn't return once the lock was released")
 	}
-	want := "clustertest: another process is building the control plane (it holds " + bin + ".lock); waiting for it\n" +
-		"clustertest: the other process built the control plane\n"
+	want := "clustertest: another process is fetching or building the control plane (it holds " + bin + ".lock); waiting for it\n" +
+		"clustertest: the other process fetched or built the control plane\n"
 	if got := out.String(); got != want {
 		t.Errorf("the waiting build wrote %q, want %q", got, want)
 	}
@@ -209,7 +209,7 @@ func TestLockExcludes(t *testing.T) {
 		t.Fatal("the second lock wasn't taken after the first was released")
 	}
 	got := told.String()
-	if !strings.HasPrefix(got, "clustertest: another process is building the control plane") {
+	if !strings.HasPrefix(got, "clustertest: another process is fetching or building the control plane") {
 		t.Errorf("the waiting lock wrote %q, want it to say it waits for another process", got)
 	}
 	if !strings.Contains(got, "still waiting") {

@@ -92,8 +92,8 @@ var shared struct {
 //	func TestMain(m *testing.M) { os.Exit(clustertest.Run(m)) }
 //
 // It runs m's tests; a control plane is started only when a test first
-// calls Get, from where opts say (built from source unless FromAssets or
-// FromKubeconfig says otherwise), and stopped when they end.
+// calls Get, from where opts say (fetched or built, as Build does, unless
+// FromAssets or FromKubeconfig says otherwise), and stopped when they end.
 //
 // A test that called Get and failed says, on stderr, before go test
 // prints the test's own output, so that the test's failure comes last:
@@ -189,9 +189,10 @@ func startShared(opts []Option) (*Cluster, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	w := collect(opts).writer()
+	settings := collect(opts)
+	w := settings.writer()
 	if o.kind == fromKubeconfig {
-		c, err := o.start(context.Background(), "", w)
+		c, err := o.start(context.Background(), "", settings)
 		return c, "", err
 	}
 	removeOrphans(w)
@@ -202,7 +203,7 @@ func startShared(opts []Option) (*Cluster, string, error) {
 	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return nil, dir, fmt.Errorf("clustertest: %w", err)
 	}
-	c, err := o.start(context.Background(), dir, w)
+	c, err := o.start(context.Background(), dir, settings)
 	return c, dir, err
 }
 
@@ -254,8 +255,8 @@ func readPid(path string) (int, bool) {
 }
 
 // Start starts a control plane that keeps its certificates, tokens, etcd
-// data, logs and kubeconfig in dir, from where opts say: built from
-// source (see Build) unless FromAssets or FromKubeconfig says otherwise
+// data, logs and kubeconfig in dir, from where opts say: fetched or
+// built (see Build) unless FromAssets or FromKubeconfig says otherwise
 // (FromKubeconfig starts nothing, and ignores dir). Its build's progress,
 // and a line saying the components start, go to os.Stderr unless Progress
 // says otherwise. It returns once every component is ready; the caller
@@ -274,9 +275,9 @@ func Start(ctx context.Context, dir string, opts ...Option) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := collect(opts).writer()
+	o := collect(opts)
 	if f.kind == fromKubeconfig {
-		return f.start(ctx, "", w)
+		return f.start(ctx, "", o)
 	}
 	if !procutil.Supported {
 		return nil, errUnixOnly
@@ -285,7 +286,7 @@ func Start(ctx context.Context, dir string, opts ...Option) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.start(ctx, dir, w)
+	return f.start(ctx, dir, o)
 }
 
 // Launch is Start(ctx, dir, Progress(w)) for a person at a terminal, as

@@ -26,7 +26,10 @@ import (
 	"github.com/z5labs/humus/kube/internal/procutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(Run(m)) }
+// TestMain builds the control plane: this repository's tests run where no
+// download location is reachable, and fetch nothing (HUMUS_CONTROLPLANE_FETCH
+// overrides it).
+func TestMain(m *testing.M) { os.Exit(Run(m, Fetch(BuildOnly))) }
 
 func TestClusterVersion(t *testing.T) {
 	c := Get(t)
@@ -150,7 +153,7 @@ func TestClusterNoProcessSurvives(t *testing.T) {
 		time.Sleep(time.Hour) // until the parent kills this process
 		return
 	}
-	if _, err := build(t.Context(), io.Discard); err != nil { // so the child doesn't build
+	if _, err := build(t.Context(), options{progress: io.Discard, fetch: BuildOnly}); err != nil { // so the child doesn't build; these machines fetch nothing
 		t.Fatal(err)
 	}
 
@@ -299,7 +302,7 @@ func TestClusterAFailuresOwnLineComesLast(t *testing.T) {
 		return
 	}
 	SkipShort(t)
-	if _, err := build(t.Context(), io.Discard); err != nil { // so the child doesn't build
+	if _, err := build(t.Context(), options{progress: io.Discard, fetch: BuildOnly}); err != nil { // so the child doesn't build; these machines fetch nothing
 		t.Fatal(err)
 	}
 	child := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestClusterAFailuresOwnLineComesLast$", "-test.timeout=10m")

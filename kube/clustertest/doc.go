@@ -1,6 +1,8 @@
 // Package clustertest starts a real Kubernetes control plane for Go tests:
-// etcd, kube-apiserver and kube-controller-manager, built from Kubernetes
-// v1.37.2's own source and run as processes on 127.0.0.1, so that
+// etcd, kube-apiserver and kube-controller-manager of Kubernetes v1.37.2
+// and etcd v3.7.0, fetched as their publishers released them (or built
+// from their own source where they can't be), and run as processes on
+// 127.0.0.1, so that
 // admission, validation, defaulting, server-side apply, RBAC, garbage
 // collection and namespace deletion in a test are Kubernetes' own. It is
 // not a package of fakes: a test talks to a kube-apiserver over HTTPS,
@@ -28,20 +30,23 @@
 //
 // Options to Run (and Start) choose one of three sources:
 //
-//   - By default, built from source: the first Get on a machine builds
-//     etcd, kube-apiserver and kube-controller-manager with the go
-//     command, from a module embedded in this package (Kubernetes v1.37.2
-//     and etcd v3.7.0), into a folder shared by every test binary of every
-//     module on the machine: the folder the environment variable
-//     HUMUS_CONTROLPLANE names, or else humus/controlplane-v1.37.2 in the
-//     user's cache folder (os.UserCacheDir: ~/.cache on Linux,
-//     ~/Library/Caches on macOS). BuildDir says which. A cold build takes 13
-//     to 18 minutes on two cores, longer than go test's default 10m
-//     timeout: build first (Build, or the cluster command's -build), or
-//     pass -timeout 30m. With Go's build cache warm, a build into another
-//     folder takes a minute or two; with the folder built, none at all.
-//     The go command on PATH is used, with the environment's GOPROXY,
-//     GOCACHE and GOMODCACHE, GOWORK=off and GOFLAGS=-mod=mod
+//   - By default, Kubernetes' and etcd's releases: the first Get on a
+//     machine fetches the released kube-apiserver, kube-controller-manager
+//     and etcd (see "The released binaries" below), or, where they can't
+//     be fetched, builds them with the go command from a module embedded in
+//     this package (Kubernetes v1.37.2 and etcd v3.7.0), into a folder
+//     shared by every test binary of every module on the machine: the
+//     folder the environment variable HUMUS_CONTROLPLANE names, or else
+//     humus/controlplane-v1.37.2 in the user's cache folder
+//     (os.UserCacheDir: ~/.cache on Linux, ~/Library/Caches on macOS).
+//     BuildDir says which. A line on stderr says which it did and why. A
+//     fetch takes seconds on a fast network; a cold build takes 13 to 18
+//     minutes on two cores, longer than go test's default 10m timeout:
+//     build first (Build, or the cluster command's -build), or pass
+//     -timeout 30m. With Go's build cache warm, a build into another
+//     folder takes a minute or two; with the folder filled, neither runs.
+//     The build uses the go command on PATH, with the environment's
+//     GOPROXY, GOCACHE and GOMODCACHE, GOWORK=off and GOFLAGS=-mod=mod
 //     -buildvcs=false; its modules come through the module proxy.
 //   - FromAssets(dir): the etcd and kube-apiserver of a folder laid out as
 //     envtest's setup-envtest installs them (its KUBEBUILDER_ASSETS). It
@@ -53,6 +58,57 @@
 //     the audit log, FeatureGates and ClientCert fail the test naming why;
 //     Namespace, ServiceAccount, PodHost, InstallCRD and Install work.
 //
+// # The released binaries
+//
+// Kubernetes publishes each server binary of a release at
+// https://dl.k8s.io/release/VERSION/bin/linux/ARCH/NAME, with its SHA-256
+// in hex, alone, in the file of the same name ending in .sha256, as its
+// kubectl install guide's sha256sum --check reads it; its server binaries
+// are for Linux only (a release's server archives are
+// kubernetes-server-linux-ARCH.tar.gz). etcd publishes each
+// release on GitHub at
+// https://github.com/etcd-io/etcd/releases/download/VERSION/etcd-VERSION-linux-ARCH.tar.gz,
+// whose one folder holds the server, etcd (its release notes unpack it
+// with --strip-components=1), beside a SHA256SUMS
+// file in sha256sum's format (a sum, two spaces, a file's name: a line
+// each) listing every archive of the release; its release notes give
+// https://storage.googleapis.com/etcd as a second location, laid out
+// alike. The fetch, for the machine's architecture:
+//
+//   - downloads kube-apiserver and kube-controller-manager v1.37.2 and
+//     etcd v3.7.0's archive over HTTPS (redirects only to https), each
+//     with the sum its publisher lists beside it, and refuses a download
+//     whose SHA-256 differs, naming the file and both sums: nothing is
+//     built in its place, since a download that isn't what was released
+//     may have been tampered with. PinSHA256 adds a sum of one's own.
+//   - falls back to the build, saying why in its one line, off Linux, or
+//     when a download fails: no network, a 404 (no such release, or no
+//     such architecture), or a server that sends nothing, headers or body,
+//     for 30s.
+//   - writes the binaries into BuildDir as the build does, executable,
+//     with the same stamp, so a folder fetched once serves every test
+//     binary on the machine, and a warm start checks nothing again.
+//
+// Fetch chooses: FetchOrBuild (the default), FetchOnly or BuildOnly, and
+// FetchFrom names mirrors (a repository manager inside a company's
+// network, laid out as the location it mirrors). On a machine, the
+// environment overrides both: HUMUS_CONTROLPLANE_FETCH=auto, only or off,
+// HUMUS_CONTROLPLANE_KUBERNETES_URL and HUMUS_CONTROLPLANE_ETCD_URL. A CI
+// runner without network sets HUMUS_CONTROLPLANE_FETCH=off, and builds;
+// this repository's Makefile and tests do.
+//
+// What a fetch costs: against a server on loopback, 0.20 to 0.23s for two
+// binaries and an archive of 32 MiB each, about 460 MB/s for TLS, the
+// SHA-256, the writes and gunzip on one of two cores (BenchmarkFetch), so
+// a real fetch is its download. The programs built here from the same
+// source, with their symbols, are kube-apiserver 170 MB,
+// kube-controller-manager 150 MB and etcd 36 MB; Kubernetes' released
+// ones are smaller (kube-apiserver 117 MB and kube-controller-manager
+// 78 MB, as published in 2017), and etcd's archive is compressed. So a
+// fetch downloads 200 to 360 MB: 2 to 3s at 1 Gbit/s, 16 to 29s at
+// 100 Mbit/s, against a cold build's 13 to 18 minutes. These sizes are
+// estimates: the publishers list sums, not sizes, for v1.37.2 and v3.7.0.
+//
 // # What it guarantees
 //
 //   - One control plane per test binary, started by the first Get and
@@ -61,10 +117,12 @@
 //   - Under go test -short, Get skips the test, so -short runs only the
 //     tests that need no control plane and builds nothing; a test that
 //     starts one another way calls SkipShort first.
-//   - A build holds a lock on the file beside the build folder (FOLDER.lock),
-//     so test binaries starting at once, of one module or several, build
-//     once, and the one that waits says so. A stamp, a hash of the embedded
-//     source and the build's flags, means a warm start runs no go command.
+//   - A fetch or build holds a lock on the file beside the build folder
+//     (FOLDER.lock), so test binaries starting at once, of one module or
+//     several, fetch or build once, and the one that waits says so. A
+//     stamp, a hash of the embedded source and the build's flags, written
+//     once the binaries are fetched or built, means a warm start runs no
+//     go command and downloads nothing.
 //     A build says on stderr which program it builds, when each begins and
 //     ends, and at least every 30s how many packages it has compiled.
 //   - Every component listens on 127.0.0.1 only, on ports picked free

@@ -76,3 +76,26 @@ func Example() {
 	}
 	_ = testClusterMemcached
 }
+
+// A TestMain that fetches the control plane from a company's mirrors of
+// the publishers' locations, fails rather than builds where it can't
+// (a CI runner that reaches the mirror, and would rather say so than
+// spend 15 minutes building), and pins kube-apiserver's SHA-256 for
+// linux/amd64 beside the sum the mirror serves. The machine's
+// HUMUS_CONTROLPLANE_FETCH, HUMUS_CONTROLPLANE_KUBERNETES_URL and
+// HUMUS_CONTROLPLANE_ETCD_URL, when set, override these.
+//
+// Compiled, never run: it needs a testing.M.
+func ExampleFetchFrom() {
+	// The SHA-256 of v1.37.2's kube-apiserver for linux/amd64, as the team
+	// recorded it when it took the release in.
+	var kubeAPIServerSHA256 string
+	testMain := func(m *testing.M) int {
+		return clustertest.Run(m,
+			clustertest.FetchFrom("https://artifacts.example.com/dl.k8s.io/release", "https://artifacts.example.com/etcd-releases"),
+			clustertest.Fetch(clustertest.FetchOnly),
+			clustertest.PinSHA256("v1.37.2/bin/linux/amd64/kube-apiserver", kubeAPIServerSHA256),
+		)
+	}
+	_ = testMain // func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+}

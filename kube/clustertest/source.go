@@ -20,9 +20,10 @@ import (
 )
 
 // An Option says where Run and Start get the control plane from, and
-// where they say how far they got. Without one, it is built from
-// Kubernetes' source (see Build) and started with kube-controller-manager,
-// and its progress goes to os.Stderr.
+// where they say how far they got. Without one, Kubernetes' and etcd's
+// released binaries are fetched, or built from source where they can't be
+// (see Build), and started with kube-controller-manager, and the progress
+// goes to os.Stderr.
 type Option func(*options)
 
 // options are what Options set: the sources they name, of which there may
@@ -30,6 +31,11 @@ type Option func(*options)
 type options struct {
 	sources  []from
 	progress io.Writer
+
+	fetch         Fetching          // "": FetchOrBuild
+	kubernetesURL string            // "": DefaultKubernetesURL
+	etcdURL       string            // "": DefaultEtcdURL
+	pins          map[string]string // a released file's path → its SHA-256
 }
 
 // Progress sends what Run's first Get, Start and Launch say as they work
@@ -145,9 +151,11 @@ func resolve(opts []Option) (from, error) {
 	return froms[0], nil
 }
 
-// start starts the control plane f says, in dir, with a build's progress
-// on w; an existing cluster is connected to instead.
-func (f from) start(ctx context.Context, dir string, w io.Writer) (*Cluster, error) {
+// start starts the control plane f says, in dir, with its binaries fetched
+// or built as o says and their progress on o's writer; an existing
+// cluster is connected to instead.
+func (f from) start(ctx context.Context, dir string, o options) (*Cluster, error) {
+	w := o.writer()
 	switch f.kind {
 	case fromKubeconfig:
 		return connect(ctx, f)
@@ -160,7 +168,7 @@ func (f from) start(ctx context.Context, dir string, w io.Writer) (*Cluster, err
 		_, _ = fmt.Fprintf(w, "clustertest: starting etcd and kube-apiserver of %s in %s\n", bin, dir)
 		return startBuilt(ctx, dir, bin, f)
 	}
-	bin, err := build(ctx, w)
+	bin, err := build(ctx, o)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,8 @@
 // Command cluster runs package clustertest's control plane in the
 // foreground for a person: etcd, kube-apiserver and
-// kube-controller-manager, built from Kubernetes' source when missing (see
-// clustertest.Build; HUMUS_CONTROLPLANE names the build folder), on
+// kube-controller-manager, fetched or built from source when missing (see
+// clustertest.Build; HUMUS_CONTROLPLANE names the folder, and
+// HUMUS_CONTROLPLANE_FETCH=off builds without fetching), on
 // 127.0.0.1. It writes its files into a folder, .cluster unless -dir says
 // otherwise, says what the folder holds and how to stop it, and prints the
 // line that points kubectl at its kubeconfig.
@@ -15,8 +16,8 @@
 // kubeconfig, kept after stop. It is created when missing; a folder that
 // holds anything is emptied at start only when an earlier start wrote its
 // .clustertest file there, and any other is refused, so -dir . or
-// -dir ~/k8s never loses a file (see clustertest.Start). -build only builds
-// the binaries and exits.
+// -dir ~/k8s never loses a file (see clustertest.Start). -build only
+// fetches or builds the binaries and exits.
 //
 // SIGINT (Ctrl-C) or SIGTERM to this process stops every process it
 // started, and it exits 0 once they are gone; a second signal ends it at
@@ -41,7 +42,7 @@ import (
 func main() {
 	dir := flag.String("dir", ".cluster", "the folder for the control plane's files: created when missing, "+
 		"emptied at start when an earlier start made it, and refused when it holds anything else")
-	buildOnly := flag.Bool("build", false, "build missing or stale binaries and exit")
+	buildOnly := flag.Bool("build", false, "fetch or build missing or stale binaries and exit")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -30,7 +30,7 @@ func TestClusterCommandStopsOnSignal(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("finds the command's children in /proc")
 	}
-	if _, err := clustertest.Build(t.Context()); err != nil { // so the command doesn't build
+	if _, err := clustertest.Build(t.Context(), clustertest.Fetch(clustertest.BuildOnly)); err != nil { // so the command doesn't build; these tests fetch nothing
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "cluster")

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 		os.Exit(clustertest.Run(m))
 	}
 	var err error
-	assets, err = clustertest.Build(context.Background())
+	assets, err = clustertest.Build(context.Background(), clustertest.Fetch(clustertest.BuildOnly)) // these tests fetch nothing
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -37,7 +37,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	existing, err = clustertest.Start(context.Background(), dir)
+	existing, err = clustertest.Start(context.Background(), dir, clustertest.Fetch(clustertest.BuildOnly)) // these tests fetch nothing
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
