@@ -9,4 +9,6 @@ import (
 
 // TestMain starts the real control plane only when a TestCluster test asks
 // for it, and stops it when the tests end.
-func TestMain(m *testing.M) { os.Exit(clustertest.Run(m)) }
+// The repository's tests build the control plane, never download it: its
+// machines reach no download location.
+func TestMain(m *testing.M) { os.Exit(clustertest.Run(m, clustertest.Fetch(clustertest.BuildOnly))) }

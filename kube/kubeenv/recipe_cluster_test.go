@@ -24,7 +24,9 @@ import (
 	"github.com/z5labs/humus/kube/kubeenv"
 )
 
-func TestMain(m *testing.M) { os.Exit(clustertest.Run(m)) }
+// The repository's tests build the control plane, never download it: its
+// machines reach no download location.
+func TestMain(m *testing.M) { os.Exit(clustertest.Run(m, clustertest.Fetch(clustertest.BuildOnly))) }
 
 // recipe is the package doc's recipe for running a controller locally
 // with its ServiceAccount's rights, as a shell script run in the folder

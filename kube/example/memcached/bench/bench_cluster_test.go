@@ -50,7 +50,9 @@ import (
 	"github.com/z5labs/humus/kube/internal/procutil"
 )
 
-func TestMain(m *testing.M) { os.Exit(clustertest.Run(m)) }
+// The repository's tests build the control plane, never download it: its
+// machines reach no download location.
+func TestMain(m *testing.M) { os.Exit(clustertest.Run(m, clustertest.Fetch(clustertest.BuildOnly))) }
 
 // scale multiplies every scenario's N, for a quick try of the benchmarks
 // (-scale 0.05); BENCHMARKS.md's figures are at 1.
