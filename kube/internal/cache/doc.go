@@ -28,6 +28,6 @@
 // What it may import: client-go, apimachinery, klog and logr, and
 // kube/internal/shard. It sits at the bottom of kube's engine: it is handed
 // its clients (Clients) and the logger each informer runs with (NewShared),
-// and imports nothing of kube's face or of the control loop; the compiler
-// holds the first, and the repository's lint (depguard) the second.
+// and imports nothing of kube's face or of the rest of the engine, which
+// import it; the compiler refuses the cycle either would make.
 package cache
