@@ -187,6 +187,45 @@ func (c *TypedClient[T]) Create(ctx context.Context, obj T) (T, error) {
 	return c.decode(u)
 }
 
+// Update replaces the object obj names with obj, but its status, and
+// returns it as the API server stored it: a whole write, as kubectl
+// replace makes, so a list item obj no longer has is gone, whoever set
+// it. obj's resourceVersion, when set (as a Get or Create returned it),
+// makes the write conditional: an object changed since is an error that
+// apierrors.IsConflict recognises; "" writes over whatever is there. The
+// fields it sets are the Update's field manager's, named after the
+// Client's user agent, beside those others applied.
+func (c *TypedClient[T]) Update(ctx context.Context, obj T) (T, error) {
+	return c.update(ctx, obj, false)
+}
+
+// UpdateStatus replaces the status of the object obj names with obj's, as
+// Update does the rest, through the status subresource.
+func (c *TypedClient[T]) UpdateStatus(ctx context.Context, obj T) (T, error) {
+	return c.update(ctx, obj, true)
+}
+
+func (c *TypedClient[T]) update(ctx context.Context, obj T, status bool) (T, error) {
+	var updated T
+	u, err := c.encode(obj)
+	if err != nil {
+		return updated, err
+	}
+	res, err := c.in(u.GetNamespace(), u.GetName())
+	if err != nil {
+		return updated, err
+	}
+	if status {
+		u, err = res.UpdateStatus(ctx, u, metav1.UpdateOptions{})
+	} else {
+		u, err = res.Update(ctx, u, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return updated, err
+	}
+	return c.decode(u)
+}
+
 // Apply applies obj, but its status, with server-side apply as
 // opts.FieldManager (required), and returns the object as the API server
 // holds it after. What it declares is everything obj's JSON encoding
@@ -304,7 +343,10 @@ func (c *TypedClient[T]) Watch(ctx context.Context, namespace string, labels lab
 				return
 			case e, ok = <-w.ResultChan():
 			}
-			if !ok {
+			if !ok || ctx.Err() != nil {
+				// Ended: a watch whose context ends hands its stream's
+				// error (context canceled) on as an event, which is no
+				// error of the caller's watch.
 				return
 			}
 			switch e.Type {
