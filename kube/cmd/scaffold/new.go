@@ -92,7 +92,7 @@ func runNew(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  %s\n", name)
 	}
 	fmt.Fprintf(stdout, "Next:\n  go mod tidy\n  go test -short ./...   # the unit and golden tests\n  go test ./...          # and the whole App against a real control plane (see README.md: its first run builds it)\n")
-	if d.KubeVersion == develVersion {
+	if !hasMod && d.KubeVersion == develVersion {
 		fmt.Fprintf(stdout, "go.mod requires humus's modules at %s: this scaffold was built from a checkout, not a release. Point them at it first:\n"+
 			"  go mod edit -replace github.com/z5labs/humus=PATH -replace github.com/z5labs/humus/kube=PATH/kube\n", develVersion)
 	}
@@ -105,8 +105,9 @@ func runNew(args []string, stdout, stderr io.Writer) error {
 const develVersion = "v0.0.0"
 
 // versions are the versions of humus's two modules this command was built
-// with: the ones its module requires, when run from within a module with
-// go run, or its own, when run as go run PACKAGE@VERSION.
+// with: the ones the module it runs in requires, when run from within a
+// module with go run, or its own, when run as go run PACKAGE@VERSION;
+// develVersion for one built from a checkout.
 func versions() (humus, kube string) {
 	humus, kube = develVersion, develVersion
 	bi, ok := debug.ReadBuildInfo()
@@ -116,9 +117,6 @@ func versions() (humus, kube string) {
 	released := func(v string) bool { return v != "" && v != "(devel)" }
 	mods := append([]*debug.Module{&bi.Main}, bi.Deps...)
 	for _, m := range mods {
-		for m.Replace != nil {
-			m = m.Replace
-		}
 		switch {
 		case m.Path == "github.com/z5labs/humus" && released(m.Version):
 			humus = m.Version
