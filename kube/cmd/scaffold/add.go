@@ -90,10 +90,7 @@ func addKind(r resource, pkg *appPackage, dir string, stdout io.Writer) error {
 	if err := out.write(dir); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "scaffold: wrote %s (%s/%s, %s) into %s:\n", r.Kind, r.Group, r.Version, r.Scope, dir)
-	for _, name := range sortedKeys(out) {
-		fmt.Fprintf(stdout, "  %s\n", name)
-	}
+	out.list(stdout, fmt.Sprintf("%s (%s/%s, %s)", r.Kind, r.Group, r.Version, r.Scope), dir)
 	b, err := render("addkind.txt", d)
 	if err != nil {
 		return err
@@ -169,10 +166,7 @@ func addVersion(r resource, set map[string]bool, hub foundResource, pkg *appPack
 	if err := out.write(dir); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "scaffold: wrote %s %s beside %s, the hub, into %s:\n", r.Kind, r.Version, hub.Version, dir)
-	for _, name := range sortedKeys(out) {
-		fmt.Fprintf(stdout, "  %s\n", name)
-	}
+	out.list(stdout, fmt.Sprintf("%s %s beside %s, the hub,", r.Kind, r.Version, hub.Version), dir)
 	b, err := render("addversion.txt", vd)
 	if err != nil {
 		return err

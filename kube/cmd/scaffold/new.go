@@ -87,10 +87,7 @@ func runNew(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(stdout, "scaffold: wrote the module %s, the controller of %s (%s/%s, %s), into %s:\n", r.Module, r.Kind, r.Group, r.Version, r.Scope, dir)
-	for _, name := range sortedKeys(out) {
-		fmt.Fprintf(stdout, "  %s\n", name)
-	}
+	out.list(stdout, fmt.Sprintf("the module %s, the controller of %s (%s/%s, %s),", r.Module, r.Kind, r.Group, r.Version, r.Scope), dir)
 	fmt.Fprintf(stdout, "Next:\n  go mod tidy\n  go test -short ./...   # the unit and golden tests\n  go test ./...          # and the whole App against a real control plane (see README.md: its first run builds it)\n")
 	if !hasMod && d.KubeVersion == develVersion {
 		fmt.Fprintf(stdout, "go.mod requires humus's modules at %s: this scaffold was built from a checkout, not a release. Point them at it first:\n"+

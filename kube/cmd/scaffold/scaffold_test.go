@@ -178,35 +178,7 @@ func TestScaffoldedModule(t *testing.T) {
 			}
 			pointAt(t, dir, root)
 			if scope == "Namespaced" {
-				before := tree(t, dir)
-				for _, args := range [][]string{
-					{"add", "-dir", dir, "-kind", "Blog", "-scope", "Cluster"},
-					{"add", "-dir", dir, "-kind", "Website", "-version", "v1beta1"},
-				} {
-					out.Reset()
-					if err := run(args, &out, &out); err != nil {
-						t.Fatalf("%v: %v", args, err)
-					}
-					if !strings.Contains(out.String(), "The files you wrote are left as they were.") {
-						t.Errorf("%v printed no steps to wire it in:\n%s", args, out.String())
-					}
-				}
-				after := tree(t, dir)
-				for name, h := range before {
-					if after[name] != h {
-						t.Errorf("add changed %s", name)
-					}
-				}
-				for _, name := range []string{"app/blog.go", "app/blog_reconciler_test.go", "app/website_v1beta1.go", "app/website_v1beta1_test.go", "deploy/crds/blogs.web.example.com.yaml"} {
-					if _, ok := after[name]; !ok {
-						t.Errorf("add wrote no %s", name)
-					}
-				}
-				// Blog is the module's now: add of it again asks which version.
-				if err := run([]string{"add", "-dir", dir, "-kind", "Blog"}, &out, &out); err == nil ||
-					!strings.Contains(err.Error(), `-version "": required: Blog exists, at v1alpha1`) {
-					t.Errorf("add of a kind a second time: %v, want a refusal asking for a version", err)
-				}
+				addKindAndVersion(t, dir)
 			}
 
 			goCmd(t, dir, 5*time.Minute, "mod", "tidy")
@@ -236,6 +208,43 @@ func TestScaffoldedModule(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// addKindAndVersion adds a Cluster-scoped kind, Blog, and a version of
+// Website, v1beta1, to the module in dir, and checks that add wrote their
+// files, changed none that were there, and printed how to wire them in.
+func addKindAndVersion(t *testing.T, dir string) {
+	t.Helper()
+	var out bytes.Buffer
+	before := tree(t, dir)
+	for _, args := range [][]string{
+		{"add", "-dir", dir, "-kind", "Blog", "-scope", "Cluster"},
+		{"add", "-dir", dir, "-kind", "Website", "-version", "v1beta1"},
+	} {
+		out.Reset()
+		if err := run(args, &out, &out); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if !strings.Contains(out.String(), "The files you wrote are left as they were.") {
+			t.Errorf("%v printed no steps to wire it in:\n%s", args, out.String())
+		}
+	}
+	after := tree(t, dir)
+	for name, h := range before {
+		if after[name] != h {
+			t.Errorf("add changed %s", name)
+		}
+	}
+	for _, name := range []string{"app/blog.go", "app/blog_reconciler_test.go", "app/website_v1beta1.go", "app/website_v1beta1_test.go", "deploy/crds/blogs.web.example.com.yaml"} {
+		if _, ok := after[name]; !ok {
+			t.Errorf("add wrote no %s", name)
+		}
+	}
+	// Blog is the module's now: add of it again asks which version.
+	if err := run([]string{"add", "-dir", dir, "-kind", "Blog"}, &out, &out); err == nil ||
+		!strings.Contains(err.Error(), `-version "": required: Blog exists, at v1alpha1`) {
+		t.Errorf("add of a kind a second time: %v, want a refusal asking for a version", err)
 	}
 }
 

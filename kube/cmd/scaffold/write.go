@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"go/format"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -67,6 +68,14 @@ func (out files) write(dir string) error {
 		}
 	}
 	return nil
+}
+
+// list says what was written into dir, and lists out's files.
+func (out files) list(w io.Writer, what, dir string) {
+	fmt.Fprintf(w, "scaffold: wrote %s into %s:\n", what, dir)
+	for _, name := range sortedKeys(out) {
+		fmt.Fprintf(w, "  %s\n", name)
+	}
 }
 
 // sortedKeys are out's paths, sorted.
