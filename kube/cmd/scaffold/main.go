@@ -17,7 +17,8 @@
 // and names the module.
 //
 // add writes new files only. Given a kind the module doesn't have, it
-// writes that resource's types, Reconciler, tests and CRD; given one it
+// writes that resource's types, Reconciler, tests and CRD, in the group of
+// a resource the module has unless -group says; given one it
 // has (one that new or add wrote, whose types are KindSpec and KindStatus)
 // and another version, it writes that version's types, copied from the
 // hub's, the two conversion functions and the resource's kube.Versions,
