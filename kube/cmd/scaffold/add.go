@@ -127,15 +127,15 @@ func addVersion(r resource, set map[string]bool, hub foundResource, pkg *appPack
 		{"group", r.Group, hub.Group}, {"plural", r.Plural, hub.Plural}, {"scope", r.Scope, hub.Scope},
 	} {
 		if set[f.flag] && f.got != f.want {
-			bad(f.flag, f.got, fmt.Sprintf("%s's is %q: every version of a resource has the same", hub.Var, f.want))
+			bad(f.flag, f.got, fmt.Sprintf("%s has %q, and every version of a resource has the same", hub.Var, f.want))
 		}
 	}
 	src, fields, ok := pkg.structOf(r.Kind + "Spec")
 	if !ok {
-		errs = append(errs, fmt.Errorf("package app has no struct type %sSpec, %s's spec, to copy", r.Kind, hub.Var))
+		errs = append(errs, fmt.Errorf("package app has no struct type %sSpec, the spec of %s, to copy", r.Kind, hub.Var))
 	}
 	if hub.Group == "" || hub.Version == "" || hub.Plural == "" || hub.Scope == "" {
-		errs = append(errs, fmt.Errorf("%s's literal doesn't set Group, Version, Plural and Scope each to a literal value, as scaffold writes it", hub.Var))
+		errs = append(errs, fmt.Errorf("the literal of %s doesn't set Group, Version, Plural and Scope each to a literal value, as scaffold writes it", hub.Var))
 	}
 	d := newData(hub.resource, r.Module)
 	d.Version = r.Version

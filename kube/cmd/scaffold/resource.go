@@ -26,15 +26,27 @@ func (r resource) Namespaced() bool { return r.Scope == "Namespaced" }
 // Lower is the kind in lower case: the prefix of its files, website.
 func (r resource) Lower() string { return strings.ToLower(r.Kind) }
 
-// Unexported is the kind with its first letter in lower case, the prefix
-// of its package-level variables: website.
+// Unexported is the kind as an unexported Go name, the prefix of its
+// package-level variables: website, or dnsZone for DNSZone.
 func (r resource) Unexported() string {
-	return strings.ToLower(r.Kind[:1]) + r.Kind[1:]
+	upper := 0
+	for upper < len(r.Kind) && unicode.IsUpper(rune(r.Kind[upper])) {
+		upper++
+	}
+	if upper > 1 && upper < len(r.Kind) {
+		upper-- // the last capital starts the next word: DNSZone's Z
+	}
+	return strings.ToLower(r.Kind[:upper]) + r.Kind[upper:]
 }
 
 // Var is the name of the kube.Resource variable: the plural, exported,
-// Websites.
-func (r resource) Var() string { return strings.ToUpper(r.Plural[:1]) + r.Plural[1:] }
+// spelt as the kind is where the two agree, Websites, or DNSZones.
+func (r resource) Var() string {
+	if rest, ok := strings.CutPrefix(r.Plural, strings.ToLower(r.Kind)); ok {
+		return r.Kind + rest
+	}
+	return strings.ToUpper(r.Plural[:1]) + r.Plural[1:]
+}
 
 // CRDName is the CRD's name, websites.web.example.com.
 func (r resource) CRDName() string { return r.Plural + "." + r.Group }

@@ -26,6 +26,24 @@ func TestPluralOf(t *testing.T) {
 	}
 }
 
+func TestGoNames(t *testing.T) {
+	for _, tc := range []struct{ kind, plural, unexported, variable string }{
+		{"Website", "websites", "website", "Websites"},
+		{"DNSZone", "dnszones", "dnsZone", "DNSZones"},
+		{"Policy", "policies", "policy", "Policies"},
+		{"URL", "urls", "url", "URLs"},
+		{"Mouse", "mice", "mouse", "Mice"},
+	} {
+		r := resource{Kind: tc.kind, Plural: tc.plural}
+		if got := r.Unexported(); got != tc.unexported {
+			t.Errorf("%s's unexported name is %q, want %q", tc.kind, got, tc.unexported)
+		}
+		if got := r.Var(); got != tc.variable {
+			t.Errorf("%s's Resource variable is %q, want %q", tc.kind, got, tc.variable)
+		}
+	}
+}
+
 func TestAppName(t *testing.T) {
 	for module, want := range map[string]string{
 		"example.com/website":         "website-controller",
@@ -127,7 +145,7 @@ func TestAddRefusesToOverwrite(t *testing.T) {
 		t.Errorf("add wrote files after refusing: %v", slices.Sorted(maps.Keys(after)))
 	}
 	err = run([]string{"add", "-dir", dir, "-kind", "Website", "-version", "v1alpha1", "-scope", "Cluster"}, &bytes.Buffer{}, &bytes.Buffer{})
-	for _, want := range []string{`-version "v1alpha1": Website is at v1alpha1 already`, `-scope "Cluster": Websites's is "Namespaced"`} {
+	for _, want := range []string{`-version "v1alpha1": Website is at v1alpha1 already`, `-scope "Cluster": Websites has "Namespaced"`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("add of a version with bad flags: the error doesn't say %q:\n%v", want, err)
 		}
