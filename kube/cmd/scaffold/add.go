@@ -90,12 +90,11 @@ func addKind(r resource, pkg *appPackage, dir string, stdout io.Writer) error {
 	if err := out.write(dir); err != nil {
 		return err
 	}
-	out.list(stdout, fmt.Sprintf("%s (%s/%s, %s)", r.Kind, r.Group, r.Version, r.Scope), dir)
 	b, err := render("addkind.txt", d)
 	if err != nil {
 		return err
 	}
-	_, err = stdout.Write(b)
+	_, err = io.WriteString(stdout, out.list(fmt.Sprintf("%s (%s/%s, %s)", r.Kind, r.Group, r.Version, r.Scope), dir)+string(b))
 	return err
 }
 
@@ -166,11 +165,10 @@ func addVersion(r resource, set map[string]bool, hub foundResource, pkg *appPack
 	if err := out.write(dir); err != nil {
 		return err
 	}
-	out.list(stdout, fmt.Sprintf("%s %s beside %s, the hub,", r.Kind, r.Version, hub.Version), dir)
 	b, err := render("addversion.txt", vd)
 	if err != nil {
 		return err
 	}
-	_, err = stdout.Write(b)
+	_, err = io.WriteString(stdout, out.list(fmt.Sprintf("%s %s beside %s, the hub,", r.Kind, r.Version, hub.Version), dir)+string(b))
 	return err
 }

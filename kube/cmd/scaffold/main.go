@@ -60,8 +60,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "add":
 		return runAdd(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
+		_, err := io.WriteString(stdout, usage)
+		return err
 	default:
 		return fmt.Errorf("scaffold: unknown command %q: want new or add\n%s", args[0], usage)
 	}

@@ -87,13 +87,15 @@ func runNew(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	out.list(stdout, fmt.Sprintf("the module %s, the controller of %s (%s/%s, %s),", r.Module, r.Kind, r.Group, r.Version, r.Scope), dir)
-	fmt.Fprintf(stdout, "Next:\n  go mod tidy\n  go test -short ./...   # the unit and golden tests\n  go test ./...          # and the whole App against a real control plane (see README.md: its first run builds it)\n")
+	msg := out.list(fmt.Sprintf("the module %s, the controller of %s (%s/%s, %s),", r.Module, r.Kind, r.Group, r.Version, r.Scope), dir) +
+		"Next:\n  go mod tidy\n  go test -short ./...   # the unit and golden tests\n" +
+		"  go test ./...          # and the whole App against a real control plane (see README.md: its first run builds it)\n"
 	if !hasMod && d.KubeVersion == develVersion {
-		fmt.Fprintf(stdout, "go.mod requires humus's modules at %s: this scaffold was built from a checkout, not a release. Point them at it first:\n"+
-			"  go mod edit -replace github.com/z5labs/humus=PATH -replace github.com/z5labs/humus/kube=PATH/kube\n", develVersion)
+		msg += "go.mod requires humus's modules at " + develVersion + ": this scaffold was built from a checkout, not a release. Point them at it first:\n" +
+			"  go mod edit -replace github.com/z5labs/humus=PATH -replace github.com/z5labs/humus/kube=PATH/kube\n"
 	}
-	return nil
+	_, err = io.WriteString(stdout, msg)
+	return err
 }
 
 // develVersion is the version go.mod requires of humus's modules when the

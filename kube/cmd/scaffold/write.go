@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"go/format"
-	"io"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -71,18 +69,14 @@ func (out files) write(dir string) error {
 }
 
 // list says what was written into dir, and lists out's files.
-func (out files) list(w io.Writer, what, dir string) {
-	fmt.Fprintf(w, "scaffold: wrote %s into %s:\n", what, dir)
+func (out files) list(what, dir string) string {
+	var b strings.Builder
+	b.WriteString("scaffold: wrote " + what + " into " + dir + ":\n")
 	for _, name := range sortedKeys(out) {
-		fmt.Fprintf(w, "  %s\n", name)
+		b.WriteString("  " + name + "\n")
 	}
+	return b.String()
 }
 
 // sortedKeys are out's paths, sorted.
 func sortedKeys(out files) []string { return slices.Sorted(maps.Keys(out)) }
-
-// exists reports whether the file at path exists.
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return !errors.Is(err, fs.ErrNotExist)
-}
