@@ -152,6 +152,50 @@ func TestAddRefusesToOverwrite(t *testing.T) {
 	}
 }
 
+// A version's spec is a copy of the hub's, as the user has it now, its
+// comments, tags and nested types kept, and its conversions copy every
+// field, an embedded one by its type's name.
+func TestAddVersionCopiesTheHubsSpec(t *testing.T) {
+	dir := t.TempDir()
+	if err := run([]string{"new", "-dir", dir, "-module", "example.com/website", "-group", "web.example.com", "-kind", "Website"}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	kind := filepath.Join(dir, "app", "website.go")
+	src, err := os.ReadFile(kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown := strings.Replace(string(src), "	Message string `json:\"message\"`\n", "	Message string `json:\"message\"`\n"+
+		"	// Hosts are the names it answers to.\n	Hosts []string `json:\"hosts,omitempty\"`\n	Content `json:\"content\"`\n", 1)
+	grown += "\n// Content is where its files come from.\ntype Content struct {\n	ConfigMap string `json:\"configMap\"`\n}\n"
+	if err := os.WriteFile(kind, []byte(grown), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run([]string{"add", "-dir", dir, "-kind", "Website", "-version", "v1beta1"}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "app", "website_v1beta1.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"type WebsiteSpecV1beta1 struct {\n\t// Message is what the Website's ConfigMap holds.\n\tMessage string `json:\"message\"`\n" +
+			"\t// Hosts are the names it answers to.\n\tHosts   []string `json:\"hosts,omitempty\"`\n\tContent `json:\"content\"`\n}",
+		"Spec: WebsiteSpec{\n\t\t\tMessage: in.Spec.Message,\n\t\t\tHosts:   in.Spec.Hosts,\n\t\t\tContent: in.Spec.Content,\n\t\t},",
+		"Spec: WebsiteSpecV1beta1{\n\t\t\tMessage: in.Spec.Message,\n\t\t\tHosts:   in.Spec.Hosts,\n\t\t\tContent: in.Spec.Content,\n\t\t},",
+		`Storage: "v1alpha1",`,
+		`Service: &kube.ServiceReference{Namespace: "website-system", Name: "website-webhook", Path: "/convert"}`,
+	} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("app/website_v1beta1.go has no\n%s\nin:\n%s", want, got)
+		}
+	}
+	if !strings.Contains(out.String(), "app.WebsiteVersions.CRD() in place of app.Websites.CRD()") {
+		t.Errorf("add printed no step for the golden test:\n%s", out.String())
+	}
+}
+
 // A go.mod that is there is kept, and names the module; a -module that
 // disagrees with it is refused.
 func TestNewKeepsAGoMod(t *testing.T) {
