@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -606,7 +607,17 @@ func (s *versionSet[HubSpec, HubStatus]) known(apiVersion string) string {
 
 // convert converts raw, an object at the apiVersion from, to the
 // apiVersion to, through the hub.
-func (s *versionSet[HubSpec, HubStatus]) convert(raw []byte, from, to string) ([]byte, error) {
+//
+// A panic anywhere in it, such as in a spec type's own UnmarshalJSON or
+// MarshalJSON, not only in a conversion function, is recovered as a
+// *conversionPanic: the review fails, as for any panic, and the webhook
+// goes on.
+func (s *versionSet[HubSpec, HubStatus]) convert(raw []byte, from, to string) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, &conversionPanic{name: "decoding or encoding " + s.kind + " between " + from + " and " + to, pv: panicValue{value: r, stack: debug.Stack()}}
+		}
+	}()
 	if from == to {
 		return raw, nil
 	}
