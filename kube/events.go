@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -107,7 +108,9 @@ func Ref(obj interface {
 //     written together, as one count.
 //   - It keeps no copy of an Event once written: for each Event seen in
 //     the last 6 minutes, only what its series needs (a 16-byte digest, its
-//     first and last times, and its counts).
+//     first and last times, and its counts), and of at most 4,096 Events,
+//     as client-go's correlator: past that, the one recorded longest ago
+//     is forgotten, and its repeat is a new Event.
 //   - What a retry can mend (no answer, a 429, a 5xx) is tried again, with
 //     a backoff from 500ms to 16s, and a 429's Retry-After, for up to a
 //     minute; what it can't (another 4xx, such as a 403 in a namespace
@@ -154,6 +157,7 @@ type Recorder struct {
 // The Recorder's bounds. The window and the backlog are client-go's.
 const (
 	seriesWindow   = 6 * time.Minute
+	maxSeries      = 4096 // client-go's correlator keeps as many in its LRU
 	maxBacklog     = 1000
 	firstRetry     = 500 * time.Millisecond
 	maxRetry       = 16 * time.Second
@@ -324,6 +328,9 @@ func (r *Recorder) Record(ctx context.Context, e Event) {
 		s.count++
 		s.last = now.UnixNano()
 	default:
+		if s == nil && len(r.series) >= maxSeries {
+			r.evictOldest()
+		}
 		// The Event's name is its object's and its first time's: no two of
 		// this Recorder's have one time.
 		first := max(now.UnixNano(), r.lastFirst+1)
@@ -471,6 +478,22 @@ func (r *Recorder) forget(now time.Time) {
 		if s.pending == nil && now.UnixNano()-s.last >= int64(seriesWindow) {
 			delete(r.series, d)
 		}
+	}
+}
+
+// evictOldest forgets the series last recorded longest ago whose write is
+// done, to make room for a new one: a repeat of it is a new Event. r.mu is
+// held.
+func (r *Recorder) evictOldest() {
+	var oldest eventDigest
+	last := int64(math.MaxInt64)
+	for d, s := range r.series {
+		if s.pending == nil && s.last < last {
+			oldest, last = d, s.last
+		}
+	}
+	if last != math.MaxInt64 {
+		delete(r.series, oldest)
 	}
 }
 
