@@ -233,6 +233,10 @@ func changedRoundTrip[Spec, Status, HubSpec, HubStatus any](set *versionSet[HubS
 		for _, d := range differences("", specStatusOfComparable(bareBase), specStatusOfComparable(bareGot)) {
 			made[d.path] = true
 		}
+		// A change to a field from can't hold comes back in the
+		// annotation that keeps it at from: that is the change kept, not
+		// an annotation that wasn't there.
+		keepsChange(want, got, keptKey(group, to))
 		var errs []error
 		at := fmt.Sprintf("%s, with %s changed at %s", where, name, to)
 		for _, d := range differences("", want, got) {
@@ -250,6 +254,20 @@ func changedRoundTrip[Spec, Status, HubSpec, HubStatus any](set *versionSet[HubS
 		}
 	}
 	return nil
+}
+
+// keepsChange drops from got, a comparable, the annotation key that keeps
+// what its version can't hold of another, when want, the comparable it is
+// compared with, hasn't it.
+func keepsChange(want, got map[string]any, key string) {
+	annotations := func(c map[string]any) map[string]any {
+		md, _ := c["metadata"].(map[string]any)
+		as, _ := md["annotations"].(map[string]any)
+		return as
+	}
+	if _, had := annotations(want)[key]; !had {
+		delete(annotations(got), key)
+	}
 }
 
 // specStatusOfComparable is the spec and status of c, a comparable.

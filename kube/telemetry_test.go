@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
 
 	"github.com/z5labs/humus/humustest"
 )
@@ -620,4 +621,32 @@ func checkEveryReconcileFailedWith(t *testing.T, tel *humustest.Telemetry, want 
 	if got := keysOf(points); !slices.Equal(got, []string{"error"}) {
 		t.Errorf("reconcile.duration's outcomes = %v, want only error", got)
 	}
+}
+
+// A Reconciler's own records go through the logger its context carries,
+// klog.FromContext(ctx), as the docs say: each names the controller and
+// its resource, as the controller's own records do, and its V levels are
+// kept as client-go's are.
+func TestAReconcilersOwnRecordsNameItsController(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
+		tel := humustest.NewTelemetry()
+		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+			klog.FromContext(ctx).Info("sizing the cache", "size", m.Spec.Size)
+			klog.FromContext(ctx).V(5).Info("a debugging detail")
+			return Result[cacheStatus]{}, nil
+		})
+		served(t, observedController(t, f, tel, testSettings(), rec))
+		settle(10 * time.Second)
+		got := recordsWithBody(tel, "sizing the cache")
+		if len(got) != 1 {
+			t.Fatalf("the Reconciler's records = %d, want 1", len(got))
+		}
+		if a := recordAttrs(got[0]); a["humus.kube.controller.name"] != "memcached-controller" || a["humus.kube.resource"] != "memcacheds.cache.example.com" || a["size"] != "1" {
+			t.Errorf("its attributes = %v, want the controller, the resource and size 1", a)
+		}
+		if n := len(recordsWithBody(tel, "a debugging detail")); n != 0 {
+			t.Errorf("V(5) records = %d, want none, as client-go's V(5) are dropped", n)
+		}
+	})
 }

@@ -263,6 +263,19 @@ func TestRoundTrip(t *testing.T) {
 	if err := kube.RoundTrip(v, alpha("a", 3)); err != nil {
 		t.Errorf("v1alpha1's example: %v", err)
 	}
+	// A field only the hub has, which toHub defaults: changed at the hub,
+	// it comes back to v1alpha1 in the annotation that keeps it, which is
+	// the change kept, not a loss (the docs' Website failed on it).
+	defaulted := v
+	defaulted.Others = []kube.Version[MemcachedSpecV1beta1, MemcachedStatus]{kube.VersionOf(Memcached,
+		func(in kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Object[MemcachedSpecV1beta1, MemcachedStatus], error) {
+			out, err := memcachedToV1beta1(in)
+			out.Spec.Port = 11211
+			return out, err
+		}, memcachedFromV1beta1)}
+	if err := kube.RoundTrip(defaulted, alpha("a", 3)); err != nil {
+		t.Errorf("v1alpha1's example, its port defaulted at v1beta1: %v", err)
+	}
 
 	// fromHub forgets Size, and the labels: the annotation hides the
 	// first from a round trip, but not from one without it.

@@ -33,15 +33,17 @@ func TestProcessStopKillsAfterGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := p.pid()
+	// The shell creates the file before it writes the pid into it: wait
+	// for the pid, not the file.
+	var sleepPID int
 	Eventually(t, 5*time.Second, func(context.Context) error {
-		_, err := os.Stat(childPID)
+		data, err := os.ReadFile(childPID)
+		if err != nil {
+			return err
+		}
+		sleepPID, err = strconv.Atoi(strings.TrimSpace(string(data)))
 		return err
 	})
-	data, _ := os.ReadFile(childPID)
-	sleepPID, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	begin := time.Now()
 	if err := p.stop(300 * time.Millisecond); err != nil {
