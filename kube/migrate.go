@@ -104,6 +104,15 @@ func (v Versions[HubSpec, HubStatus]) rewriteAll(ctx context.Context, d dynamic.
 	opts := metav1.ListOptions{Limit: migratePage}
 	for {
 		list, err := objects.List(ctx, opts)
+		if next, ok := expiredContinue(err); ok && opts.Continue != "" {
+			// The page's continue token outlived etcd's compaction: the
+			// API server offers one that lists the rest from now, which
+			// misses nothing a migration needs (an object created since is
+			// created at Storage), where starting over would rewrite the
+			// pages done again, and compact away again on a long pass.
+			opts.Continue = next
+			continue
+		}
 		if err != nil {
 			return m, fmt.Errorf("kube: Migrate: listing the %s at %s: %w", name, v.Storage, err)
 		}
@@ -137,6 +146,17 @@ func (v Versions[HubSpec, HubStatus]) rewriteAll(ctx context.Context, d dynamic.
 	}
 
 	return m, nil
+}
+
+// expiredContinue is the continue token a 410 Gone offers for the rest of
+// a list whose continue token expired, if err is one that offers it.
+func expiredContinue(err error) (string, bool) {
+	var status apierrors.APIStatus
+	if !apierrors.IsResourceExpired(err) || !errors.As(err, &status) {
+		return "", false
+	}
+	next := status.Status().ListMeta.Continue
+	return next, next != ""
 }
 
 // setStoredVersions sets the CRD's status.storedVersions to Storage alone,
