@@ -59,7 +59,14 @@ const migratePage = 500
 // d reaches the API server with rights to list and update the resource's
 // objects in every namespace, and to get the CRD and update its status
 // (customresourcedefinitions/status), such as a dynamic client of
-// Client.Config, in a job of its own or the controller's Init.
+// Client.Config, in a Job or a command of its own, run once the pods that
+// serve the conversion webhook are ready. Not in the controller's Init:
+// Init runs before any of the App's Services, the webhook's included, and
+// each rewrite of an object stored at another version is converted by the
+// webhook, so on a first install, or a restart of every replica, there is
+// none to answer, Init fails, and the pods crash-loop. A page whose
+// continue token expires meanwhile (a pass longer than etcd's compaction
+// interval) goes on with the token the API server offers for the rest.
 func (v Versions[HubSpec, HubStatus]) Migrate(ctx context.Context, d dynamic.Interface, progress func(Migration)) error {
 	if _, errs := v.build(); len(errs) > 0 {
 		return fmt.Errorf("kube: Migrate: %w", errors.Join(errs...))
