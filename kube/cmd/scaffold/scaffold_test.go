@@ -2,17 +2,17 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"io/fs"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/z5labs/humus/kube/internal/outsidetest"
 )
 
 func TestPluralOf(t *testing.T) {
@@ -332,37 +332,14 @@ func pointAt(t *testing.T, dir, root string) {
 	goCmd(t, dir, time.Minute, "mod", "edit",
 		"-replace", "github.com/z5labs/humus="+root,
 		"-replace", "github.com/z5labs/humus/kube="+filepath.Join(root, "kube"))
-	var sums []byte
-	for _, f := range []string{"go.sum", "kube/go.sum"} {
-		b, err := os.ReadFile(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sums = append(sums, b...)
-	}
-	lines := slices.Compact(slices.Sorted(slices.Values(strings.Split(string(sums), "\n"))))
-	if err := os.WriteFile(filepath.Join(dir, "go.sum"), []byte(strings.TrimSpace(strings.Join(lines, "\n"))+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	outsidetest.Sums(t, dir, root)
 }
 
-// goCmd runs the go command in dir as a user's module runs it: no
-// workspace, modules downloaded as needed. The environment is otherwise
-// the test's, so HUMUS_CONTROLPLANE, which make test sets, names the
-// control plane to start, and the module's tests build none.
+// goCmd runs the go command in dir, the scaffolded module, as a user's
+// module runs it.
 func goCmd(t *testing.T, dir string, timeout time.Duration, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("go %s in the scaffolded module: %v\n%s", strings.Join(args, " "), err, out.String())
-	}
-	return out.String()
+	return outsidetest.Go(t, "the scaffolded module", dir, timeout, args...)
 }
 
 // tree is a digest of each file under dir, by its path from dir.

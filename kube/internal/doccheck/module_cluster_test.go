@@ -1,11 +1,8 @@
 package doccheck_test
 
 import (
-	"bytes"
-	"context"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +11,7 @@ import (
 
 	"github.com/z5labs/humus/kube/clustertest"
 	"github.com/z5labs/humus/kube/internal/doccheck"
+	"github.com/z5labs/humus/kube/internal/outsidetest"
 )
 
 // docsModule is the module path of the controller the docs write in a
@@ -92,39 +90,16 @@ func writeModule(t *testing.T, files map[string]string) string {
 	gomod := "module " + docsModule + "\n\ngo 1.26.0\n\n" +
 		"require (\n\tgithub.com/z5labs/humus v0.0.0\n\tgithub.com/z5labs/humus/kube v0.0.0\n)\n\n" +
 		"replace (\n\tgithub.com/z5labs/humus => " + absRoot + "\n\tgithub.com/z5labs/humus/kube => " + filepath.Join(absRoot, "kube") + "\n)\n"
-	var sums []byte
-	for _, f := range []string{"go.sum", "kube/go.sum"} {
-		b, err := os.ReadFile(filepath.Join(absRoot, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sums = append(sums, b...)
-	}
-	lines := slices.Compact(slices.Sorted(slices.Values(strings.Split(string(sums), "\n"))))
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "go.sum"), []byte(strings.TrimSpace(strings.Join(lines, "\n"))+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	outsidetest.Sums(t, dir, absRoot)
 	return dir
 }
 
-// goCmd runs the go command in dir as a user's module runs it: no
-// workspace, modules downloaded as needed. The environment is otherwise
-// this test's, so HUMUS_CONTROLPLANE, which make test sets, names the
-// control plane this repository's tests use, and the child builds none.
+// goCmd runs the go command in dir, the docs' module, as a user's module
+// runs it.
 func goCmd(t *testing.T, dir string, timeout time.Duration, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("go %s in the docs' module: %v\n%s", strings.Join(args, " "), err, out.String())
-	}
-	return out.String()
+	return outsidetest.Go(t, "the docs' module", dir, timeout, args...)
 }
