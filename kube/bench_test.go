@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	goruntime "runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -250,4 +252,51 @@ func BenchmarkRelated(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkReadYourWrites is what reading one's own writes adds to a
+// Reader's Get and List: nothing to look at without a reconcile's context
+// (plain); with one, a look at the reconcile's pending writes of the
+// resource, none (none) or ten its cache has brought (caught-up).
+func BenchmarkReadYourWrites(b *testing.B) {
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	for i := range 100 {
+		u := configMapObject("default", "c"+strconv.Itoa(i), "x", nil)
+		u.SetResourceVersion(strconv.Itoa(100 + i))
+		if err := store.Add(cached(b, u)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	client := testClient(b, fakeSetup(nil))
+	r := Read(client, configMapKind, Selector{}).reader
+	none := newOwnedWrites([]schema.GroupVersionResource{configMapsGVR})
+	caughtUp := newOwnedWrites([]schema.GroupVersionResource{configMapsGVR})
+	for i := range 10 {
+		caughtUp.recordWrite(configMapsGVR.GroupResource(), "default", "c"+strconv.Itoa(i), ownedAnswer{rv: strconv.Itoa(100 + i)})
+	}
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+	}{
+		{"plain", context.Background()},
+		{"none", recordingWrites(context.Background(), none)},
+		{"caught-up", recordingWrites(context.Background(), caughtUp)},
+	} {
+		b.Run("get/"+tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := r.awaitOwnWrite(tc.ctx, store, "default", "c5", "default/c5"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("list/"+tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := r.awaitOwnWrites(tc.ctx, store, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -322,6 +322,21 @@ func (w *ownedWrites) lastWrite(gr schema.GroupResource, namespace, name string)
 	return ow.writes[len(ow.writes)-1], true
 }
 
+// pendingIn calls f with the answer to the last write of each object of gr
+// whose event hasn't come, within rywBound.
+func (w *ownedWrites) pendingIn(gr schema.GroupResource, f func(namespace, name string, last ownedAnswer)) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, ow := range w.m {
+		if k.gr == gr && len(ow.writes) > 0 && time.Since(ow.at) <= rywBound {
+			f(k.namespace, k.name, ow.writes[len(ow.writes)-1])
+		}
+	}
+}
+
 // redundant reports whether the event that brings obj, an owned object of
 // gr, after old (nil when the object is new to the cache), is that of a
 // reconcile's own write: its version is one a write of the reconcile's

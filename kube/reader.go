@@ -258,6 +258,43 @@ func (r *reader) awaitOwnWrite(ctx context.Context, store toolscache.Indexer, na
 	}
 }
 
+// awaitOwnWrites waits, as awaitOwnWrite does for one object, until store
+// has caught up with the last write of each object in namespace ("" for
+// every one) that ctx's reconcile made and whose event hasn't come: what
+// a List is to hold. Without a reconcile's context, or with no such
+// write, it costs a look at the reconcile's writes, and waits for none.
+func (r *reader) awaitOwnWrites(ctx context.Context, store toolscache.Indexer, namespace string) error {
+	writes, ok := transport.WritesFrom(ctx).(*ownedWrites)
+	if !ok {
+		return nil
+	}
+	deadline := time.Now().Add(readYourWrites)
+	for {
+		var behind, rv string
+		writes.pendingIn(r.gr, func(ns, name string, w ownedAnswer) {
+			if behind != "" || (namespace != "" && ns != namespace) || !r.keeps(ns, w.labels) {
+				return
+			}
+			key := name
+			if ns != "" {
+				key = ns + "/" + name
+			}
+			if !caughtUp(store, key, w.rv) {
+				behind, rv = key, w.rv
+			}
+		})
+		if behind == "" {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("kube: listing %s: the cache hasn't brought this reconcile's own write of %s (resourceVersion %s) within %v", r.kind, behind, rv, readYourWrites)
+		}
+		if !sleep(ctx, 5*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
 // keeps reports whether r's cache keeps an object in namespace with
 // lbls: its Selector's namespace and labels. A field selector can't be
 // told from the object's labels: a write r's fields don't keep waits for
@@ -290,14 +327,20 @@ func caughtUp(store toolscache.Indexer, key, rv string) bool {
 
 // List returns the objects in namespace ("" for every namespace the
 // cache keeps) whose labels sel matches (nil for every object), each
-// decoded into its own copy, in no particular order. An object that can't
+// decoded into its own copy, in no particular order. Called with the
+// context a Reconcile is handed, it reads that reconcile's own writes of
+// the resource, as Get does: it waits, up to 5 seconds, for the cache to
+// bring each, and then fails saying which it hasn't. An object that can't
 // be decoded into T (stored before a field changed its type, say) is left
 // out, recorded once (a WARN record naming it and the field) until it
 // decodes or is deleted: one such object doesn't fail every List. Get of
 // it returns the error.
-func (r *Reader[T]) List(_ context.Context, namespace string, sel labels.Selector) ([]T, error) {
+func (r *Reader[T]) List(ctx context.Context, namespace string, sel labels.Selector) ([]T, error) {
 	store, err := r.store()
 	if err != nil {
+		return nil, err
+	}
+	if err := r.awaitOwnWrites(ctx, store, namespace); err != nil {
 		return nil, err
 	}
 	var cached []any
@@ -465,10 +508,14 @@ func (f *failedOnce) forget(key string) {
 func (f *failedOnce) len() int { return int(f.n.Load()) }
 
 // List returns the objects the index holds under value, each decoded
-// into its own copy, in no particular order.
-func (i *Index[T]) List(_ context.Context, value string) ([]T, error) {
+// into its own copy, in no particular order. With a reconcile's context,
+// it reads that reconcile's own writes, as Reader's List does.
+func (i *Index[T]) List(ctx context.Context, value string) ([]T, error) {
 	store, err := i.r.store()
 	if err != nil {
+		return nil, err
+	}
+	if err := i.r.awaitOwnWrites(ctx, store, ""); err != nil {
 		return nil, err
 	}
 	cached, err := store.ByIndex(i.name, value)

@@ -760,3 +760,58 @@ func TestAReadersListLeavesOutWhatDoesntDecode(t *testing.T) {
 		}
 	})
 }
+
+// A Reader's List, with a reconcile's context, reads that reconcile's own
+// writes of the resource, as Get does (issue 44, point 2: List never
+// waited): it waits for the cache to bring each, fails naming one it
+// doesn't bring within 5 s, and waits for none without a write pending.
+func TestAReadersListReadsTheReconcilesOwnWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, siteKinds, siteObject("default", "a", "c1"), configMapObject("default", "c1", "one", nil))
+		client := testClient(t, fakeSetup(nil))
+		cms := Read(client, configMapKind, Selector{})
+		var calls counter
+		ctrl := siteController(t, f, client, nil, testSettings(), serveContent(cms, &calls), Reads(cms))
+		served(t, ctrl)
+		settle(10 * time.Second)
+
+		ctx := recordingWrites(t.Context(), ctrl.ownWrites)
+		start := time.Now()
+		if got, err := cms.List(ctx, "", nil); err != nil || len(got) != 1 || time.Since(start) != 0 {
+			t.Fatalf("List with no write pending = %d objects, %v, after %v; want c1 at once", len(got), err, time.Since(start))
+		}
+		// The reconcile created c2; the API server answered with the
+		// version the fake's next write makes.
+		f.mu.Lock()
+		next := strconv.Itoa(f.rv + 1)
+		f.mu.Unlock()
+		ctrl.ownWrites.recordWrite(configMapsGVR.GroupResource(), "default", "c2", ownedAnswer{rv: next, created: true})
+		got := make(chan int, 1)
+		go func() {
+			l, err := cms.List(ctx, "default", nil)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- len(l)
+		}()
+		settle(time.Second)
+		select {
+		case n := <-got:
+			t.Fatalf("List returned %d objects before the cache brought the write", n)
+		default:
+		}
+		f.createObject(t, configMapsGVR, configMapObject("default", "c2", "two", nil))
+		settle(10 * time.Millisecond)
+		if n := <-got; n != 2 {
+			t.Errorf("List after its own create = %d objects, want c1 and c2", n)
+		}
+
+		ctrl.ownWrites.recordWrite(configMapsGVR.GroupResource(), "default", "c3", ownedAnswer{rv: "100000", created: true})
+		if _, err := cms.List(ctx, "", nil); err == nil || !strings.Contains(err.Error(), "hasn't brought this reconcile's own write of default/c3 (resourceVersion 100000) within 5s") {
+			t.Errorf("List with a write the cache never brings = %v, want an error naming it", err)
+		}
+		if l, err := cms.List(t.Context(), "", nil); err != nil || len(l) != 2 {
+			t.Errorf("List without a reconcile's context = %d, %v; want what the cache holds", len(l), err)
+		}
+	})
+}
