@@ -200,8 +200,8 @@ func (reads) part() {}
 // clientset built from Client.Config, with that context), Get returns it
 // at that write's version or later, or NotFound once the cache has
 // brought its deletion, waiting for the cache to catch up, up to 5
-// seconds, and then fails saying so, so the reconcile is retried rather
-// than computed from what its own write replaced. A write of an object
+// seconds, and then fails saying so (ErrCacheBehind), so the reconcile is
+// retried rather than computed from what its own write replaced. A write of an object
 // the Reader's Selector namespace or labels don't keep never waits.
 func (r *Reader[T]) Get(ctx context.Context, namespace, name string) (T, error) {
 	var obj T
@@ -231,6 +231,21 @@ func (r *Reader[T]) Get(ctx context.Context, namespace, name string) (T, error) 
 // controller's own last write of an object.
 const readYourWrites = 5 * time.Second
 
+// ErrCacheBehind is what a Reader's Get or List, or an Index's List,
+// returns, wrapped, when it was called with a reconcile's context and the
+// cache hasn't brought that reconcile's own write of what it reads within
+// 5 seconds: errors.Is tells it from the others. Returned from Reconcile,
+// it retries the object with backoff, as any error does, so the reconcile
+// isn't computed from what its own write replaced.
+var ErrCacheBehind = errors.New("kube: the cache hasn't brought a reconcile's own write")
+
+// cacheBehindError is a read that ErrCacheBehind ended, its message
+// naming the object and the write.
+type cacheBehindError struct{ msg string }
+
+func (e *cacheBehindError) Error() string        { return e.msg }
+func (e *cacheBehindError) Is(target error) bool { return target == ErrCacheBehind } //nolint:errorlint // the sentinel itself
+
 // awaitOwnWrite waits until store has caught up with the last write of
 // the object at key that ctx's reconcile made, if any whose event hasn't
 // come: up to readYourWrites, or until ctx ends. The cache has caught up
@@ -250,7 +265,7 @@ func (r *reader) awaitOwnWrite(ctx context.Context, store toolscache.Indexer, na
 			return nil // its event came, or it never will to this cache
 		}
 		if !time.Now().Before(deadline) {
-			return fmt.Errorf("kube: reading %s %s: the cache hasn't brought this reconcile's own write of it (resourceVersion %s) within %v", r.kind, key, w.rv, readYourWrites)
+			return &cacheBehindError{fmt.Sprintf("kube: reading %s %s: the cache hasn't brought this reconcile's own write of it (resourceVersion %s) within %v", r.kind, key, w.rv, readYourWrites)}
 		}
 		if !sleep(ctx, 5*time.Millisecond) {
 			return ctx.Err()
@@ -287,7 +302,7 @@ func (r *reader) awaitOwnWrites(ctx context.Context, store toolscache.Indexer, n
 			return nil
 		}
 		if !time.Now().Before(deadline) {
-			return fmt.Errorf("kube: listing %s: the cache hasn't brought this reconcile's own write of %s (resourceVersion %s) within %v", r.kind, behind, rv, readYourWrites)
+			return &cacheBehindError{fmt.Sprintf("kube: listing %s: the cache hasn't brought this reconcile's own write of %s (resourceVersion %s) within %v", r.kind, behind, rv, readYourWrites)}
 		}
 		if !sleep(ctx, 5*time.Millisecond) {
 			return ctx.Err()

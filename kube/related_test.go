@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -444,8 +445,8 @@ func TestAReaderReadsTheReconcilesOwnWrite(t *testing.T) {
 		// A write whose event never comes.
 		ctrl.ownWrites.recordWrite(configMapsGVR.GroupResource(), "default", "c1", ownedAnswer{rv: "100000"})
 		_, err := cms.Get(ctx, "default", "c1")
-		if err == nil || !strings.Contains(err.Error(), "hasn't brought this reconcile's own write of it (resourceVersion 100000) within 5s") {
-			t.Errorf("Get of a write the cache never brings = %v, want an error saying so", err)
+		if err == nil || !strings.Contains(err.Error(), "hasn't brought this reconcile's own write of it (resourceVersion 100000) within 5s") || !errors.Is(err, ErrCacheBehind) {
+			t.Errorf("Get of a write the cache never brings = %v, want an error saying so, ErrCacheBehind", err)
 		}
 		// Without a reconcile's context, Get reads what the cache holds.
 		if cm, err := cms.Get(t.Context(), "default", "c1"); err != nil || cm.Data["index.html"] != "written" {
@@ -807,7 +808,7 @@ func TestAReadersListReadsTheReconcilesOwnWrites(t *testing.T) {
 		}
 
 		ctrl.ownWrites.recordWrite(configMapsGVR.GroupResource(), "default", "c3", ownedAnswer{rv: "100000", created: true})
-		if _, err := cms.List(ctx, "", nil); err == nil || !strings.Contains(err.Error(), "hasn't brought this reconcile's own write of default/c3 (resourceVersion 100000) within 5s") {
+		if _, err := cms.List(ctx, "", nil); err == nil || !strings.Contains(err.Error(), "hasn't brought this reconcile's own write of default/c3 (resourceVersion 100000) within 5s") || !errors.Is(err, ErrCacheBehind) {
 			t.Errorf("List with a write the cache never brings = %v, want an error naming it", err)
 		}
 		if l, err := cms.List(t.Context(), "", nil); err != nil || len(l) != 2 {
