@@ -162,7 +162,7 @@ func expiredContinue(err error) (string, bool) {
 	if !apierrors.IsResourceExpired(err) || !errors.As(err, &status) {
 		return "", false
 	}
-	next := status.Status().ListMeta.Continue
+	next := status.Status().Continue
 	return next, next != ""
 }
 

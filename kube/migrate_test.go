@@ -59,7 +59,7 @@ func TestMigrateGoesOnPastAnExpiredContinueToken(t *testing.T) {
 			return true, page("1", "a"), nil
 		case 2:
 			gone := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result.")
-			gone.ErrStatus.ListMeta.Continue = "2"
+			gone.ErrStatus.Continue = "2"
 			return true, nil, gone
 		case 3:
 			return true, page("", "b", "c"), nil
