@@ -401,22 +401,31 @@ func TestAPanickingReferencesIsRecordedOnceAndStopsNothing(t *testing.T) {
 	})
 }
 
+// readingOwnWrites serves a controller of Websites on the fakes that reads
+// the ConfigMaps sel keeps (the fakes hold Website a and ConfigMap c1),
+// and returns it, its Reader, and a reconcile's context, whose writes the
+// controller records.
+func readingOwnWrites(t *testing.T, sel Selector) (*fakeCluster, *Reader[corev1.ConfigMap], *Controller, context.Context) {
+	t.Helper()
+	f := newFakeCluster(t, siteKinds, siteObject("default", "a", "c1"), configMapObject("default", "c1", "one", map[string]string{"tier": "web"}))
+	client := testClient(t, fakeSetup(nil))
+	cms := Read(client, configMapKind, sel)
+	var calls counter
+	ctrl := siteController(t, f, client, nil, testSettings(), serveContent(cms, &calls), Reads(cms))
+	served(t, ctrl)
+	settle(10 * time.Second)
+	return f, cms, ctrl, recordingWrites(t.Context(), ctrl.ownWrites)
+}
+
 // A Reader's Get, with a reconcile's context, reads that reconcile's own
 // write: it waits for the cache to bring the version the write answered,
 // and fails, saying so, when the cache doesn't within its bound.
 func TestAReaderReadsTheReconcilesOwnWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeCluster(t, siteKinds, siteObject("default", "a", "c1"), configMapObject("default", "c1", "one", nil))
-		client := testClient(t, fakeSetup(nil))
-		cms := Read(client, configMapKind, Selector{})
-		var calls counter
-		ctrl := siteController(t, f, client, nil, testSettings(), serveContent(cms, &calls), Reads(cms))
-		served(t, ctrl)
-		settle(10 * time.Second)
+		f, cms, ctrl, ctx := readingOwnWrites(t, Selector{})
 
 		// The reconcile wrote c1, and the API server answered with the
 		// version the fake's next write makes.
-		ctx := recordingWrites(t.Context(), ctrl.ownWrites)
 		f.mu.Lock()
 		next := strconv.Itoa(f.rv + 1)
 		f.mu.Unlock()
@@ -654,15 +663,7 @@ func TestAReadersGetOfAnOwnWriteItsCacheWontHoldDoesntWait(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFakeCluster(t, siteKinds, siteObject("default", "a", "c1"), configMapObject("default", "c1", "one", map[string]string{"tier": "web"}))
-				client := testClient(t, fakeSetup(nil))
-				cms := Read(client, configMapKind, tc.sel)
-				var calls counter
-				ctrl := siteController(t, f, client, nil, testSettings(), serveContent(cms, &calls), Reads(cms))
-				served(t, ctrl)
-				settle(10 * time.Second)
-
-				ctx := recordingWrites(t.Context(), ctrl.ownWrites)
+				f, cms, ctrl, ctx := readingOwnWrites(t, tc.sel)
 				rv := "100000" // a version the cache never brings of it
 				if tc.deleteWritten {
 					f.update(t, configMapsGVR, configMapObject("default", "c1", "written", nil))
@@ -768,15 +769,7 @@ func TestAReadersListLeavesOutWhatDoesntDecode(t *testing.T) {
 // doesn't bring within 5 s, and waits for none without a write pending.
 func TestAReadersListReadsTheReconcilesOwnWrites(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeCluster(t, siteKinds, siteObject("default", "a", "c1"), configMapObject("default", "c1", "one", nil))
-		client := testClient(t, fakeSetup(nil))
-		cms := Read(client, configMapKind, Selector{})
-		var calls counter
-		ctrl := siteController(t, f, client, nil, testSettings(), serveContent(cms, &calls), Reads(cms))
-		served(t, ctrl)
-		settle(10 * time.Second)
-
-		ctx := recordingWrites(t.Context(), ctrl.ownWrites)
+		f, cms, ctrl, ctx := readingOwnWrites(t, Selector{})
 		start := time.Now()
 		if got, err := cms.List(ctx, "", nil); err != nil || len(got) != 1 || time.Since(start) != 0 {
 			t.Fatalf("List with no write pending = %d objects, %v, after %v; want c1 at once", len(got), err, time.Since(start))
