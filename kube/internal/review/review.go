@@ -65,7 +65,7 @@ func NewHandler(t humus.Telemetry, resource, kind string, conv Converter) (http.
 }
 
 // tooLarge is the answer to a review over MaxBytes.
-const tooLarge = "the ConversionReview is larger than 32 MiB (kube.MaxBytes), the most the conversion webhook reads"
+const tooLarge = "the ConversionReview is larger than 32 MiB (kube.MaxConversionReviewBytes), the most the conversion webhook reads"
 
 type conversionHandler struct {
 	conv     Converter
@@ -385,7 +385,7 @@ func (rv *reviewRun) object(raw []byte) {
 // that what a review costs stays a small multiple of its body.
 const maxAnswerBytes = 2 * MaxBytes
 
-var errAnswerTooLarge = errors.New("the converted objects would be larger than 64 MiB, twice kube.MaxBytes, the most the conversion webhook answers with")
+var errAnswerTooLarge = errors.New("the converted objects would be larger than 64 MiB, twice kube.MaxConversionReviewBytes, the most the conversion webhook answers with")
 
 // abandon ends the span of a review that couldn't be read, if it was
 // begun: it is answered 400 or 413, and counts no duration.
