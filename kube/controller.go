@@ -44,6 +44,8 @@ type Controller struct {
 	// order of its checks: its own, each it owns, each it reads.
 	watched []cache.Key
 	cache   *cache.Shared // the Client's
+	// declared is what it declared it uses, for MarshalRBAC.
+	declared declared
 
 	clients clients
 	tel     *telemetry
@@ -217,6 +219,7 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 		owned:      owned,
 		reads:      ps.reads,
 		relations:  ps.relations,
+		declared:   declare(settings, gvr, typ, ps),
 		watched:    watched,
 		cache:      c.cache,
 		ownWrites:  newOwnedWrites(written),
@@ -340,6 +343,7 @@ type controllerParts struct {
 	ownedSel  []Selector // each owned resource's
 	reads     []*reader
 	relations []*relation
+	writes    []writes
 }
 
 // checkedParts are a controller's parts, and the finalizer function for
@@ -410,10 +414,12 @@ func checkParts[T any](c *Client, parts []Part) (checkedParts[T], error) {
 			if ok {
 				ps.relations = append(ps.relations, &relation{related: p})
 			}
+		case writes:
+			errs, ps.writes = append(errs, p.check()), append(ps.writes, p)
 		case nil:
 			errs = append(errs, fmt.Errorf("kube: part %d is nil", i))
 		default:
-			errs = append(errs, fmt.Errorf("kube: part %d is a %T, not one of Owns, Finalize, Reads, Related or References", i, p))
+			errs = append(errs, fmt.Errorf("kube: part %d is a %T, not one of Owns, Finalize, Reads, Related, References or Writes", i, p))
 		}
 	}
 	return ps, errors.Join(errs...)
