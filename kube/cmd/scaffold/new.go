@@ -63,7 +63,7 @@ func runNew(args []string, stdout, stderr io.Writer) error {
 		"app/app.go":                               "app.go",
 		"app/main_test.go":                         "main_test.go",
 		"app/app_test.go":                          "app_test.go",
-		"deploy/rbac.yaml":                         "rbac.yaml",
+		"app/rbac_test.go":                         "rbac_test.go",
 		"deploy/namespace.yaml":                    "namespace.yaml",
 		"deploy/deployment.yaml":                   "deployment.yaml",
 		"README.md":                                "README.md",
@@ -83,6 +83,11 @@ func runNew(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("scaffold: the CRD of %s: %w", r.Kind, err)
 	}
 	out[r.CRDFile()] = crd
+	rbac, err := rbacYAML(d)
+	if err != nil {
+		return fmt.Errorf("scaffold: the RBAC of %s's controller: %w", r.Kind, err)
+	}
+	out["deploy/rbac.yaml"] = rbac
 	if err := out.write(dir); err != nil {
 		return err
 	}
