@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,22 @@ type starterSpec struct {
 
 type starterStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// derive adds to out what the module's golden tests derive from its
+// code: the CRD's YAML, and deploy/rbac.yaml.
+func derive(out files, d data) error {
+	crd, err := crdYAML(d.resource)
+	if err != nil {
+		return fmt.Errorf("scaffold: the CRD of %s: %w", d.Kind, err)
+	}
+	out[d.CRDFile()] = crd
+	rbac, err := rbacYAML(d)
+	if err != nil {
+		return fmt.Errorf("scaffold: the RBAC of %s's controller: %w", d.Kind, err)
+	}
+	out["deploy/rbac.yaml"] = rbac
+	return nil
 }
 
 // crdYAML is the YAML of r's CRD, as kind.go.tmpl's kube.Resource makes it.
