@@ -12,6 +12,7 @@ import (
 
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/internal/control"
 )
 
 // finalizingController is a controller of clusterCaches in ns, with a
@@ -69,11 +70,11 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	}
 
 	// And the fresh object takes both.
-	rv, err := ctrl.applyFinalizer(ctx, cached(t, fresh), true)
+	rv, err := ctrl.engine.ApplyFinalizer(ctx, cached(t, fresh), true)
 	if err != nil {
 		t.Errorf("adding the finalizer to the current object: %v", err)
 	}
-	if err := ctrl.applyStatus(ctx, cached(t, fresh), rv, []byte(`{"readyReplicas":2}`)); err != nil {
+	if err := ctrl.engine.ApplyStatus(ctx, cached(t, fresh), rv, []byte(`{"readyReplicas":2}`)); err != nil {
 		t.Errorf("applying the current object's status: %v", err)
 	}
 }
@@ -84,13 +85,13 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 // answers.
 func checkBothWritesAreStale(t *testing.T, ctrl *Controller, ctx context.Context, stale *unstructured.Unstructured, addFinalizer, applyStatus string) {
 	t.Helper()
-	_, err := ctrl.applyFinalizer(ctx, cached(t, stale), true)
-	if !errors.Is(err, errStale) {
+	_, err := ctrl.engine.ApplyFinalizer(ctx, cached(t, stale), true)
+	if !errors.Is(err, control.ErrStale) {
 		t.Errorf("%s = %v, want errStale", addFinalizer, err)
 	}
 	t.Logf("the API server's answer to %s: %v", addFinalizer, err)
-	err = ctrl.applyStatus(ctx, cached(t, stale), stale.GetResourceVersion(), []byte(`{"readyReplicas":9}`))
-	if !errors.Is(err, errStale) {
+	err = ctrl.engine.ApplyStatus(ctx, cached(t, stale), stale.GetResourceVersion(), []byte(`{"readyReplicas":9}`))
+	if !errors.Is(err, control.ErrStale) {
 		t.Errorf("%s = %v, want errStale", applyStatus, err)
 	}
 	t.Logf("the API server's answer to %s: %v", applyStatus, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/z5labs/humus/kube/internal/cache"
+	"github.com/z5labs/humus/kube/internal/control"
 
 	"go.opentelemetry.io/contrib/bridges/otelslog"
 	"k8s.io/client-go/rest"
@@ -151,8 +152,8 @@ func NewClient(s *humus.Setup, c Connection) (*Client, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	log := slog.New(otelslog.NewHandler(scope, otelslog.WithLoggerProvider(s.Telemetry.Resolved().LoggerProvider)))
-	logFor := func(k cache.Key) logr.Logger { return informerLogger(log.Handler(), k) }
+	log := slog.New(otelslog.NewHandler(control.InstrumentationScope, otelslog.WithLoggerProvider(s.Telemetry.Resolved().LoggerProvider)))
+	logFor := func(k cache.Key) logr.Logger { return control.InformerLogger(log.Handler(), k) }
 	return &Client{server: c.Server, rt: newTransport(s, c, log), cache: cache.NewShared(logFor), log: log}, nil
 }
 

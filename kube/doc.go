@@ -9,6 +9,26 @@
 // humus.Service; NewClient is how it, and the end user's own clientsets,
 // reach the API server through the Host.
 //
+// # Where things are
+//
+// This package is the face: the public types, their checks and their
+// docs, and the wiring NewController does. The engine is below it, in
+// packages of its own, each opening with what it promises and what it may
+// import, none importing this one:
+//
+//   - kube/internal/control, the control loop: the workers and the work
+//     queue's one doorway, the event handlers of the resource, its owned
+//     and related objects, own writes and reading them back, the status
+//     and finalizer applies, the terms of leading (one Lease, or a Lease
+//     per shard), Serve and Shutdown, and the telemetry of it all.
+//   - kube/internal/cache, the informers a Client's controllers share, the
+//     forms objects are kept in, and the wire codecs.
+//   - kube/internal/crd, the CRD reflected from Go types; kube/internal/merge,
+//     what a version can't hold merged back, list item by list item.
+//   - kube/internal/elector, shard, priorityqueue and transport: the Lease,
+//     the shards' ranges, the queue's priorities, and the Client's
+//     connections with the writes they record.
+//
 // # Custom resources and their CRD
 //
 // A Resource names a custom resource: its group, version, kind, plural and

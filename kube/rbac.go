@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/kube/internal/control"
 	"github.com/z5labs/humus/kube/internal/rbac"
 	"github.com/z5labs/humus/kube/internal/shard"
 )
@@ -98,7 +99,7 @@ func (resourceType[Spec, Status]) appliesStatus() {}
 
 // declare is what a controller of gvr, with settings and parts ps, and
 // objects of typ, declared it uses.
-func declare(settings Settings, gvr schema.GroupVersionResource, typ objectType, ps controllerParts) declared {
+func declare(settings Settings, gvr schema.GroupVersionResource, typ control.Type, ps controllerParts) declared {
 	ns := settings.Namespace
 	self := "controller " + settings.Name
 	d := declared{namespace: ns}
@@ -122,14 +123,14 @@ func declare(settings Settings, gvr schema.GroupVersionResource, typ objectType,
 	for _, r := range ps.reads {
 		fn := "kube.Reads"
 		for _, rel := range ps.relations {
-			if rel.r == r {
+			if rel.Source == r {
 				fn = "kube.Related"
-				if rel.index != nil {
+				if rel.Index != nil {
 					fn = "kube.References"
 				}
 			}
 		}
-		k := r.entry.Key()
+		k := r.Entry.Key()
 		need(k.Namespace, k.GVR, fn+"(a Reader of "+k.GVR.GroupResource().String()+")", "list", "watch")
 	}
 	for _, w := range ps.writes {

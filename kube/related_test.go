@@ -20,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/control"
 )
 
 // A Website serves the content of a ConfigMap it names: the controller
@@ -214,7 +215,7 @@ func TestControllersOnOneClientShareOneInformer(t *testing.T) {
 		informerLists := func(prefix string, actions []k8stesting.Action) {
 			for _, a := range actions {
 				l, ok := a.(interface{ GetListOptions() metav1.ListOptions })
-				if ok && a.GetVerb() == "list" && !strings.Contains(l.GetListOptions().FieldSelector, probeName) {
+				if ok && a.GetVerb() == "list" && !strings.Contains(l.GetListOptions().FieldSelector, control.ProbeName) {
 					n[prefix+a.GetResource().Resource]++
 				}
 			}
@@ -414,7 +415,7 @@ func readingOwnWrites(t *testing.T, sel Selector) (*fakeCluster, *Reader[corev1.
 	ctrl := siteController(t, f, client, nil, testSettings(), serveContent(cms, &calls), Reads(cms))
 	served(t, ctrl)
 	settle(10 * time.Second)
-	return f, cms, ctrl, recordingWrites(t.Context(), ctrl.ownWrites)
+	return f, cms, ctrl, control.RecordingWrites(t.Context(), ctrl.engine.OwnWrites)
 }
 
 // A Reader's Get, with a reconcile's context, reads that reconcile's own
@@ -429,7 +430,7 @@ func TestAReaderReadsTheReconcilesOwnWrite(t *testing.T) {
 		f.mu.Lock()
 		next := strconv.Itoa(f.rv + 1)
 		f.mu.Unlock()
-		ctrl.ownWrites.recordWrite(configMapsGVR.GroupResource(), "default", "c1", ownedAnswer{rv: next})
+		ctrl.engine.OwnWrites.RecordAnswer(configMapsGVR.GroupResource(), "default", "c1", control.OwnedAnswer{RV: next})
 		got := make(chan string, 1)
 		go func() {
 			cm, err := cms.Get(ctx, "default", "c1")
@@ -452,7 +453,7 @@ func TestAReaderReadsTheReconcilesOwnWrite(t *testing.T) {
 		}
 
 		// A write whose event never comes.
-		ctrl.ownWrites.recordWrite(configMapsGVR.GroupResource(), "default", "c1", ownedAnswer{rv: "100000"})
+		ctrl.engine.OwnWrites.RecordAnswer(configMapsGVR.GroupResource(), "default", "c1", control.OwnedAnswer{RV: "100000"})
 		_, err := cms.Get(ctx, "default", "c1")
 		if err == nil || !strings.Contains(err.Error(), "hasn't brought this reconcile's own write of it (resourceVersion 100000) within 5s") || !errors.Is(err, ErrCacheBehind) {
 			t.Errorf("Get of a write the cache never brings = %v, want an error saying so, ErrCacheBehind", err)
@@ -542,7 +543,7 @@ func TestSelectorsLimitTheOwnAndTheOwnedCaches(t *testing.T) {
 		}
 		selectors := map[string]string{}
 		for _, a := range append(f.dyn.Actions(), f.meta.Actions()...) {
-			if l, ok := a.(k8stesting.ListAction); ok && !strings.Contains(l.GetListRestrictions().Fields.String(), probeName) {
+			if l, ok := a.(k8stesting.ListAction); ok && !strings.Contains(l.GetListRestrictions().Fields.String(), control.ProbeName) {
 				selectors[a.GetResource().Resource] = l.GetListRestrictions().Labels.String()
 			}
 		}
@@ -581,19 +582,19 @@ func TestFailuresAreForgottenWithTheirObjects(t *testing.T) {
 		failing func(i int) *unstructured.Unstructured
 		// parts declares the function on cms, and says what holds its
 		// failures.
-		parts func(cms *Reader[corev1.ConfigMap]) ([]Part, func(*Controller) *failedOnce)
+		parts func(cms *Reader[corev1.ConfigMap]) ([]Part, func(*Controller) *control.FailedOnce)
 	}{
-		{"IndexBy", configMapsGVR, failingConfigMap, func(cms *Reader[corev1.ConfigMap]) ([]Part, func(*Controller) *failedOnce) {
+		{"IndexBy", configMapsGVR, failingConfigMap, func(cms *Reader[corev1.ConfigMap]) ([]Part, func(*Controller) *control.FailedOnce) {
 			IndexBy(cms, func(corev1.ConfigMap) []string { panic("a bug in the index") })
-			return []Part{Reads(cms)}, func(*Controller) *failedOnce { return &cms.failed }
+			return []Part{Reads(cms)}, func(*Controller) *control.FailedOnce { return &cms.Failed }
 		}},
-		{"Related", configMapsGVR, failingConfigMap, func(cms *Reader[corev1.ConfigMap]) ([]Part, func(*Controller) *failedOnce) {
+		{"Related", configMapsGVR, failingConfigMap, func(cms *Reader[corev1.ConfigMap]) ([]Part, func(*Controller) *control.FailedOnce) {
 			p := Related(cms, func(corev1.ConfigMap) []types.NamespacedName { panic("a bug in the mapping") })
 			return []Part{p}, relationFailures
 		}},
 		{"References", sitesGVR, func(i int) *unstructured.Unstructured {
 			return siteObject("default", "bad-"+strconv.Itoa(i), "c1")
-		}, func(cms *Reader[corev1.ConfigMap]) ([]Part, func(*Controller) *failedOnce) {
+		}, func(cms *Reader[corev1.ConfigMap]) ([]Part, func(*Controller) *control.FailedOnce) {
 			p := References(cms, func(website) []types.NamespacedName { panic("a bug in the references") })
 			return []Part{p}, relationFailures
 		}},
@@ -616,7 +617,7 @@ func TestFailuresAreForgottenWithTheirObjects(t *testing.T) {
 					synctest.Wait() // the fake watch's channel holds 100 events
 				}
 				settle(10 * time.Second)
-				if got := failed.len(); got != n {
+				if got := failed.Len(); got != n {
 					t.Fatalf("failures kept of %d failing objects = %d, want %d", n, got, n)
 				}
 				for i := range n {
@@ -627,7 +628,7 @@ func TestFailuresAreForgottenWithTheirObjects(t *testing.T) {
 					synctest.Wait()
 				}
 				settle(10 * time.Second)
-				if got := failed.len(); got != 0 {
+				if got := failed.Len(); got != 0 {
 					t.Errorf("failures kept once the %d objects are deleted = %d, want 0", n, got)
 				}
 			})
@@ -637,7 +638,7 @@ func TestFailuresAreForgottenWithTheirObjects(t *testing.T) {
 
 // relationFailures is what holds the failures of ctrl's one Related or
 // References.
-func relationFailures(ctrl *Controller) *failedOnce { return &ctrl.relations[0].failed }
+func relationFailures(ctrl *Controller) *control.FailedOnce { return &ctrl.engine.Relations[0].Failed }
 
 // failingConfigMap is the ConfigMap i of a test's failing ones.
 func failingConfigMap(i int) *unstructured.Unstructured {
@@ -669,7 +670,7 @@ func TestAReadersGetOfAnOwnWriteItsCacheWontHoldDoesntWait(t *testing.T) {
 					f.update(t, configMapsGVR, configMapObject("default", "c1", "written", nil))
 					rv = f.get(t, configMapsGVR, "default", "c1").GetResourceVersion()
 				}
-				ctrl.ownWrites.recordWrite(configMapsGVR.GroupResource(), tc.ns, tc.cm, ownedAnswer{rv: rv, labels: tc.labels})
+				ctrl.engine.OwnWrites.RecordAnswer(configMapsGVR.GroupResource(), tc.ns, tc.cm, control.OwnedAnswer{RV: rv, Labels: tc.labels})
 				if tc.deleteWritten {
 					if err := f.dyn.Tracker().Delete(configMapsGVR, "default", "c1"); err != nil {
 						t.Fatal(err)
@@ -757,7 +758,7 @@ func TestAReadersListLeavesOutWhatDoesntDecode(t *testing.T) {
 		if got := names(); got != "a,bad" {
 			t.Errorf("List once it decodes = %s, want a,bad", got)
 		}
-		if n := all.unreadable.len(); n != 0 {
+		if n := all.Unreadable.Len(); n != 0 {
 			t.Errorf("objects kept as left out = %d, want 0", n)
 		}
 	})
@@ -779,7 +780,7 @@ func TestAReadersListReadsTheReconcilesOwnWrites(t *testing.T) {
 		f.mu.Lock()
 		next := strconv.Itoa(f.rv + 1)
 		f.mu.Unlock()
-		ctrl.ownWrites.recordWrite(configMapsGVR.GroupResource(), "default", "c2", ownedAnswer{rv: next, created: true})
+		ctrl.engine.OwnWrites.RecordAnswer(configMapsGVR.GroupResource(), "default", "c2", control.OwnedAnswer{RV: next, Created: true})
 		got := make(chan int, 1)
 		go func() {
 			l, err := cms.List(ctx, "default", nil)
@@ -800,7 +801,7 @@ func TestAReadersListReadsTheReconcilesOwnWrites(t *testing.T) {
 			t.Errorf("List after its own create = %d objects, want c1 and c2", n)
 		}
 
-		ctrl.ownWrites.recordWrite(configMapsGVR.GroupResource(), "default", "c3", ownedAnswer{rv: "100000", created: true})
+		ctrl.engine.OwnWrites.RecordAnswer(configMapsGVR.GroupResource(), "default", "c3", control.OwnedAnswer{RV: "100000", Created: true})
 		if _, err := cms.List(ctx, "", nil); err == nil || !strings.Contains(err.Error(), "hasn't brought this reconcile's own write of default/c3 (resourceVersion 100000) within 5s") || !errors.Is(err, ErrCacheBehind) {
 			t.Errorf("List with a write the cache never brings = %v, want an error naming it", err)
 		}
