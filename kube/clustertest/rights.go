@@ -79,9 +79,9 @@ type RightsOption func(*rightsCheck)
 type rightsCheck struct{ failUnused bool }
 
 // FailUnusedRights makes a right granted and never used fail the test, as
-// a refused one does; without it, CheckRights only logs it. Neither is
-// said of a test that failed otherwise, whose run may have been cut
-// short.
+// a refused one does; without it, CheckRights only logs it. Unused
+// rights aren't said of a test that failed otherwise, with no refusal,
+// whose run may have been cut short before it used them.
 func FailUnusedRights() RightsOption { return func(c *rightsCheck) { c.failUnused = true } }
 
 // CheckRights checks, at t's cleanup, the requests the ServiceAccount
