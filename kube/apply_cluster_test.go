@@ -32,9 +32,11 @@ func finalizingController(t *testing.T, c *clustertest.Cluster, ns string) *Cont
 
 // TestClusterFaultAWriteFromAStaleCacheIsRefused checks what the API server
 // answers the controller's two writes when the object they were computed
-// from is gone, or replaced by a new one of the same name: it refuses them,
-// so a stale cache can never recreate a deleted object, nor write an old
-// object's status or finalizer onto a new one.
+// from has changed since, is gone, or is replaced by a new one of the same
+// name: it refuses them, so a write computed from what the object was (by
+// a replica whose Lease has passed on, say) is never stored over a newer
+// one's, and a stale cache can never recreate a deleted object, nor write
+// an old object's status or finalizer onto a new one.
 func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	c := clustertest.Get(t)
 	installCRD(t, c, clusterCaches)
@@ -48,6 +50,21 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	objects := admin.Resource(gvr).Namespace(ns)
 	createCache(t, admin, gvr, ns, "m", 1)
 	stale := apiGet(t, admin, gvr, ns, "m")
+
+	// Changed since, by someone else (a new leader's write, say): neither
+	// write, computed from the version before, is stored.
+	changed := stale.DeepCopy()
+	if err := unstructured.SetNestedField(changed.Object, int64(5), "spec", "size"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := objects.Update(t.Context(), changed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	checkBothWritesAreStale(t, ctrl, ctx, stale, "adding the finalizer to a changed object", "applying the status of a changed object")
+	if now := apiGet(t, admin, gvr, ns, "m"); len(now.GetFinalizers()) != 0 {
+		t.Errorf("the changed object's finalizers = %v, want none: the finalizer computed from the version before was stored", now.GetFinalizers())
+	}
+	stale = apiGet(t, admin, gvr, ns, "m")
 
 	// Deleted: neither write recreates it.
 	if err := objects.Delete(t.Context(), "m", metav1.DeleteOptions{}); err != nil {

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// applyStatus applies status to u's status subresource with server-side
+// ApplyStatus applies status to u's status subresource with server-side
 // apply, under the controller's field manager, forced: the controller owns
 // the status whole. The API server ignores metadata.uid on the status
 // subresource, so the apply is conditioned on rv, the resourceVersion the
@@ -38,13 +38,17 @@ func (c *Controller) ApplyStatus(ctx context.Context, u *cache.Object, rv string
 	return nil
 }
 
-// applyFinalizer adds the controller's finalizer to u, or removes it, with
+// ApplyFinalizer adds the controller's finalizer to u, or removes it, with
 // server-side apply under the controller's field manager. Removing is an
 // apply of u's metadata without it: the controller's field manager is the
-// only one that owns it, so the API server removes it. It returns the
-// object's resourceVersion after the write.
+// only one that owns it, so the API server removes it. As the status's, the
+// apply is conditioned on u's resourceVersion, the version the reconcile
+// read: a finalizer decided from an object that has since changed (by a
+// newer leader, whose writes advance it) is refused, never stored late.
+// It returns the object's resourceVersion after the write.
 func (c *Controller) ApplyFinalizer(ctx context.Context, u *cache.Object, add bool) (string, error) {
 	meta := identity(u)
+	meta["resourceVersion"] = u.GetResourceVersion()
 	verb := "removing the finalizer from"
 	if add {
 		meta["finalizers"] = []string{c.Finalizer}
