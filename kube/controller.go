@@ -54,7 +54,10 @@ func newClients(c *Client) (control.API, error) {
 // Controller reconciles the objects of one Resource or one Kind. It is a
 // humus.Service: Serve runs it, and Shutdown finishes its reconciles in
 // flight. A Controller serves once.
-type Controller struct{ engine *control.Controller }
+type Controller struct {
+	engine   *control.Controller
+	declared declared // what it declared it uses, for MarshalRBAC
+}
 
 // Serve runs the controller until its context is done, and then returns
 // nil once the reconciles in flight have finished and the Lease is
@@ -158,7 +161,7 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 		Cache:     c.cache,
 		API:       cl,
 		Telemetry: tel,
-	})}, nil
+	}), declared: declare(settings, gvr, typ, ps)}, nil
 }
 
 // Synced is healthy once the controller's caches have synced, on every
@@ -265,6 +268,7 @@ type controllerParts struct {
 	ownedSel  []Selector // each owned resource's
 	reads     []*control.Source
 	relations []*control.Relation
+	writes    []writes
 }
 
 // checkedParts are a controller's parts, and the finalizer function for
@@ -335,10 +339,12 @@ func checkParts[T any](c *Client, parts []Part) (checkedParts[T], error) {
 			if ok {
 				ps.relations = append(ps.relations, &control.Relation{Source: p.r.Source, Mapper: p.mapper, Index: p.index})
 			}
+		case writes:
+			errs, ps.writes = append(errs, p.check()), append(ps.writes, p)
 		case nil:
 			errs = append(errs, fmt.Errorf("kube: part %d is nil", i))
 		default:
-			errs = append(errs, fmt.Errorf("kube: part %d is a %T, not one of Owns, Finalize, Reads, Related or References", i, p))
+			errs = append(errs, fmt.Errorf("kube: part %d is a %T, not one of Owns, Finalize, Reads, Related, References or Writes", i, p))
 		}
 	}
 	return ps, errors.Join(errs...)
