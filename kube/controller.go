@@ -169,7 +169,8 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 // serve it as health.Readiness(ctrl.Synced()).
 func (c *Controller) Synced() health.Monitor { return c.engine.Ready }
 
-// Part is a part of a controller beyond its Reconciler: Owns or Finalize.
+// Part is a part of a controller beyond its Reconciler: Owns (or
+// OwnsSelected), Finalize, Reads, Related, References or Writes.
 type Part interface{ part() }
 
 // Owns reconciles an object again when a resource of gvr that it controls
