@@ -157,7 +157,8 @@ func newReader[T any](c *Client, gvr schema.GroupVersionResource, kind string, s
 func newReaderOf[T any](c *Client, gvr schema.GroupVersionResource, kind string, scope Scope, err error, sel Selector, fn string) *reader {
 	r := &reader{Source: &control.Source{GR: gvr.GroupResource(), Kind: kind, Scope: control.Scope(scope)}, client: c, typ: reflect.TypeFor[T]()}
 	if c != nil {
-		r.Log, r.Shared = c.log, c.cache
+		r.Log, r.Shared, r.Ledger = c.log, c.cache, c.ledger
+		c.ledger.Read(r.GR)
 	}
 	errs := []error{err}
 	if selErr := sel.check(scope); selErr != nil {
@@ -188,14 +189,16 @@ func (reads) part() {}
 // resource), decoded into its own copy: an error that apierrors.IsNotFound
 // recognises when the cache has none.
 //
-// Called with the context a Reconcile is handed, it reads the
-// controller's own writes: after a reconcile wrote the object (through a
-// clientset built from Client.Config, with that context), Get returns it
-// at that write's version or later, or NotFound once the cache has
-// brought its deletion, waiting for the cache to catch up, up to 5
-// seconds, and then fails saying so (ErrCacheBehind), so the reconcile is
-// retried rather than computed from what its own write replaced. A write of an object
-// the Reader's Selector namespace or labels don't keep never waits.
+// It reads the App's own writes, with whatever context: after the App
+// wrote the object through a clientset built from Client.Config (a
+// create, an update, a patch or an apply, in a reconcile or not), Get
+// returns it at that write's version or later, and after the App deleted
+// it, NotFound (or a new object of the same name), waiting for the cache
+// to catch up, up to 5 seconds, and then fails saying so
+// (ErrCacheBehind), so a reconcile is retried rather than computed from
+// what its own write replaced. A write of an object the Reader's Selector
+// namespace or labels don't keep never waits; a write whose event never
+// came is forgotten 30 seconds after it was made.
 func (r *Reader[T]) Get(ctx context.Context, namespace, name string) (T, error) {
 	var obj T
 	store, err := r.Store()
@@ -223,19 +226,18 @@ func (r *Reader[T]) Get(ctx context.Context, namespace, name string) (T, error) 
 //nolint:errorlint // the sentinel itself
 
 // ErrCacheBehind is what a Reader's Get or List, or an Index's List,
-// returns, wrapped, when it was called with a reconcile's context and the
-// cache hasn't brought that reconcile's own write of what it reads within
-// 5 seconds: errors.Is tells it from the others. Returned from Reconcile,
-// it retries the object with backoff, as any error does, so the reconcile
-// isn't computed from what its own write replaced.
+// returns, wrapped, when the cache hasn't brought the App's own write of
+// what it reads within 5 seconds: errors.Is tells it from the others.
+// Returned from Reconcile, it retries the object with backoff, as any
+// error does, so the reconcile isn't computed from what its own write
+// replaced.
 var ErrCacheBehind = control.ErrCacheBehind
 
 // List returns the objects in namespace ("" for every namespace the
 // cache keeps) whose labels sel matches (nil for every object), each
-// decoded into its own copy, in no particular order. Called with the
-// context a Reconcile is handed, it reads that reconcile's own writes of
-// the resource, as Get does: it waits, up to 5 seconds, for the cache to
-// bring each, and then fails saying which it hasn't. An object that can't
+// decoded into its own copy, in no particular order. It reads the App's
+// own writes of the resource, as Get does: it waits, up to 5 seconds, for
+// the cache to bring each, and then fails saying which it hasn't. An object that can't
 // be decoded into T (stored before a field changed its type, say) is left
 // out, recorded once (a WARN record naming it and the field) until it
 // decodes or is deleted: one such object doesn't fail every List. Get of
@@ -347,8 +349,8 @@ func IndexBy[T any](r *Reader[T], values func(obj T) []string) *Index[T] {
 }
 
 // List returns the objects the index holds under value, each decoded
-// into its own copy, in no particular order. With a reconcile's context,
-// it reads that reconcile's own writes, as Reader's List does.
+// into its own copy, in no particular order. It reads the App's own
+// writes, as Reader's List does.
 func (i *Index[T]) List(ctx context.Context, value string) ([]T, error) {
 	store, err := i.r.Store()
 	if err != nil {

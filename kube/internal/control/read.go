@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,11 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	toolscache "k8s.io/client-go/tools/cache"
-
-	"github.com/z5labs/humus/kube/internal/transport"
 )
 
-// reader is what a Reader knows, whatever its type.
+// Source is what a Reader reads, whatever its type: its cache, and the
+// App's writes it waits for.
 type Source struct {
 	Log        *slog.Logger // the Client's
 	Shared     *cache.Shared
@@ -32,14 +32,16 @@ type Source struct {
 	Scope      Scope
 	Labels     labels.Selector // its Selector's labels, parsed; nil for every object
 	Err        error           // what Read found wrong, or nil
+	// Ledger is the Client's writes, which its reads wait for.
+	Ledger *Ledger
 }
 
-// readYourWrites bounds Get's wait for the cache to bring the
-// controller's own last write of an object.
+// readYourWrites bounds a read's wait for the cache to bring the App's own
+// last write of an object.
 const readYourWrites = 5 * time.Second
 
 // ErrCacheBehind is kube.ErrCacheBehind.
-var ErrCacheBehind = errors.New("kube: the cache hasn't brought a reconcile's own write")
+var ErrCacheBehind = errors.New("kube: the cache hasn't brought the App's own write")
 
 // cacheBehindError is a read that ErrCacheBehind ended, its message
 // naming the object and the write.
@@ -49,26 +51,31 @@ func (e *cacheBehindError) Error() string { return e.msg }
 
 func (e *cacheBehindError) Is(target error) bool { return target == ErrCacheBehind }
 
-// awaitOwnWrite waits until store has caught up with the last write of
-// the object at key that ctx's reconcile made, if any whose event hasn't
-// come: up to readYourWrites, or until ctx ends. The cache has caught up
-// once it holds the object at the write's version or later, or has
-// brought any event at or past it, the object's deletion included; a
+// AwaitOwnWrite waits until store has caught up with the last write of
+// the object at key that the App made through its Client, if any whose
+// event no read has seen yet: up to readYourWrites, or until ctx ends. The
+// cache has caught up once it holds the object at the write's version or
+// later, or has brought any event at or past it; after a delete, once it
+// no longer holds the object (or holds another of the same name). A
 // write of an object the Reader's namespace or labels don't keep never
-// waits, since its cache never holds it.
+// waits, since its cache never holds it. With no such write it costs a
+// look at the Ledger.
 func (r *Source) AwaitOwnWrite(ctx context.Context, store toolscache.Indexer, namespace, name, key string) error {
-	writes, ok := transport.WritesFrom(ctx).(*OwnedWrites)
-	if !ok {
+	if r.Ledger == nil {
 		return nil
 	}
 	deadline := time.Now().Add(readYourWrites)
 	for {
-		w, ok := writes.lastWrite(r.GR, namespace, name)
-		if !ok || !r.keeps(namespace, w.Labels) || caughtUp(store, key, w.RV) {
-			return nil // its event came, or it never will to this cache
+		w, ok := r.Ledger.last(r.GR, key)
+		if !ok || !r.keeps(namespace, w) {
+			return nil // it never will come to this cache
+		}
+		if w.caughtUp(store, key) {
+			r.Ledger.seen(r.GR, key, w)
+			return nil
 		}
 		if !time.Now().Before(deadline) {
-			return &cacheBehindError{fmt.Sprintf("kube: reading %s %s: the cache hasn't brought this reconcile's own write of it (resourceVersion %s) within %v", r.Kind, key, w.RV, readYourWrites)}
+			return &cacheBehindError{fmt.Sprintf("kube: reading %s %s: the cache hasn't brought the App's own %s within %v", r.Kind, key, w, readYourWrites)}
 		}
 		if !Sleep(ctx, 5*time.Millisecond) {
 			return ctx.Err()
@@ -76,36 +83,45 @@ func (r *Source) AwaitOwnWrite(ctx context.Context, store toolscache.Indexer, na
 	}
 }
 
-// awaitOwnWrites waits, as awaitOwnWrite does for one object, until store
+// AwaitOwnWrites waits, as AwaitOwnWrite does for one object, until store
 // has caught up with the last write of each object in namespace ("" for
-// every one) that ctx's reconcile made and whose event hasn't come: what
-// a List is to hold. Without a reconcile's context, or with no such
-// write, it costs a look at the reconcile's writes, and waits for none.
+// every one) that the App made and whose event no read has seen yet: what
+// a List is to hold. With no such write, it costs a look at the Ledger.
 func (r *Source) AwaitOwnWrites(ctx context.Context, store toolscache.Indexer, namespace string) error {
-	writes, ok := transport.WritesFrom(ctx).(*OwnedWrites)
-	if !ok {
+	if r.Ledger == nil {
 		return nil
 	}
 	deadline := time.Now().Add(readYourWrites)
 	for {
-		var behind, rv string
-		writes.pendingIn(r.GR, func(ns, name string, w OwnedAnswer) {
-			if behind != "" || (namespace != "" && ns != namespace) || !r.keeps(ns, w.Labels) {
+		var behind string
+		var last *Write
+		var seen []string
+		var seenW []*Write
+		r.Ledger.pending(r.GR, func(key string, w *Write) {
+			if behind != "" {
 				return
 			}
-			key := name
-			if ns != "" {
-				key = ns + "/" + name
+			ns := ""
+			if i := strings.IndexByte(key, '/'); i >= 0 {
+				ns = key[:i]
 			}
-			if !caughtUp(store, key, w.RV) {
-				behind, rv = key, w.RV
+			if (namespace != "" && ns != namespace) || !r.keeps(ns, w) {
+				return
 			}
+			if w.caughtUp(store, key) {
+				seen, seenW = append(seen, key), append(seenW, w)
+				return
+			}
+			behind, last = key, w
 		})
+		for i, key := range seen {
+			r.Ledger.seen(r.GR, key, seenW[i])
+		}
 		if behind == "" {
 			return nil
 		}
 		if !time.Now().Before(deadline) {
-			return &cacheBehindError{fmt.Sprintf("kube: listing %s: the cache hasn't brought this reconcile's own write of %s (resourceVersion %s) within %v", r.Kind, behind, rv, readYourWrites)}
+			return &cacheBehindError{fmt.Sprintf("kube: listing %s: the cache hasn't brought the App's own %s of %s within %v", r.Kind, last, behind, readYourWrites)}
 		}
 		if !Sleep(ctx, 5*time.Millisecond) {
 			return ctx.Err()
@@ -113,13 +129,51 @@ func (r *Source) AwaitOwnWrites(ctx context.Context, store toolscache.Indexer, n
 	}
 }
 
-// keeps reports whether r's cache keeps an object in namespace with
-// lbls: its Selector's namespace and labels. A field selector can't be
+// String names w in a message: "write (resourceVersion 5)", or "delete".
+func (w *Write) String() string {
+	switch {
+	case w.Deleted:
+		return "delete"
+	default:
+		return "write (resourceVersion " + w.RV + ")"
+	}
+}
+
+// caughtUp reports whether store has brought w, the last write of the
+// object at key.
+func (w *Write) caughtUp(store toolscache.Indexer, key string) bool {
+	if !w.Deleted {
+		return caughtUp(store, key, w.RV)
+	}
+	cached, ok, _ := store.GetByKey(key)
+	if !ok {
+		return true
+	}
+	m, ok := cached.(metav1.Object)
+	if !ok {
+		return true
+	}
+	if w.UID != "" && string(m.GetUID()) != w.UID {
+		return true // another object of the same name, created since
+	}
+	if w.RV == "" {
+		return false
+	}
+	cmp, err := resourceversion.CompareResourceVersion(m.GetResourceVersion(), w.RV)
+	return err != nil || cmp > 0 // a later version than the one deleted
+}
+
+// keeps reports whether r's cache keeps the object in namespace that w
+// wrote: its Selector's namespace and labels. A field selector can't be
 // told from the object's labels: a write r's fields don't keep waits for
 // the cache to pass its version, as any write does.
-func (r *Source) keeps(namespace string, lbls map[string]string) bool {
+func (r *Source) keeps(namespace string, w *Write) bool {
 	k := r.Entry.Key()
-	return (k.Namespace == "" || k.Namespace == namespace) && (r.Labels == nil || r.Labels.Matches(labels.Set(lbls)))
+	if k.Namespace != "" && k.Namespace != namespace {
+		return false
+	}
+	// A delete whose answer named no labels waits as any delete does.
+	return r.Labels == nil || (w.Deleted && w.Labels == nil) || r.Labels.Matches(labels.Set(w.Labels))
 }
 
 // caughtUp reports whether store has brought the version rv of the object
