@@ -102,7 +102,7 @@ func (c *Controller) apply(ctx context.Context, u *cache.Object, body []byte, su
 	return rv, nil
 }
 
-// errStale is the error of a write computed from an object that the API
+// ErrStale is the error of a write computed from an object that the API
 // server no longer holds: it was deleted, or replaced by a new object of
 // the same name. The key is dropped, not retried: the watch event that
 // brings the change queues it again.

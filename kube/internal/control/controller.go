@@ -48,7 +48,7 @@ type Controller struct {
 	OwnWrites *OwnedWrites // the reconciles' writes to owned resources
 	InFlight  inFlight     // the keys being reconciled, and their events held
 	retry     workqueue.TypedRateLimiter[string]
-	// leader leads once the resources are served: on the one Lease, or on
+	// Leader leads once the resources are served: on the one Lease, or on
 	// a Lease of each shard.
 	Leader leader
 	// crew is the workers of every term of leading, which Shutdown waits
@@ -73,18 +73,18 @@ type Controller struct {
 type API struct {
 	cache.Clients
 	Leases coordinationv1.LeasesGetter
-	// closeIdle closes the transport's idle connections, whose goroutines
+	// CloseIdle closes the transport's idle connections, whose goroutines
 	// would otherwise outlive Serve by the transport's idle timeout.
 	CloseIdle func()
-	// open is how many of the transport's connections are open.
+	// Open is how many of the transport's connections are open.
 	Open func() int
-	// abort closes every connection of the transport, idle or not, at once,
+	// Abort closes every connection of the transport, idle or not, at once,
 	// dropping whatever they haven't sent: a replica that lost the Lease
 	// sends nothing late.
 	Abort func()
 }
 
-// orNoop fills the functions cl lacks with ones that do nothing.
+// OrNoop fills the functions cl lacks with ones that do nothing.
 func (cl API) OrNoop() API {
 	if cl.CloseIdle == nil {
 		cl.CloseIdle = func() {}

@@ -17,26 +17,26 @@ import (
 // hand one from the cache to the end user's code. It is the only generic
 // part of a Controller.
 type Type interface {
-	// decode decodes u into the end user's own copy: step 2 of How one
+	// Decode decodes u into the end user's own copy: step 2 of How one
 	// key is reconciled (package doc).
 	Decode(u *cache.Object) (Decoded, error)
 }
 
-// decoded is one object, decoded, ready for the end user's code.
+// Decoded is one object, decoded, ready for the end user's code.
 type Decoded interface {
-	// reconcile calls the Reconciler. status is the JSON of the status to
+	// Reconcile calls the Reconciler. status is the JSON of the status to
 	// apply, or nil for none.
 	Reconcile(ctx context.Context) (status []byte, after time.Duration, err error)
 
-	// finalize calls the finalizer's f.
+	// Finalize calls the finalizer's f.
 	Finalize(ctx context.Context) error
 
-	// statusErr is why the object's status couldn't be decoded, so the
+	// StatusErr is why the object's status couldn't be decoded, so the
 	// Reconciler is handed a zero status: nil when it could.
 	StatusErr() error
 }
 
-// decode decodes u into a new value at v, through its JSON, as the API
+// Decode decodes u into a new value at v, through its JSON, as the API
 // server encoded it, and its metadata. The decode is the end user's copy:
 // nothing they do to it changes the cache. Fields the Go type doesn't have
 // are ignored, since a newer CRD may add them; a value of the wrong type is
@@ -88,7 +88,7 @@ func unmarshal(u *cache.Object, data []byte, v any) error {
 	return fmt.Errorf("kube: decoding %s: %w", Describe(u), err)
 }
 
-// decodeError is a decode's error naming the field of the wrong type.
+// DecodeError is a decode's error naming the field of the wrong type.
 type DecodeError struct {
 	msg   string
 	field string // such as spec.size
@@ -96,7 +96,7 @@ type DecodeError struct {
 
 func (e *DecodeError) Error() string { return e.msg }
 
-// describe names an object in errors and records, such as
+// Describe names an object in errors and records, such as
 // "Memcached default/cache".
 func Describe(u *cache.Object) string {
 	if ns := u.GetNamespace(); ns != "" {

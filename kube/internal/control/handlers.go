@@ -16,7 +16,7 @@ import (
 // place of any wait for Result.After or a backoff that the key had, and
 // with the time the API server stamped the change with.
 
-// objectKeys queues an object's key on every change to it, its deletion
+// ObjectKeys queues an object's key on every change to it, its deletion
 // and each resync, but for the change that is a reconcile's own write: at
 // low priority when the initial list adds it, or an update brings nothing
 // the controller reads (changed); otherwise at normal. A relist that finds
@@ -112,7 +112,7 @@ func stampOf(obj any) time.Time {
 	return at
 }
 
-// ownerKeys queues the owner of an owned resource of gr that changes: the
+// OwnerKeys queues the owner of an owned resource of gr that changes: the
 // object its controller owner reference names, when that reference names
 // the controller's group and kind; but for the change that is a
 // reconcile's own write. The initial list, and an update that brings the

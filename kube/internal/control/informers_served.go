@@ -25,19 +25,19 @@ import (
 
 // How long a controller waits on the API server before it gives up.
 const (
-	// startRetry bounds how long step 1 retries a transient error, such
+	// StartRetry bounds how long step 1 retries a transient error, such
 	// as a refused connection, a 429 or a 5xx, before it ends Serve: long
 	// enough for a rolling upgrade of the API server, short enough that a
 	// controller that can't start says so.
 	StartRetry = time.Minute
 
-	// unservedGrace is how long a resource must keep answering NotFound or
+	// UnservedGrace is how long a resource must keep answering NotFound or
 	// Forbidden while the controller runs before Serve ends: an API server
 	// that has just restarted can answer so for a moment, before its CRDs
 	// and RBAC are loaded.
 	UnservedGrace = 10 * time.Second
 
-	// rightsProbe is how often a running controller lists and watches its
+	// RightsProbe is how often a running controller lists and watches its
 	// resource, and each it owns, once more: the API server checks a
 	// request's rights when it begins, so an open watch goes on after
 	// list and watch are taken away, until it times out (5 to 10 minutes).
@@ -94,7 +94,7 @@ func (c *Controller) list(ctx context.Context, i int, opts metav1.ListOptions) (
 	return list.GetResourceVersion(), nil
 }
 
-// probeName is the one name the rights probe lists: the API server reads
+// ProbeName is the one name the rights probe lists: the API server reads
 // a list of one name by its key, where a list of a namespace, even with a
 // limit of 1, goes through every object of it (at 100,000 Memcacheds and
 // their Deployments, 0.6% of kube-apiserver's CPU, the lists of two

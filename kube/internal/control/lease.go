@@ -26,7 +26,7 @@ type leader interface {
 	each(f func(*Work))
 }
 
-// oneLease leads on the controller's one Lease, named Settings.Name: every
+// OneLease leads on the controller's one Lease, named Settings.Name: every
 // replica keeps caches of every object warm, and the Lease's holder
 // reconciles them, in one term of leading.
 type OneLease struct {

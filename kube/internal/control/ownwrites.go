@@ -34,14 +34,14 @@ import (
 //   - cache.MarkingListed, which marks the versions a list brought, which are
 //     never own writes.
 
-// rywBound is how long a write is remembered for reading one's own writes.
+// RYWBound is how long a write is remembered for reading one's own writes.
 // The watch event that brings it normally comes within a second; a
 // remembered version that never comes, such as after etcd was restored and
 // the API server's resourceVersions went backwards, holds its key back no
 // longer than this.
 const RYWBound = 30 * time.Second
 
-// writtenVersions keeps, per key, the resourceVersions of the
+// WrittenVersions keeps, per key, the resourceVersions of the
 // controller's own writes: the last one, to read one's own writes, and
 // those whose watch events are still to come, which queue nothing.
 //
@@ -79,7 +79,7 @@ type ownWrite struct {
 	input metav1.Object
 }
 
-// wrote records a write of the reconcile that started from input, which
+// Wrote records a write of the reconcile that started from input, which
 // returned rv.
 func (w *WrittenVersions) Wrote(key, rv string, input metav1.Object) {
 	if rv == "" {
@@ -96,7 +96,7 @@ func (w *WrittenVersions) Wrote(key, rv string, input metav1.Object) {
 	w.m[key] = wr
 }
 
-// aheadFor reports whether key's last write is newer than cached, and for
+// AheadFor reports whether key's last write is newer than cached, and for
 // how long it is remembered still. A cache past the last write, or a write
 // older than rywBound, forgets the key's writes.
 func (w *WrittenVersions) AheadFor(key, cached string) (time.Duration, bool) {
@@ -153,7 +153,7 @@ func (w *WrittenVersions) redundant(key string, obj metav1.Object, finalizer str
 	return !cache.Listed(obj) && unchangedButOwn(input, obj, finalizer, w.Manager)
 }
 
-// forget forgets key's writes: its object is gone, or its shard's term
+// Forget forgets key's writes: its object is gone, or its shard's term
 // ended.
 func (w *WrittenVersions) Forget(key string) {
 	w.mu.Lock()
@@ -226,7 +226,7 @@ func (c *Controller) changed(was, now metav1.Object) bool {
 // the writer's within the second of its last one, to fields it already
 // owned, is taken for someone else's: one reconcile more, never one less.
 
-// ownedAnswer is what a write's answer says of it: the object's
+// OwnedAnswer is what a write's answer says of it: the object's
 // resourceVersion after it, whether it created the object, which
 // managedFields entry is the writer's (managedKey), and the object's
 // labels, which say whether a Reader's selector keeps it.
@@ -237,13 +237,13 @@ type OwnedAnswer struct {
 	Labels  map[string]string
 }
 
-// recordingWrites returns ctx carrying w, so the writes a reconcile makes
+// RecordingWrites returns ctx carrying w, so the writes a reconcile makes
 // with it through the Client's transport are recorded in w.
 func RecordingWrites(ctx context.Context, w *OwnedWrites) context.Context {
 	return transport.RecordingWrites(ctx, w)
 }
 
-// ownedWrites keeps the writes that a controller's reconciles made to the
+// OwnedWrites keeps the writes that a controller's reconciles made to the
 // resources it Owns, until their events come, or for rywBound.
 type OwnedWrites struct {
 	owned []schema.GroupResource

@@ -22,7 +22,7 @@ import (
 //   - The work queue itself, in two priorities, over
 //     kube/internal/priorityqueue.
 
-// queue is the controller's work queue of object keys, in two
+// Queue is the controller's work queue of object keys, in two
 // priorities (internal/priorityqueue): it never hands one key to two
 // workers at once, folds a key added again while it waits, and hands out a
 // key a change queued before the backlog of a cold start.
@@ -43,7 +43,7 @@ const (
 	Normal = priorityqueue.Normal
 )
 
-// newQueue returns the controller's queue, named after it, whose low keys
+// NewQueue returns the controller's queue, named after it, whose low keys
 // are aged up after lowMaxWait (Settings.LowPriorityMaxWait), with its own
 // metrics provider in its config (never workqueue.SetProvider, which is
 // global), or none when mp is nil. It has no delays of its own: the
@@ -123,7 +123,7 @@ func (f *inFlight) hold(key string, e heldEvent) bool {
 	return ok
 }
 
-// end reports whether any event held for key's reconcile was not its own,
+// End reports whether any event held for key's reconcile was not its own,
 // so the key is to be queued again, at the highest priority of those, for
 // the oldest change among them. Each is judged, in the order it came.
 func (f *inFlight) End(key string) (again bool, p Priority, changed time.Time) {
@@ -204,7 +204,7 @@ func (l *later) cancel(key string) (Priority, bool) {
 	return w.p, ok
 }
 
-// stop drops every wait, for good.
+// Stop drops every wait, for good.
 func (l *later) Stop() {
 	l.mu.Lock()
 	defer l.mu.Unlock()

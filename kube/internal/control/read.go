@@ -197,7 +197,7 @@ func caughtUp(store toolscache.Indexer, key, rv string) bool {
 	return false
 }
 
-// store is the reader's synced cache, or an error saying why there is
+// Store is the reader's synced cache, or an error saying why there is
 // none.
 func (r *Source) Store() (toolscache.Indexer, error) {
 	if r.Err != nil {
@@ -210,7 +210,7 @@ func (r *Source) Store() (toolscache.Indexer, error) {
 	return s, nil
 }
 
-// decode decodes a cached object into v.
+// Decode decodes a cached object into v.
 func (r *Source) Decode(cached any, v any) error {
 	u, ok := cached.(*cache.Object)
 	if !ok {
@@ -219,14 +219,14 @@ func (r *Source) Decode(cached any, v any) error {
 	return Decode(u, v)
 }
 
-// indexFailed records that an index function failed for u, once for u's
+// IndexFailed records that an index function failed for u, once for u's
 // key until the index succeeds for it or u is deleted.
 func (r *Source) IndexFailed(u *cache.Object, err error, stack []byte) {
 	r.Failed.Record(r.Log, Key(u), "indexing an object", "it is indexed by nothing until it changes",
 		[]any{slog.String(AttrResource, r.GR.String()), slog.String("object", Describe(u))}, err, stack)
 }
 
-// failedOnce is the keys a function of the user's (an index's, a
+// FailedOnce is the keys a function of the user's (an index's, a
 // Related's or References' mapping) failed for, each recorded once until
 // the function succeeds for it again or its object is deleted: a key is
 // kept no longer than its object.
@@ -235,7 +235,7 @@ type FailedOnce struct {
 	n    atomic.Int64 // how many keys it holds
 }
 
-// record writes what failed doing what, and its consequence, unless key's
+// Record writes what failed doing what, and its consequence, unless key's
 // failure is already recorded: an ERROR record for a panic, with its
 // stack, or a WARN record for an error, such as an object that can't be
 // decoded.
@@ -252,7 +252,7 @@ func (f *FailedOnce) Record(log *slog.Logger, key, what, consequence string, att
 	log.Warn(what+" failed: "+consequence, attrs...)
 }
 
-// forget forgets key: its function succeeded for it, or its object was
+// Forget forgets key: its function succeeded for it, or its object was
 // deleted.
 func (f *FailedOnce) Forget(key string) {
 	if _, held := f.keys.LoadAndDelete(key); held {
@@ -260,5 +260,5 @@ func (f *FailedOnce) Forget(key string) {
 	}
 }
 
-// len is how many keys f holds.
+// Len is how many keys f holds.
 func (f *FailedOnce) Len() int { return int(f.n.Load()) }

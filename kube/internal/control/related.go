@@ -14,21 +14,21 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
-// relation is a Related or References part as the controller runs it.
+// Relation is a Related or References part as the controller runs it.
 type Relation struct {
 	Source *Source // what it reads
-	// mapper maps a related object to the controller's keys (Related), or
+	// Mapper maps a related object to the controller's keys (Related), or
 	// index maps a controller's object to the related objects it names
 	// (References).
 	Mapper func(u *cache.Object) ([]types.NamespacedName, error)
 	Index  func(u *cache.Object) ([]types.NamespacedName, error)
 	name   string // References' index's name
-	// failed holds the objects its function failed for: the related
+	// Failed holds the objects its function failed for: the related
 	// objects (Related), or the controller's own (References).
 	Failed FailedOnce
 }
 
-// indexers are the indexes the controller keeps of its own objects, one
+// Indexers are the indexes the controller keeps of its own objects, one
 // for each References.
 func (c *Controller) Indexers() toolscache.Indexers {
 	idx := toolscache.Indexers{}
@@ -40,7 +40,7 @@ func (c *Controller) Indexers() toolscache.Indexers {
 	return idx
 }
 
-// indexFunc is rel's index of the controller's objects: each by the keys
+// IndexFunc is rel's index of the controller's objects: each by the keys
 // of the related objects it refers to. It never fails: client-go's
 // indexer panics on an index function's error, in the informer's own
 // goroutine.
@@ -100,7 +100,7 @@ func nameKey(n types.NamespacedName) string {
 	return n.Namespace + "/" + n.Name
 }
 
-// relatedKeys queues the keys rel maps a change of a related object to, on
+// RelatedKeys queues the keys rel maps a change of a related object to, on
 // each of the controller's works: at normal priority, with the time of
 // the change; but for the change that is a reconcile's own write. The
 // initial list, and a relist or resync that brings the same version,

@@ -24,7 +24,7 @@ import (
 	"github.com/z5labs/humus/kube/internal/shard"
 )
 
-// maxShards bounds Settings.Shards: each shard is a Lease, and a list and a
+// MaxShards bounds Settings.Shards: each shard is a Lease, and a list and a
 // watch of each resource on the replica that holds it.
 const MaxShards = 256
 
@@ -80,7 +80,7 @@ func newLeader(c *Controller) leader {
 	return &OneLease{c: c, blocked: shardLeasesHeld(c), gaveBack: "Gave the lease back: a replica of another shard count holds a shard's"}
 }
 
-// shardManager runs a sharded controller's terms: one for each shard this
+// ShardManager runs a sharded controller's terms: one for each shard this
 // replica holds.
 type ShardManager struct {
 	c        *Controller
@@ -547,7 +547,7 @@ func (c *Controller) ownerUID(o metav1.Object) (string, bool) {
 	return "", false
 }
 
-// guardOff is the WARN record of a replica with one shard that may not
+// GuardOff is the WARN record of a replica with one shard that may not
 // list the Leases: it can't see a shard's Lease still held.
 const GuardOff = "this replica may not list the Leases: a rollout from several shards back to one can have two writers"
 

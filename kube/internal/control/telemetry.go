@@ -60,7 +60,7 @@ type telemetry struct {
 	failures    *FailureLog
 }
 
-// newTelemetry returns the telemetry of the controller named name, of
+// NewTelemetry returns the telemetry of the controller named name, of
 // resource. Every record it writes, and every one client-go writes through
 // its logr logger, names both, humus.kube.controller.name and
 // humus.kube.resource, so two controllers' records in one App, or of two
@@ -85,7 +85,7 @@ func NewTelemetry(t humus.Telemetry, name string, resource schema.GroupResource)
 	}, nil
 }
 
-// informerLogger is the logger a shared informer of key runs with, from
+// InformerLogger is the logger a shared informer of key runs with, from
 // the Client's handler: the informer is the Client's, shared by its
 // controllers, so its records (the reflector's, its watch errors') name
 // its resource, humus.kube.resource, and no one controller.
@@ -93,7 +93,7 @@ func InformerLogger(h slog.Handler, key cache.Key) logr.Logger {
 	return logr.FromSlogHandler(Verbosity{Handler: h.WithAttrs([]slog.Attr{slog.String(AttrResource, key.GVR.GroupResource().String())})})
 }
 
-// verbosity keeps client-go's records up to its V(2), "useful steady state
+// Verbosity keeps client-go's records up to its V(2), "useful steady state
 // information", and drops its debugging levels, such as leader election's
 // V(5) record of every renewal, for a LoggerProvider that takes records of
 // every severity, as the SDK's does with its batch processor. A
@@ -235,7 +235,7 @@ func (r *reconcileRecord) end(o Outcome) {
 		metric.WithAttributes(append([]attribute.KeyValue{r.tel.controller, attribute.String(AttrOutcome, string(o))}, r.shard...)...))
 }
 
-// failureLog keeps a key that keeps failing from flooding the log, as
+// FailureLog keeps a key that keeps failing from flooding the log, as
 // client-go keeps its own repeated errors from doing: a key's first failure
 // is recorded at once, and each later one only once a wait has passed
 // since the key's last record, a wait that doubles from a second with each
@@ -271,7 +271,7 @@ const (
 
 func NewFailureLog() *FailureLog { return &FailureLog{Keys: map[string]*keyFailures{}} }
 
-// failed counts a failure of key at now, and reports whether to record it,
+// Failed counts a failure of key at now, and reports whether to record it,
 // and how many failures the record counts: this one, and those since the
 // key's last record.
 func (l *FailureLog) Failed(key string, now time.Time) (int, bool) {
@@ -293,7 +293,7 @@ func (l *FailureLog) Failed(key string, now time.Time) (int, bool) {
 	return n, true
 }
 
-// forget forgets key's failures: it settled.
+// Forget forgets key's failures: it settled.
 func (l *FailureLog) Forget(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -314,7 +314,7 @@ func (l *FailureLog) sweep(now time.Time) {
 	}
 }
 
-// outcome is how a reconcile ended, for step 7 of How one key is
+// Outcome is how a reconcile ended, for step 7 of How one key is
 // reconciled (package doc) and the telemetry.
 type Outcome string
 
@@ -325,13 +325,13 @@ const (
 	TimedOut Outcome = "timeout"
 )
 
-// panicValue is a recovered panic, and where it happened.
+// PanicValue is a recovered panic, and where it happened.
 type PanicValue struct {
 	Value any
 	Stack []byte
 }
 
-// durationBuckets is OpenTelemetry's advice for a duration in seconds, as
+// DurationBuckets is OpenTelemetry's advice for a duration in seconds, as
 // http.server.request.duration takes it. The SDK's default boundaries are
 // for milliseconds.
 var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}

@@ -207,7 +207,7 @@ func (t *term) close() {
 	close(t.over)
 }
 
-// lostDeadline is how long after its last renewal began a replica that
+// LostDeadline is how long after its last renewal began a replica that
 // lost the Lease has to stop: halfway from RenewDeadline to LeaseDuration,
 // so its workers are stopped with a margin before another replica can take
 // the Lease.
@@ -215,7 +215,7 @@ func LostDeadline(le LeaderElection) time.Duration {
 	return le.RenewDeadline + (le.LeaseDuration-le.RenewDeadline)/2
 }
 
-// proof is what every write of the controller's own checks before it is
+// Proof is what every write of the controller's own checks before it is
 // sent: the deadline until which this replica can prove it holds the Lease
 // the write is made under, as of now (Until). A term of leading gives it
 // to its reconciles' context; a write without one isn't sent. A write that
@@ -238,7 +238,7 @@ func newProof(until func() time.Time) *Proof { return &Proof{until: until} }
 // Until is the proof's deadline, as of now.
 func (p *Proof) Until() time.Time { return p.until() }
 
-// begin holds the proof for a write about to be sent, and reports whether
+// Begin holds the proof for a write about to be sent, and reports whether
 // it may be: false once the proof has ended. A write begun is done.
 func (p *Proof) Begin() bool {
 	p.mu.Lock()
@@ -250,7 +250,7 @@ func (p *Proof) Begin() bool {
 	return true
 }
 
-// done ends a write begun.
+// Done ends a write begun.
 func (p *Proof) Done() { p.inFlight.Done() }
 
 // end ends the proof for the writes not yet begun, and returns a channel
@@ -269,7 +269,7 @@ func (p *Proof) end() <-chan struct{} {
 
 type proofKey struct{}
 
-// withProof is ctx carrying a proof of the Lease, until, for writes made
+// WithProof is ctx carrying a proof of the Lease, until, for writes made
 // outside a term of leading (the tests').
 func WithProof(ctx context.Context, until func() time.Time) context.Context {
 	return withTermProof(ctx, newProof(until))
@@ -281,12 +281,12 @@ func withTermProof(ctx context.Context, p *Proof) context.Context {
 	return context.WithValue(ctx, proofKey{}, p)
 }
 
-// proofOf is the proof ctx carries, or nil.
+// ProofOf is the proof ctx carries, or nil.
 func ProofOf(ctx context.Context) *Proof {
 	p, _ := ctx.Value(proofKey{}).(*Proof)
 	return p
 }
 
-// errNotLeading is the error of a write this replica can't prove it may
+// ErrNotLeading is the error of a write this replica can't prove it may
 // make: it can't prove it holds the Lease.
 var ErrNotLeading = errors.New("kube: this replica can't prove it holds the Lease")

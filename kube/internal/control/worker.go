@@ -23,7 +23,7 @@ import (
 // one key is reconciled, in the steps the package doc names (reconcile).
 // What a user writes, the Reconciler, is in reconciler.go.
 
-// work is what a term of leading's workers work on: its queue of keys,
+// Work is what a term of leading's workers work on: its queue of keys,
 // the waits of its keys, and the resource's cache they read. The one
 // Lease's is the replica's from its start, queued while it stands by; a
 // shard's is its term's own. A shard's term that ends stops taking keys
@@ -38,7 +38,7 @@ type Work struct {
 	stopOnce sync.Once
 }
 
-// newWork returns a term's work, with a queue of its own, whose spans and
+// NewWork returns a term's work, with a queue of its own, whose spans and
 // instruments carry attrs.
 func (c *Controller) NewWork(attrs []attribute.KeyValue) *Work {
 	q := NewQueue(c.name, c.settings.LowPriorityMaxWait, newQueueMetrics(c.tel.instruments, c.name, attrs))
@@ -159,7 +159,7 @@ func (c *Controller) worker(ctx context.Context, w *Work) {
 	}
 }
 
-// process reconciles one key: steps 1 to 7 of How one key is reconciled,
+// Process reconciles one key: steps 1 to 7 of How one key is reconciled,
 // in the package doc, which the step comments below name.
 func (c *Controller) Process(ctx context.Context, w *Work, item priorityqueue.Item) {
 	key := item.Key
@@ -367,7 +367,7 @@ func (e *timeoutError) Error() string {
 
 func (e *timeoutError) Unwrap() error { return e.err }
 
-// key is u's key in the queue and the cache.
+// Key is u's key in the queue and the cache.
 func Key(u metav1.Object) string {
 	if ns := u.GetNamespace(); ns != "" {
 		return ns + "/" + u.GetName()

@@ -582,7 +582,7 @@ func checkRef(field string, ref *corev1.ObjectReference) error {
 	return errors.Join(errs...)
 }
 
-// cut is s cut to at most n bytes, at a rune's start.
+// Cut is s cut to at most n bytes, at a rune's start.
 func Cut(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -635,7 +635,7 @@ func eventNamespace(regarding corev1.ObjectReference) string {
 	return regarding.Namespace
 }
 
-// eventName is the name of an Event about an object named name, first
+// EventName is the name of an Event about an object named name, first
 // recorded at first (in Unix nanoseconds): as client-go's recorder names
 // one, the name, a dot and the time in hexadecimal. A name that isn't a
 // DNS-1123 subdomain then (some kinds' names have a colon or capitals, or
