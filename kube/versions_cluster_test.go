@@ -326,37 +326,14 @@ func TestClusterVersionsMigrate(t *testing.T) {
 	}
 
 	// Where the docs say not to run it, the controller's Init, before the
-	// pods' webhook serves (a first install, or every replica restarted):
-	// nothing answers the conversions, and Migrate fails, naming the
-	// webhook, having changed nothing; those pods would crash-loop. Run
-	// once the webhook serves, as the docs say, it works (below).
-	crds := d.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	crd, err := crds.Get(ctx, "memcacheds."+v.Hub.Group, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unstructured.SetNestedField(crd.Object, "https://"+unusedLoopback(t)+"/convert", "spec", "conversion", "webhook", "clientConfig", "url"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := crds.Update(ctx, crd, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
-	err = v.Migrate(dctx, d, nil)
-	dcancel()
-	if err == nil || !strings.Contains(err.Error(), "conversion webhook") {
-		t.Fatalf("Migrate with no webhook serving = %v, want an error naming the conversion webhook", err)
-	}
-	t.Logf("Migrate with no webhook serving: %v", err)
-	if got := storedVersions(t, d, v); !slices.Equal(got, []string{"v1alpha1", "v1beta1"}) {
-		t.Errorf("storedVersions %v after a migration with no webhook, want both still", got)
-	}
+	// pods' webhook serves: it fails, having changed nothing.
+	migrateWithNoWebhook(ctx, t, c, d, v)
 	c.Install(t, v)
 
 	// Interrupted after its first page.
 	pctx, stop := context.WithCancel(ctx)
 	var first []kube.Migration
-	err = v.Migrate(pctx, d, func(m kube.Migration) {
+	err := v.Migrate(pctx, d, func(m kube.Migration) {
 		first = append(first, m)
 		stop()
 	})
@@ -461,4 +438,36 @@ func unusedLoopback(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// migrateWithNoWebhook runs Migrate of v, whose objects need converting,
+// with its CRD's webhook pointed where nothing listens, as on a first
+// install or a restart of every replica when Migrate runs from the
+// controller's Init, before the pods' webhook serves: nothing answers the
+// conversions, and Migrate fails, naming the webhook, having changed
+// nothing; those pods would crash-loop. The webhook is v's again after.
+func migrateWithNoWebhook(ctx context.Context, t *testing.T, c *clustertest.Cluster, d dynamic.Interface, v kube.Versions[MemcachedSpecV1beta1, MemcachedStatus]) {
+	t.Helper()
+	crds := d.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	crd, err := crds.Get(ctx, "memcacheds."+v.Hub.Group, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(crd.Object, "https://"+unusedLoopback(t)+"/convert", "spec", "conversion", "webhook", "clientConfig", "url"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := crds.Update(ctx, crd, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
+	err = v.Migrate(dctx, d, nil)
+	dcancel()
+	if err == nil || !strings.Contains(err.Error(), "conversion webhook") {
+		t.Fatalf("Migrate with no webhook serving = %v, want an error naming the conversion webhook", err)
+	}
+	t.Logf("Migrate with no webhook serving: %v", err)
+	if got := storedVersions(t, d, v); !slices.Equal(got, []string{"v1alpha1", "v1beta1"}) {
+		t.Errorf("storedVersions %v after a migration with no webhook, want both still", got)
+	}
+	c.Install(t, v)
 }

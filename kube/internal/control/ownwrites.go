@@ -307,36 +307,6 @@ func (w *OwnedWrites) RecordAnswer(gr schema.GroupResource, namespace, name stri
 	w.m[k] = ow
 }
 
-// lastWrite is the answer to the last write of the object of gr named
-// namespace and name whose event hasn't come, if any.
-func (w *OwnedWrites) lastWrite(gr schema.GroupResource, namespace, name string) (OwnedAnswer, bool) {
-	if w == nil {
-		return OwnedAnswer{}, false
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	ow, ok := w.m[ownedKey{gr, namespace, name}]
-	if !ok || len(ow.writes) == 0 || time.Since(ow.at) > RYWBound {
-		return OwnedAnswer{}, false
-	}
-	return ow.writes[len(ow.writes)-1], true
-}
-
-// pendingIn calls f with the answer to the last write of each object of gr
-// whose event hasn't come, within rywBound.
-func (w *OwnedWrites) pendingIn(gr schema.GroupResource, f func(namespace, name string, last OwnedAnswer)) {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for k, ow := range w.m {
-		if k.gr == gr && len(ow.writes) > 0 && time.Since(ow.at) <= RYWBound {
-			f(k.namespace, k.name, ow.writes[len(ow.writes)-1])
-		}
-	}
-}
-
 // redundant reports whether the event that brings obj, an owned object of
 // gr, after old (nil when the object is new to the cache), is that of a
 // reconcile's own write: its version is one a write of the reconcile's
