@@ -245,8 +245,8 @@ func (h Webhook) settingsErrs(where string) []error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(where+": Settings."+format, args...)) }
 	s := h.settings
 	if s.Name != "" {
-		if msgs := validation.IsFullyQualifiedName(nil, s.Name); len(msgs) > 0 {
-			bad("Name %q: %s", s.Name, msgs.ToAggregate().Error())
+		for _, e := range validation.IsFullyQualifiedName(nil, s.Name) {
+			bad("Name %q: %s", s.Name, e.Detail)
 		}
 	} else if msgs := validation.IsDNS1123Subdomain(h.name()); len(msgs) > 0 {
 		bad("Name: the default %q isn't a DNS subdomain (%s): give one", h.name(), strings.Join(msgs, "; "))

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/admission"
@@ -42,6 +43,8 @@ var Widget = kube.Resource[WidgetSpec, WidgetStatus]{
 type widget = kube.Object[WidgetSpec, WidgetStatus]
 
 // serve returns the handler of hooks, failing t on an error.
+func humustestTelemetry() humus.Telemetry { return humustest.NewTelemetry().Telemetry() }
+
 func serve(t *testing.T, tel *humustest.Telemetry, hooks ...admission.Webhook) http.Handler {
 	t.Helper()
 	h, err := admission.Webhooks{Hooks: hooks}.Handler(tel.Telemetry())
@@ -204,7 +207,7 @@ func apiConflict() error {
 
 type statusErr struct{ s metav1.Status }
 
-func (e *statusErr) Error() string          { return e.s.Message }
+func (e *statusErr) Error() string         { return e.s.Message }
 func (e *statusErr) Status() metav1.Status { return e.s }
 
 func TestAValidatorIsHandedTheRequestAndBothObjects(t *testing.T) {
