@@ -242,45 +242,52 @@ func (w Webhooks) hookErrs() []error {
 // settingsErrs is every mistake in h's Settings.
 func (h Webhook) settingsErrs(where string) []error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(where+": Settings."+format, args...)) }
 	s := h.settings
 	if s.Name != "" {
 		for _, e := range validation.IsFullyQualifiedName(nil, s.Name) {
-			bad("Name %q: %s", s.Name, e.Detail)
+			errs = append(errs, fmt.Errorf("%s: Settings.Name %q: %s", where, s.Name, e.Detail))
 		}
 	} else if msgs := validation.IsDNS1123Subdomain(h.name()); len(msgs) > 0 {
-		bad("Name: the default %q isn't a DNS subdomain (%s): give one", h.name(), strings.Join(msgs, "; "))
+		errs = append(errs, fmt.Errorf("%s: Settings.Name: the default %q isn't a DNS subdomain (%s): give one", where, h.name(), strings.Join(msgs, "; ")))
 	}
+	if s.Timeout != 0 && (s.Timeout < time.Second || s.Timeout > 30*time.Second || s.Timeout%time.Second != 0) {
+		errs = append(errs, fmt.Errorf("%s: Settings.Timeout %s: should be whole seconds, 1s to 30s, the API server's bounds", where, s.Timeout))
+	}
+	return append(errs, matchErrs(where+": Settings.", s.Operations, h.mutating, s.FailurePolicy, s.MatchConditions)...)
+}
+
+// matchErrs is every mistake in what a webhook or a policy matches and
+// how it fails, each after prefix.
+func matchErrs(prefix string, operations []Operation, mutating bool, fp admissionregistrationv1.FailurePolicyType, conditions []admissionregistrationv1.MatchCondition) []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(prefix+format, args...)) }
 	seen := map[Operation]bool{}
-	for _, op := range s.Operations {
+	for _, op := range operations {
 		switch {
 		case op != Create && op != Update && op != Delete:
 			bad("Operations: %q is none of CREATE, UPDATE and DELETE", op)
-		case op == Delete && h.mutating:
+		case op == Delete && mutating:
 			bad("Operations: a defaulting webhook isn't called on DELETE: there is no object to default")
 		case seen[op]:
 			bad("Operations: %s is given twice", op)
 		}
 		seen[op] = true
 	}
-	if s.FailurePolicy != "" && s.FailurePolicy != admissionregistrationv1.Fail && s.FailurePolicy != admissionregistrationv1.Ignore {
-		bad("FailurePolicy %q is neither Fail nor Ignore", s.FailurePolicy)
+	if fp != "" && fp != admissionregistrationv1.Fail && fp != admissionregistrationv1.Ignore {
+		bad("FailurePolicy %q is neither Fail nor Ignore", fp)
 	}
-	if s.Timeout != 0 && (s.Timeout < time.Second || s.Timeout > 30*time.Second || s.Timeout%time.Second != 0) {
-		bad("Timeout %s: should be whole seconds, 1s to 30s, the API server's bounds", s.Timeout)
+	if len(conditions) > 64 {
+		bad("MatchConditions: %d of them, and the API server takes 64 at most", len(conditions))
 	}
-	if len(s.MatchConditions) > 64 {
-		bad("MatchConditions: %d of them, and the API server takes 64 at most", len(s.MatchConditions))
-	}
-	conds := map[string]bool{}
-	for i, c := range s.MatchConditions {
+	names := map[string]bool{}
+	for i, c := range conditions {
 		if msgs := validation.IsQualifiedName(c.Name); len(msgs) > 0 {
 			bad("MatchConditions[%d].Name %q: %s", i, c.Name, strings.Join(msgs, "; "))
 		}
-		if conds[c.Name] {
+		if names[c.Name] {
 			bad("MatchConditions[%d].Name %q is given twice", i, c.Name)
 		}
-		conds[c.Name] = true
+		names[c.Name] = true
 		if strings.TrimSpace(c.Expression) == "" {
 			bad("MatchConditions[%d] (%s): Expression is required: a CEL expression", i, c.Name)
 		}
