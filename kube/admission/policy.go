@@ -343,7 +343,7 @@ func (p Policy) objects(validations []admissionregistrationv1.Validation, mutati
 			},
 			&admissionregistrationv1.MutatingAdmissionPolicyBinding{
 				TypeMeta: typeMeta("MutatingAdmissionPolicyBinding"), ObjectMeta: metav1.ObjectMeta{Name: name},
-				Spec:     admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: name},
+				Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: name},
 			})
 	}
 	return out

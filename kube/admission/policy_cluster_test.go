@@ -49,16 +49,24 @@ func installPolicy(t *testing.T, c *clustertest.Cluster, p admission.Policy) {
 		switch o := o.(type) {
 		case *admissionregistrationv1.ValidatingAdmissionPolicy:
 			_, err = ar.ValidatingAdmissionPolicies().Create(ctx, o, metav1.CreateOptions{})
-			del = func() error { return ar.ValidatingAdmissionPolicies().Delete(context.Background(), o.Name, metav1.DeleteOptions{}) }
+			del = func() error {
+				return ar.ValidatingAdmissionPolicies().Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+			}
 		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
 			_, err = ar.ValidatingAdmissionPolicyBindings().Create(ctx, o, metav1.CreateOptions{})
-			del = func() error { return ar.ValidatingAdmissionPolicyBindings().Delete(context.Background(), o.Name, metav1.DeleteOptions{}) }
+			del = func() error {
+				return ar.ValidatingAdmissionPolicyBindings().Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+			}
 		case *admissionregistrationv1.MutatingAdmissionPolicy:
 			_, err = ar.MutatingAdmissionPolicies().Create(ctx, o, metav1.CreateOptions{})
-			del = func() error { return ar.MutatingAdmissionPolicies().Delete(context.Background(), o.Name, metav1.DeleteOptions{}) }
+			del = func() error {
+				return ar.MutatingAdmissionPolicies().Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+			}
 		case *admissionregistrationv1.MutatingAdmissionPolicyBinding:
 			_, err = ar.MutatingAdmissionPolicyBindings().Create(ctx, o, metav1.CreateOptions{})
-			del = func() error { return ar.MutatingAdmissionPolicyBindings().Delete(context.Background(), o.Name, metav1.DeleteOptions{}) }
+			del = func() error {
+				return ar.MutatingAdmissionPolicyBindings().Delete(context.Background(), o.Name, metav1.DeleteOptions{})
+			}
 		default:
 			t.Fatalf("Objects returned a %T", o)
 		}
