@@ -95,54 +95,32 @@ func jsonName(sf reflect.StructField) (name string, inline, ok bool) {
 	return name, false, true
 }
 
-// celReserved are CEL's reserved words, which Kubernetes escapes as
-// __word__ where a property has one as its name.
-var celReserved = map[string]bool{
-	"true": true, "false": true, "null": true, "in": true, "as": true, "break": true, "const": true, "continue": true,
-	"else": true, "for": true, "function": true, "if": true, "import": true, "let": true, "loop": true, "package": true,
-	"namespace": true, "return": true, "var": true, "void": true, "while": true,
-}
-
-// celName is a property's name as a CEL expression selects it, escaped as
-// Kubernetes escapes it; false when it can't be.
-func celName(name string) (string, bool) {
-	if celReserved[name] {
-		return "__" + name + "__", true
-	}
+// celName is whether name, a property's, is selected in CEL as it is: an
+// identifier. An admission policy's object is the object's JSON as it is,
+// so a property whose name is a CEL reserved word, such as namespace, is
+// selected by its name (object.metadata.namespace), not escaped as a CRD's
+// rules escape it (self.metadata.__namespace__).
+func celName(name string) bool {
 	if name == "" || (name[0] >= '0' && name[0] <= '9') {
-		return "", false
+		return false
 	}
-	var b strings.Builder
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		switch {
-		case strings.HasPrefix(name[i:], "__"):
-			b.WriteString("__underscores__")
-			i++
-		case c == '.':
-			b.WriteString("__dot__")
-		case c == '-':
-			b.WriteString("__dash__")
-		case c == '/':
-			b.WriteString("__slash__")
-		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9':
-			b.WriteByte(c)
-		default:
-			return "", false
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
 		}
 	}
-	return b.String(), true
+	return true
 }
 
 // celPath is the expression selecting names from object.
 func celPath(names []string) (string, error) {
 	out := "object"
 	for _, n := range names {
-		c, ok := celName(n)
-		if !ok {
-			return "", fmt.Errorf("the property %q can't be named in CEL", n)
+		if !celName(n) {
+			return "", fmt.Errorf("the property %q isn't a CEL identifier: select it by hand, as %s[%q]", n, out, n)
 		}
-		out += "." + c
+		out += "." + n
 	}
 	return out, nil
 }

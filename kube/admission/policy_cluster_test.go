@@ -30,6 +30,10 @@ func gadgetPolicy() admission.Policy {
 	var g widget
 	return admission.PolicyFor(Gadget, &g, admission.PolicySettings{},
 		admission.Validation("%s != 'reserved.example.com'", "the host reserved.example.com is the operator's", admission.Field(&g.Spec.Host)),
+		// metadata.namespace is a CEL reserved word, escaped: the
+		// expression fails, and every write with it, unless the escape is
+		// the API server's.
+		admission.Validation("%s == request.namespace", "a Gadget is in its request's namespace", admission.Field(&g.Namespace)),
 		admission.Default(admission.Field(&g.Spec.Image), "nginx:policy"),
 	)
 }

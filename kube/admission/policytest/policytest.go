@@ -243,7 +243,32 @@ func declType(s *apiextensions.JSONSchemaProps) (*apiservercel.DeclType, error) 
 	if decl == nil {
 		return nil, errors.New("it has no CEL type")
 	}
+	unescape(decl, map[*apiservercel.DeclType]bool{})
 	return decl.MaybeAssignTypeName("Object"), nil
+}
+
+// unescape gives each field of t, and of the types below it, whose name
+// is a CEL reserved word that the schema's CEL type escapes, as a CRD's
+// rules select it (self.metadata.__namespace__), its own name too: an
+// admission policy's object is its JSON, whose keys aren't escaped, so
+// the API server evaluates object.metadata.namespace.
+func unescape(t *apiservercel.DeclType, seen map[*apiservercel.DeclType]bool) {
+	if t == nil || seen[t] {
+		return
+	}
+	seen[t] = true
+	for name, f := range t.Fields {
+		if strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__") && len(name) > 4 {
+			if raw := name[2 : len(name)-2]; !strings.Contains(raw, "__") {
+				if _, taken := t.Fields[raw]; !taken {
+					t.Fields[raw] = f
+				}
+			}
+		}
+		unescape(f.Type, seen)
+	}
+	unescape(t.ElemType, seen)
+	unescape(t.KeyType, seen)
 }
 
 // metadataSchema is the schema of an object's metadata that CEL reads, as
