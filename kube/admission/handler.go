@@ -152,7 +152,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "decoding the AdmissionReview: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	body = nil // the review holds what it needs
 	if review.APIVersion != admissionv1.SchemeGroupVersion.String() || review.Kind != "AdmissionReview" {
 		http.Error(w, fmt.Sprintf("the review is apiVersion %q, kind %q: this webhook answers admission.k8s.io/v1 AdmissionReviews", clip(review.APIVersion), clip(review.Kind)), http.StatusBadRequest)
 		return

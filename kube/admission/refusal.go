@@ -47,6 +47,7 @@ func fieldErrors(err error) (field.ErrorList, bool) {
 		return field.ErrorList{fe}, true
 	}
 	var parts []error
+	//nolint:errorlint // each layer of err in turn: errors.As would skip to the first join
 	switch e := err.(type) {
 	case utilerrors.Aggregate:
 		parts = e.Errors()
@@ -72,7 +73,7 @@ func fieldErrors(err error) (field.ErrorList, bool) {
 // joins is whether err is, or wraps, a join of several errors.
 func joins(err error) bool {
 	for err != nil {
-		switch err.(type) {
+		switch err.(type) { //nolint:errorlint // each layer of err in turn, unwrapped below
 		case utilerrors.Aggregate, interface{ Unwrap() []error }:
 			return true
 		}

@@ -324,7 +324,7 @@ func (t *objectType) cost(decl *apiservercel.DeclType, e expression) (uint64, er
 	}
 	ast, issues := env.Compile(e.accessor.GetExpression())
 	if issues != nil && issues.Err() != nil {
-		return 0, fmt.Errorf("against the schema of %s, as the API server type-checks it (it warns in the policy's status.typeChecking, and the expression fails at a write): %s", t.crd.Name, issues.Err())
+		return 0, fmt.Errorf("against the schema of %s, as the API server type-checks it (it warns in the policy's status.typeChecking, and the expression fails at a write): %w", t.crd.Name, issues.Err())
 	}
 	est, err := env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: &sizeEstimator{root: decl}})
 	if err != nil {
