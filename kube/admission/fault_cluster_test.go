@@ -156,7 +156,9 @@ func (s *hookServer) start() {
 			}
 			s.mu.Unlock()
 			cancel()
-			_ = <-served // an accept on the listener the kill closed: its error is the kill's
+			if err := <-served; err != nil { // an accept on the listener the kill closed
+				s.t.Logf("the killed webhook's Serve = %v", err)
+			}
 			done, stop := context.WithTimeout(context.Background(), time.Second)
 			defer stop()
 			_ = svc.Shutdown(done) // what is left of it: nothing in flight answers
