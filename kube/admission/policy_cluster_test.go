@@ -39,7 +39,7 @@ func gadgetPolicy() admission.Policy {
 }
 
 // installPolicy creates p's policies and bindings, deleting them at t's end.
-func installPolicy(t *testing.T, c *clustertest.Cluster, p admission.Policy) {
+func installPolicy(t testing.TB, c *clustertest.Cluster, p admission.Policy) {
 	t.Helper()
 	objs, err := p.Objects()
 	if err != nil {
@@ -96,8 +96,8 @@ func TestClusterPolicy(t *testing.T) {
 	// Both policies are in effect once a dry run is refused and defaulted.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, refusedErr := res.Create(ctx, widgetObject(ns, "probe", map[string]any{"host": "reserved.example.com"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		got, err := res.Create(ctx, widgetObject(ns, "probe", map[string]any{"host": "probe"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		_, refusedErr := res.Create(ctx, objectOf("Gadget", ns, "probe", map[string]any{"host": "reserved.example.com"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		got, err := res.Create(ctx, objectOf("Gadget", ns, "probe", map[string]any{"host": "probe"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err == nil && apierrors.IsInvalid(refusedErr) {
 			if image, _, _ := unstructuredString(got.Object, "spec", "image"); image == "nginx:policy" {
 				break
@@ -110,19 +110,19 @@ func TestClusterPolicy(t *testing.T) {
 	}
 
 	t.Run("a policy's refusal", func(t *testing.T) {
-		_, err := res.Create(ctx, widgetObject(ns, "reserved", map[string]any{"host": "reserved.example.com"}), metav1.CreateOptions{})
+		_, err := res.Create(ctx, objectOf("Gadget", ns, "reserved", map[string]any{"host": "reserved.example.com"}), metav1.CreateOptions{})
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "the host reserved.example.com is the operator's") || !strings.Contains(err.Error(), "gadgets.admission.example.com") {
 			t.Errorf("the create answered %v, want Invalid with the Validation's message and the policy's name", err)
 		}
 	})
 
 	t.Run("a default applied on a create", func(t *testing.T) {
-		got, err := res.Create(ctx, widgetObject(ns, "plain", map[string]any{"host": "plain.example.com", "size": int64(2)}), metav1.CreateOptions{})
+		got, err := res.Create(ctx, objectOf("Gadget", ns, "plain", map[string]any{"host": "plain.example.com", "size": int64(2)}), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		checkSpec(t, got, 2, "nginx:policy")
-		given, err := res.Create(ctx, widgetObject(ns, "given", map[string]any{"host": "given.example.com", "image": "nginx:2"}), metav1.CreateOptions{})
+		given, err := res.Create(ctx, objectOf("Gadget", ns, "given", map[string]any{"host": "given.example.com", "image": "nginx:2"}), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +130,7 @@ func TestClusterPolicy(t *testing.T) {
 	})
 
 	t.Run("a dry run honoured", func(t *testing.T) {
-		got, err := res.Create(ctx, widgetObject(ns, "dry", map[string]any{"host": "dry.example.com"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		got, err := res.Create(ctx, objectOf("Gadget", ns, "dry", map[string]any{"host": "dry.example.com"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			t.Fatal(err)
 		}

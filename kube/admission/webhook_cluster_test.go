@@ -84,7 +84,7 @@ func serveWebhooks(t *testing.T, tel *humustest.Telemetry, w admission.Webhooks)
 }
 
 // install creates w's configurations, deleting them at t's end.
-func install(t *testing.T, c *clustertest.Cluster, w admission.Webhooks) {
+func install(t testing.TB, c *clustertest.Cluster, w admission.Webhooks) {
 	t.Helper()
 	cs := kubernetes.NewForConfigOrDie(c.AdminConfig())
 	ctx := t.Context()
@@ -145,8 +145,13 @@ func widgets(t *testing.T, c *clustertest.Cluster, ns string) (dynamic.ResourceI
 }
 
 func widgetObject(ns, name string, spec map[string]any) *unstructured.Unstructured {
+	return objectOf("Widget", ns, name, spec)
+}
+
+// objectOf is an object of kind, a Widget's twin, in ns.
+func objectOf(kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "admission.example.com/v1", "kind": "Widget",
+		"apiVersion": "admission.example.com/v1", "kind": kind,
 		"metadata": map[string]any{"namespace": ns, "name": name},
 		"spec":     spec,
 	}}
