@@ -179,4 +179,3 @@ func awaitRefused(b testing.TB, res dynamic.ResourceInterface, kind, ns string, 
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
