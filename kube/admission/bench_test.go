@@ -31,7 +31,7 @@ func benchWidget(size int32) []byte {
 	mf := func(manager, op, sub string) metav1.ManagedFieldsEntry {
 		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationType(op), APIVersion: "admission.example.com/v1",
 			Time: &metav1.Time{Time: time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)}, FieldsType: "FieldsV1", Subresource: sub,
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{".":{},"f:host":{},"f:image":{},"f:size":{}}}`)}}
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{".":{},"f:host":{},"f:image":{},"f:size":{}}}`)}
 	}
 	w := widget{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.example.com/v1", Kind: "Widget"},
