@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -184,6 +185,9 @@ func (p Policy) Objects() ([]runtime.Object, error) {
 	}
 	if len(p.rules) == 0 {
 		bad("no rules: give a Validation or a Default")
+	}
+	if slices.Contains(p.settings.Operations, Delete) && slices.ContainsFunc(p.rules, func(r Rule) bool { _, ok := r.(defaultRule); return ok }) {
+		bad("PolicySettings.Operations: a Default isn't applied on DELETE: there is no object to default, and the API server takes a MutatingAdmissionPolicy of CREATE and UPDATE alone")
 	}
 	var validations []admissionregistrationv1.Validation
 	var mutations []admissionregistrationv1.Mutation

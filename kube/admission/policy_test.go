@@ -130,6 +130,10 @@ func TestEveryMistakeInAPolicyIsOneError(t *testing.T) {
 			t.Errorf("the error doesn't say\n%s\nit is\n%v", want, err)
 		}
 	}
+	if _, err := admission.PolicyFor(Gadget, &g, admission.PolicySettings{Operations: []admission.Operation{admission.Create, admission.Delete}},
+		admission.Default(admission.Field(&g.Spec.Image), "nginx:1")).Objects(); err == nil || !strings.Contains(err.Error(), "PolicySettings.Operations: a Default isn't applied on DELETE") {
+		t.Errorf("a Default on DELETE: %v", err)
+	}
 	if _, err := admission.PolicyFor(Gadget, &g, admission.PolicySettings{}).Objects(); err == nil || !strings.Contains(err.Error(), "no rules") {
 		t.Errorf("a Policy without rules: %v", err)
 	}
