@@ -27,7 +27,10 @@
 //     goes on. An object that doesn't decode into the Go type refuses the
 //     write, naming the field.
 //   - A review is read whole up to MaxReviewBytes, 16 MiB, and no further:
-//     a review costs a small multiple of its body.
+//     what a review allocates is a bounded multiple of its body, measured
+//     at 5 times for a validation and 15 for a defaulting, whose patch is
+//     computed from three decodings of the object
+//     (BenchmarkAdmissionReviewLarge, kube/BENCHMARKS.md).
 //   - The Validating and MutatingWebhookConfiguration are reflected from
 //     the declaration, as kube reflects a CRD, so a golden test keeps the
 //     YAML that deploys them in step with the code; every mistake in the
