@@ -242,7 +242,7 @@ func (h *handler) answer(ctx context.Context, hook *Webhook, req *admissionv1.Ad
 	defer func() {
 		if p := recover(); p != nil {
 			stack := debug.Stack()
-			msg := fmt.Sprintf("admission: %s panicked on %s: %v", hook.name(), object, p)
+			msg := fmt.Sprintf("admission: %s panicked on %s: %s", hook.name(), object, clip(fmt.Sprint(p)))
 			h.panicked(ctx, hook.name(), span, p, stack, msg)
 			resp, o = deny(http.StatusInternalServerError, metav1.StatusReasonInternalError, msg), panics
 		}
