@@ -28,11 +28,10 @@ import (
 )
 
 // The fault tests serve the webhook as an App does, from certificate files
-// in a Secret volume's layout, on a fixed port, so that the webhook killed
-// and started again is where its configuration says. A kill closes the
-// webhook's listener and every connection it holds at once, as a
-// process's death does; what the API server sees is the same: connections
-// reset, then refused, until it is back. They are named
+// in a Secret volume's layout, on a fixed port, so that the webhook
+// started again is where its configuration says: killed, in a process of
+// its own (this test binary run again, on humus.Run with humus.OSHost),
+// with SIGKILL; hung and renewed, in the test's process. They are named
 // TestClusterAdmissionFault, not TestClusterFault, which make test keeps
 // for kube's Lease-timed suite, run alone: their bounds are the API
 // server's timeouts, seconds, not a Lease's.
@@ -225,14 +224,15 @@ func writeUntil(res dynamic.ResourceInterface, ns, prefix string, interval time.
 }
 
 // faultHooks is a validating webhook of Widgets refusing a size over 3,
-// recording the names it saw, with policy fp and a timeout of 2s.
-func faultHooks(name string, fp admissionregistrationv1.FailurePolicyType, seen *sync.Map, hang <-chan struct{}) admission.Webhooks {
+// calling seen, unless nil, with the name of each it is handed, with
+// policy fp and a timeout of 2s.
+func faultHooks(name string, fp admissionregistrationv1.FailurePolicyType, seen func(name string), hang <-chan struct{}) admission.Webhooks {
 	return admission.Webhooks{
 		Name: name,
 		Hooks: []admission.Webhook{admission.Validating(Widget, admission.Settings{FailurePolicy: fp, Timeout: 2 * time.Second},
 			func(ctx context.Context, req admission.Request, _, obj *widget) ([]string, error) {
 				if seen != nil {
-					seen.Store(req.Name, true)
+					seen(req.Name)
 				}
 				if obj.Labels["hang"] == "true" {
 					select {
@@ -249,7 +249,8 @@ func faultHooks(name string, fp admissionregistrationv1.FailurePolicyType, seen 
 }
 
 // TestClusterAdmissionFaultKilledUnderWrites kills the validating
-// webhook while a writer creates Widgets, and starts it again: under
+// webhook's process with SIGKILL while a writer creates Widgets, and
+// starts it again: under
 // failurePolicy Fail every create while it is down is refused and none
 // stored, and they resume once it is back; under Ignore every create
 // while it is down is stored unchecked, those the validator would have
@@ -259,8 +260,7 @@ func TestClusterAdmissionFaultKilledUnderWrites(t *testing.T) {
 	c.Install(t, Widget)
 	for _, fp := range []admissionregistrationv1.FailurePolicyType{admissionregistrationv1.Fail, admissionregistrationv1.Ignore} {
 		t.Run(string(fp), func(t *testing.T) {
-			seen := &sync.Map{}
-			srv := newHookServer(t, faultHooks("killed-"+strings.ToLower(string(fp)), fp, seen, nil))
+			srv := newProcServer(t, "killed-"+strings.ToLower(string(fp)), fp)
 			install(t, c, srv.hooks)
 			ns := c.Namespace(t)
 			res, _ := widgets(t, c, ns)
@@ -269,8 +269,7 @@ func TestClusterAdmissionFaultKilledUnderWrites(t *testing.T) {
 			stop := make(chan struct{})
 			done := writeUntil(res, ns, "w", 20*time.Millisecond, stop)
 			time.Sleep(time.Second)
-			killed := time.Now()
-			srv.stop()
+			killed := srv.kill()
 			time.Sleep(2 * time.Second)
 			restarted := time.Now()
 			srv.start()
@@ -279,11 +278,12 @@ func TestClusterAdmissionFaultKilledUnderWrites(t *testing.T) {
 			writes := <-done
 
 			ctx := t.Context()
+			seen := srv.seen()
 			var down, after, uncheckedStored int
 			for _, w := range writes {
 				_, getErr := res.Get(ctx, w.name, metav1.GetOptions{})
 				stored := getErr == nil
-				_, checked := seen.Load(w.name)
+				checked := seen[w.name]
 				invalid := strings.HasSuffix(w.name, "size-5")
 				if stored && invalid && fp == admissionregistrationv1.Fail {
 					t.Errorf("%s, which the validator refuses, is stored under Fail (its create answered %v)", w.name, w.err)
@@ -337,7 +337,7 @@ func TestClusterAdmissionFaultHung(t *testing.T) {
 		t.Run(string(fp), func(t *testing.T) {
 			hang := make(chan struct{})
 			defer close(hang)
-			srv := newHookServer(t, faultHooks("hung-"+strings.ToLower(string(fp)), fp, &sync.Map{}, hang))
+			srv := newHookServer(t, faultHooks("hung-"+strings.ToLower(string(fp)), fp, nil, hang))
 			install(t, c, srv.hooks)
 			ns := c.Namespace(t)
 			res, _ := widgets(t, c, ns)
@@ -374,7 +374,7 @@ func TestClusterAdmissionFaultHung(t *testing.T) {
 func TestClusterAdmissionFaultCertificateRenewed(t *testing.T) {
 	c := clustertest.Get(t)
 	c.Install(t, Widget)
-	srv := newHookServer(t, faultHooks("renewed", admissionregistrationv1.Fail, &sync.Map{}, nil))
+	srv := newHookServer(t, faultHooks("renewed", admissionregistrationv1.Fail, nil, nil))
 	install(t, c, srv.hooks)
 	ns := c.Namespace(t)
 	res, _ := widgets(t, c, ns)
