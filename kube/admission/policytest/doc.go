@@ -6,7 +6,7 @@
 // and one whose estimated cost exceeds the API server's limit for one
 // expression, which it enforces only as it evaluates the expression on a
 // write, failing the write (or letting it through, under failurePolicy
-// Ignore).
+// Ignore). A webhook configuration's match conditions are compiled too.
 //
 // A golden test of a Policy calls Validate beside its comparison:
 //

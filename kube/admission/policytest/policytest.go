@@ -29,7 +29,8 @@ import (
 
 // Validate checks objs, ValidatingAdmissionPolicies and
 // MutatingAdmissionPolicies of admissionregistration.k8s.io/v1 and their
-// bindings, as the API server does: each CEL expression compiled with the
+// bindings, and the match conditions of Validating and
+// MutatingWebhookConfigurations, as the API server does: each CEL expression compiled with the
 // API server's own compiler and environment, as it compiles them when a
 // policy is created. Where crd, which may be nil, is the CRD of a
 // resource a policy matches, each expression is also compiled against the
@@ -75,13 +76,39 @@ func Validate(crd *apiextensionsv1.CustomResourceDefinition, objs ...runtime.Obj
 			errs = append(errs, binding("ValidatingAdmissionPolicy", o.Name, o.Spec.PolicyName, policies)...)
 		case *admissionregistrationv1.MutatingAdmissionPolicyBinding:
 			errs = append(errs, binding("MutatingAdmissionPolicy", o.Name, o.Spec.PolicyName, policies)...)
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			for j, w := range o.Webhooks {
+				errs = append(errs, matchConditions("ValidatingWebhookConfiguration "+o.Name, fmt.Sprintf("webhooks[%d]", j), w.MatchConditions)...)
+			}
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			for j, w := range o.Webhooks {
+				errs = append(errs, matchConditions("MutatingWebhookConfiguration "+o.Name, fmt.Sprintf("webhooks[%d]", j), w.MatchConditions)...)
+			}
 		case nil:
 			errs = append(errs, fmt.Errorf("policytest: objs[%d] is nil", i))
 		default:
-			errs = append(errs, fmt.Errorf("policytest: objs[%d] is a %T, not an admission policy or binding of admissionregistration.k8s.io/v1", i, o))
+			errs = append(errs, fmt.Errorf("policytest: objs[%d] is a %T, not an admission policy, binding or webhook configuration of admissionregistration.k8s.io/v1", i, o))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// matchConditions compiles a webhook's match conditions as the API server
+// does (with its stateless compiler, no params, an authorizer).
+func matchConditions(config, where string, conds []admissionregistrationv1.MatchCondition) []error {
+	if len(conds) == 0 {
+		return nil
+	}
+	c := plugincel.NewCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
+	var errs []error
+	for i, m := range conds {
+		r := c.CompileCELExpression(&matchconditions.MatchCondition{Name: m.Name, Expression: m.Expression},
+			plugincel.OptionalVariableDeclarations{HasAuthorizer: true}, environment.NewExpressions)
+		if r.Error != nil {
+			errs = append(errs, fmt.Errorf("policytest: %s: %s.matchConditions[%d].expression %q: %s", config, where, i, m.Expression, r.Error.Detail))
+		}
+	}
+	return errs
 }
 
 func binding(kind, name, policy string, policies map[string]bool) []error {

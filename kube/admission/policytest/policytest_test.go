@@ -1,6 +1,7 @@
 package policytest_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -119,5 +120,24 @@ func TestABindingOfNoPolicy(t *testing.T) {
 	b.Spec.PolicyName = "other"
 	if err := validate(t, objs[0], b); err == nil || !strings.Contains(err.Error(), `spec.policyName "other" names no ValidatingAdmissionPolicy given`) {
 		t.Errorf("Validate = %v", err)
+	}
+}
+
+func TestAWebhooksMatchConditions(t *testing.T) {
+	w := admission.Webhooks{
+		Name:     "sites",
+		Endpoint: admission.Endpoint{URL: "https://sites.example.com/admission"},
+		Hooks: []admission.Webhook{admission.Validating(Site, admission.Settings{MatchConditions: []admissionregistrationv1.MatchCondition{
+			{Name: "not-the-operator", Expression: "request.userInfo.username != 'operator'"},
+			{Name: "broken", Expression: "request.userInfo.username =="},
+		}}, func(context.Context, admission.Request, *site, *site) ([]string, error) { return nil, nil })},
+	}
+	v, err := w.Validating()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = policytest.Validate(nil, v)
+	if err == nil || !strings.Contains(err.Error(), `policytest: ValidatingWebhookConfiguration sites: webhooks[0].matchConditions[1].expression "request.userInfo.username ==": compilation failed`) || strings.Contains(err.Error(), "matchConditions[0]") {
+		t.Errorf("Validate = %v, want the broken condition's error alone", err)
 	}
 }
