@@ -14,6 +14,7 @@ import (
 
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/admission"
+	"github.com/z5labs/humus/kube/admission/policytest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden configurations")
@@ -51,6 +52,9 @@ func TestTheConfigurations(t *testing.T) {
 	}
 	m, err := w.Mutating()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := policytest.Validate(nil, v, m); err != nil { // their match conditions, as the API server compiles them
 		t.Fatal(err)
 	}
 	got, err := admission.Marshal(v, m)
