@@ -12,6 +12,7 @@ import (
 
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/internal/control"
 )
 
 // finalizingController is a controller of clusterCaches in ns, with a
@@ -31,9 +32,11 @@ func finalizingController(t *testing.T, c *clustertest.Cluster, ns string) *Cont
 
 // TestClusterFaultAWriteFromAStaleCacheIsRefused checks what the API server
 // answers the controller's two writes when the object they were computed
-// from is gone, or replaced by a new one of the same name: it refuses them,
-// so a stale cache can never recreate a deleted object, nor write an old
-// object's status or finalizer onto a new one.
+// from has changed since, is gone, or is replaced by a new one of the same
+// name: it refuses them, so a write computed from what the object was (by
+// a replica whose Lease has passed on, say) is never stored over a newer
+// one's, and a stale cache can never recreate a deleted object, nor write
+// an old object's status or finalizer onto a new one.
 func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	c := clustertest.Get(t)
 	installCRD(t, c, clusterCaches)
@@ -47,6 +50,21 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	objects := admin.Resource(gvr).Namespace(ns)
 	createCache(t, admin, gvr, ns, "m", 1)
 	stale := apiGet(t, admin, gvr, ns, "m")
+
+	// Changed since, by someone else (a new leader's write, say): neither
+	// write, computed from the version before, is stored.
+	changed := stale.DeepCopy()
+	if err := unstructured.SetNestedField(changed.Object, int64(5), "spec", "size"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := objects.Update(t.Context(), changed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	checkBothWritesAreStale(t, ctrl, ctx, stale, "adding the finalizer to a changed object", "applying the status of a changed object")
+	if now := apiGet(t, admin, gvr, ns, "m"); len(now.GetFinalizers()) != 0 {
+		t.Errorf("the changed object's finalizers = %v, want none: the finalizer computed from the version before was stored", now.GetFinalizers())
+	}
+	stale = apiGet(t, admin, gvr, ns, "m")
 
 	// Deleted: neither write recreates it.
 	if err := objects.Delete(t.Context(), "m", metav1.DeleteOptions{}); err != nil {
@@ -69,11 +87,11 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	}
 
 	// And the fresh object takes both.
-	rv, err := ctrl.applyFinalizer(ctx, cached(t, fresh), true)
+	rv, err := ctrl.engine.ApplyFinalizer(ctx, cached(t, fresh), true)
 	if err != nil {
 		t.Errorf("adding the finalizer to the current object: %v", err)
 	}
-	if err := ctrl.applyStatus(ctx, cached(t, fresh), rv, []byte(`{"readyReplicas":2}`)); err != nil {
+	if err := ctrl.engine.ApplyStatus(ctx, cached(t, fresh), rv, []byte(`{"readyReplicas":2}`)); err != nil {
 		t.Errorf("applying the current object's status: %v", err)
 	}
 }
@@ -84,13 +102,13 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 // answers.
 func checkBothWritesAreStale(t *testing.T, ctrl *Controller, ctx context.Context, stale *unstructured.Unstructured, addFinalizer, applyStatus string) {
 	t.Helper()
-	_, err := ctrl.applyFinalizer(ctx, cached(t, stale), true)
-	if !errors.Is(err, errStale) {
+	_, err := ctrl.engine.ApplyFinalizer(ctx, cached(t, stale), true)
+	if !errors.Is(err, control.ErrStale) {
 		t.Errorf("%s = %v, want errStale", addFinalizer, err)
 	}
 	t.Logf("the API server's answer to %s: %v", addFinalizer, err)
-	err = ctrl.applyStatus(ctx, cached(t, stale), stale.GetResourceVersion(), []byte(`{"readyReplicas":9}`))
-	if !errors.Is(err, errStale) {
+	err = ctrl.engine.ApplyStatus(ctx, cached(t, stale), stale.GetResourceVersion(), []byte(`{"readyReplicas":9}`))
+	if !errors.Is(err, control.ErrStale) {
 		t.Errorf("%s = %v, want errStale", applyStatus, err)
 	}
 	t.Logf("the API server's answer to %s: %v", applyStatus, err)

@@ -23,6 +23,8 @@ func uidOf(a applied) any {
 	return meta["uid"]
 }
 
+// Both of the controller's own writes name the object by its UID and are
+// conditioned on the resourceVersion they were computed from.
 func TestEveryWriteCarriesTheObjectsUID(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
@@ -43,6 +45,11 @@ func TestEveryWriteCarriesTheObjectsUID(t *testing.T) {
 		for _, a := range append(statuses, finalizers...) {
 			if got := uidOf(a); got != "uid-m" {
 				t.Errorf("the %q apply's metadata.uid = %v, want uid-m: %v", a.subresource, got, a.body)
+			}
+			// Fenced: conditioned on the version it was computed from, so
+			// the API server refuses it once anyone else has written.
+			if meta, _ := a.body["metadata"].(map[string]any); meta["resourceVersion"] == nil || meta["resourceVersion"] == "" {
+				t.Errorf("the %q apply has no metadata.resourceVersion: %v", a.subresource, a.body)
 			}
 		}
 		if err := stop(); err != nil {

@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/z5labs/humus/kube/internal/cache"
+	"github.com/z5labs/humus/kube/internal/control"
+	"github.com/z5labs/humus/kube/internal/transport"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -152,7 +153,7 @@ func BenchmarkDecode(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var m Object[cacheSpec, cacheStatus]
-		if err := decode(o, &m); err != nil {
+		if err := control.Decode(o, &m); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -180,16 +181,16 @@ func BenchmarkProcess(b *testing.B) {
 	if err := store.Add(cached(b, benchCache())); err != nil {
 		b.Fatal(err)
 	}
-	w := ctrl.newWork(nil)
-	w.store = store
-	defer w.q.ShutDown()
-	defer w.later.stop()
+	w := ctrl.engine.NewWork(nil)
+	w.Store = store
+	defer w.Q.ShutDown()
+	defer w.Later.Stop()
 	ctx := proven(context.Background())
 	b.ReportAllocs()
 	for b.Loop() {
-		w.q.Add("default/m", normal, time.Time{})
-		item, _ := w.q.Get()
-		ctrl.process(ctx, w, item)
+		w.Q.Add("default/m", control.Normal, time.Time{})
+		item, _ := w.Q.Get()
+		ctrl.engine.Process(ctx, w, item)
 	}
 	if n := len(f.appliesTo("status")); n != 0 {
 		b.Fatalf("status applies = %d, want none: the status didn't change", n)
@@ -214,21 +215,21 @@ func BenchmarkRelated(b *testing.B) {
 		b.Fatal(err)
 	}
 	f.use(ctrl)
-	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, ctrl.indexers())
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, ctrl.engine.Indexers())
 	for i := range sitesN {
 		if err := store.Add(cached(b, siteObject("default", fmt.Sprintf("site-%05d", i), fmt.Sprintf("content-%03d", i%configMapsN)))); err != nil {
 			b.Fatal(err)
 		}
 	}
-	w := ctrl.newWork(nil)
-	w.store = store
-	defer w.q.ShutDown()
-	defer w.later.stop()
-	ctrl.leader.(*oneLease).w.Store(w)
-	rel := ctrl.relations[0]
+	w := ctrl.engine.NewWork(nil)
+	w.Store = store
+	defer w.Q.ShutDown()
+	defer w.Later.Stop()
+	ctrl.engine.Leader.(*control.OneLease).W.Store(w)
+	rel := ctrl.engine.Relations[0]
 
 	b.Run("event", func(b *testing.B) {
-		h := ctrl.relatedKeys(rel)
+		h := ctrl.engine.RelatedKeys(rel)
 		old := cached(b, configMapObject("default", "content-007", "one", nil))
 		now := cached(b, configMapObject("default", "content-007", "two", nil))
 		old.ResourceVersion, now.ResourceVersion = "1", "2"
@@ -236,14 +237,14 @@ func BenchmarkRelated(b *testing.B) {
 		for b.Loop() {
 			h.OnUpdate(old, now)
 			for range sitesN / configMapsN {
-				item, _ := w.q.Get()
-				w.q.Done(item.Key)
+				item, _ := w.Q.Get()
+				w.Q.Done(item.Key)
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*sitesN/configMapsN), "ns/key")
 	})
 	b.Run("index", func(b *testing.B) {
-		index := ctrl.indexFunc(rel)
+		index := ctrl.engine.IndexFunc(rel)
 		site := cached(b, siteObject("default", "site-00042", "content-042"))
 		b.ReportAllocs()
 		for b.Loop() {
@@ -254,10 +255,10 @@ func BenchmarkRelated(b *testing.B) {
 	})
 }
 
-// BenchmarkReadYourWrites is what reading one's own writes adds to a
-// Reader's Get and List: nothing to look at without a reconcile's context
-// (plain); with one, a look at the reconcile's pending writes of the
-// resource, none (none) or ten its cache has brought (caught-up).
+// BenchmarkReadYourWrites is what reading the App's own writes adds to a
+// Reader's Get and List: a look at the Client's ledger of its writes of
+// the resource, with none pending (none), or ten pending in another
+// namespace (elsewhere): what every read costs that needs no wait.
 func BenchmarkReadYourWrites(b *testing.B) {
 	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 	for i := range 100 {
@@ -269,23 +270,25 @@ func BenchmarkReadYourWrites(b *testing.B) {
 	}
 	client := testClient(b, fakeSetup(nil))
 	r := Read(client, configMapKind, Selector{}).reader
-	none := newOwnedWrites([]schema.GroupVersionResource{configMapsGVR})
-	caughtUp := newOwnedWrites([]schema.GroupVersionResource{configMapsGVR})
+	none := client.ledger
+	elsewhere := control.NewLedger()
+	elsewhere.Read(configMapsGVR.GroupResource())
 	for i := range 10 {
-		caughtUp.recordWrite(configMapsGVR.GroupResource(), "default", "c"+strconv.Itoa(i), ownedAnswer{rv: strconv.Itoa(100 + i)})
+		elsewhere.RecordWrite(configMapsGVR.GroupResource(), "other", "c"+strconv.Itoa(i), transport.Answer{ResourceVersion: "100000"})
 	}
+	ctx := context.Background()
 	for _, tc := range []struct {
-		name string
-		ctx  context.Context
+		name   string
+		ledger *control.Ledger
 	}{
-		{"plain", context.Background()},
-		{"none", recordingWrites(context.Background(), none)},
-		{"caught-up", recordingWrites(context.Background(), caughtUp)},
+		{"none", none},
+		{"elsewhere", elsewhere},
 	} {
+		r.Ledger = tc.ledger
 		b.Run("get/"+tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := r.awaitOwnWrite(tc.ctx, store, "default", "c5", "default/c5"); err != nil {
+				if err := r.AwaitOwnWrite(ctx, store, "default", "c5", "default/c5"); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -293,7 +296,7 @@ func BenchmarkReadYourWrites(b *testing.B) {
 		b.Run("list/"+tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := r.awaitOwnWrites(tc.ctx, store, ""); err != nil {
+				if err := r.AwaitOwnWrites(ctx, store, "default"); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/z5labs/humus/kube/internal/cache"
+	"github.com/z5labs/humus/kube/internal/control"
 
 	"go.opentelemetry.io/contrib/bridges/otelslog"
 	"k8s.io/client-go/rest"
@@ -135,6 +136,9 @@ type Client struct {
 	// log is the Client's, for what an index or mapping function does
 	// wrong.
 	log *slog.Logger
+	// ledger is the writes made through its transport of what its
+	// Readers read, which their reads wait for.
+	ledger *control.Ledger
 }
 
 // NewClient returns a Client that dials c.Server with s.Host.Dial, and
@@ -151,9 +155,10 @@ func NewClient(s *humus.Setup, c Connection) (*Client, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	log := slog.New(otelslog.NewHandler(scope, otelslog.WithLoggerProvider(s.Telemetry.Resolved().LoggerProvider)))
-	logFor := func(k cache.Key) logr.Logger { return informerLogger(log.Handler(), k) }
-	return &Client{server: c.Server, rt: newTransport(s, c, log), cache: cache.NewShared(logFor), log: log}, nil
+	log := slog.New(otelslog.NewHandler(control.InstrumentationScope, otelslog.WithLoggerProvider(s.Telemetry.Resolved().LoggerProvider)))
+	logFor := func(k cache.Key) logr.Logger { return control.InformerLogger(log.Handler(), k) }
+	ledger := control.NewLedger()
+	return &Client{server: c.Server, rt: newTransport(s, c, log, ledger), cache: cache.NewShared(logFor), log: log, ledger: ledger}, nil
 }
 
 // clientTransport is the Client's transport: internal/transport's, whose
@@ -162,7 +167,7 @@ func NewClient(s *humus.Setup, c Connection) (*Client, error) {
 // Lease, and to count them.
 type clientTransport struct{ *transport.Transport }
 
-func newTransport(s *humus.Setup, c Connection, log *slog.Logger) *clientTransport {
+func newTransport(s *humus.Setup, c Connection, log *slog.Logger, writes transport.WriteRecorder) *clientTransport {
 	return &clientTransport{transport.New(transport.Config{
 		Server:    c.Server,
 		TLS:       c.TLS,
@@ -170,6 +175,7 @@ func newTransport(s *humus.Setup, c Connection, log *slog.Logger) *clientTranspo
 		Dial:      s.Host.Dial,
 		Telemetry: s.Telemetry,
 		Log:       log,
+		Writes:    writes,
 	})}
 }
 

@@ -113,7 +113,7 @@ func TestClusterFaultARotatedTokenIsInUseWithinAMinuteAndARevokedOneAfterOne401(
 	})
 	checkOne401(t, tel, revoked, ev.RequestReceived, s.LeaderElection.RetryPeriod)
 	select {
-	case <-ctrl.done:
+	case <-ctrl.engine.Done:
 		t.Fatalf("Serve returned %v across the rotation and the revocation", stop())
 	default:
 	}

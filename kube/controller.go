@@ -4,138 +4,90 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"reflect"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/z5labs/humus/kube/internal/cache"
+	"github.com/z5labs/humus/kube/internal/control"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/health"
 )
 
+func newClients(c *Client) (control.API, error) {
+	cfg := c.Config()
+	d, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return control.API{}, fmt.Errorf("kube: the dynamic client: %w", err)
+	}
+	m, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return control.API{}, fmt.Errorf("kube: the metadata client: %w", err)
+	}
+	l, err := coordinationv1.NewForConfig(cfg)
+	if err != nil {
+		return control.API{}, fmt.Errorf("kube: the Lease client: %w", err)
+	}
+	r, err := cache.NewObjectsREST(cfg)
+	if err != nil {
+		return control.API{}, fmt.Errorf("kube: the objects' client: %w", err)
+	}
+	cl := control.API{Clients: cache.Clients{Dynamic: d, REST: r, Metadata: m}, Leases: l}
+	if t, ok := cfg.Transport.(interface{ CloseIdleConnections() }); ok {
+		cl.CloseIdle = t.CloseIdleConnections
+	}
+	if t, ok := cfg.Transport.(interface{ abortConnections() }); ok {
+		cl.Abort = t.abortConnections
+	}
+	if t, ok := cfg.Transport.(interface{ openConnections() int }); ok {
+		cl.Open = t.openConnections
+	}
+	return cl.OrNoop(), nil
+}
+
 // Controller reconciles the objects of one Resource or one Kind. It is a
 // humus.Service: Serve runs it, and Shutdown finishes its reconciles in
 // flight. A Controller serves once.
 type Controller struct {
-	name      string
-	settings  Settings
-	gvr       schema.GroupVersionResource
-	group     string // the objects' API group, for owner references
-	kind      string
-	scope     Scope
-	objType   objectType
-	finalizer string // "" without Finalize
-	owned     []schema.GroupVersionResource
-	reads     []*reader   // each Reader's resource once, in the order given
-	relations []*relation // Related and References, in the order given
-	// watched is every resource the controller lists and watches, in the
-	// order of its checks: its own, each it owns, each it reads.
-	watched []cache.Key
-	cache   *cache.Shared // the Client's
-
-	clients clients
-	tel     *telemetry
-	// processID tells this Controller's holding of a Lease from another
-	// process's with the same identity: random, one per Controller.
-	processID string
-
-	synced    *health.Binary
-	versions  writtenVersions
-	ownWrites *ownedWrites // the reconciles' writes to owned resources
-	inFlight  inFlight     // the keys being reconciled, and their events held
-	retry     workqueue.TypedRateLimiter[string]
-	// leader leads once the resources are served: on the one Lease, or on
-	// a Lease of each shard.
-	leader leader
-	// crew is the workers of every term of leading, which Shutdown waits
-	// for.
-	crew *crew
-
-	// stop is closed when shutdown begins: Serve's context is done, or
-	// Shutdown is called.
-	stop     chan struct{}
-	stopOnce sync.Once
-	// work is the reconciles' and the Lease release's context, cancelled
-	// when Shutdown's context ends first. Each term of leading has a
-	// context of its own under it, cancelled when the Lease is lost.
-	work       context.Context
-	cancelWork context.CancelFunc
-	started    atomic.Bool
-	done       chan struct{} // closed when Serve returns
+	engine   *control.Controller
+	declared declared // what it declared it uses, for MarshalRBAC
 }
 
-// clients are the API clients a Controller uses: built from the Client's
-// Config, or client-go's fakes in the package's tests.
-type clients struct {
-	cache.Clients
-	leases coordinationv1.LeasesGetter
-	// closeIdle closes the transport's idle connections, whose goroutines
-	// would otherwise outlive Serve by the transport's idle timeout.
-	closeIdle func()
-	// open is how many of the transport's connections are open.
-	open func() int
-	// abort closes every connection of the transport, idle or not, at once,
-	// dropping whatever they haven't sent: a replica that lost the Lease
-	// sends nothing late.
-	abort func()
-}
+// Serve runs the controller until its context is done, and then returns
+// nil once the reconciles in flight have finished and the Lease is
+// released. It returns an error naming the resource when the resource, or
+// one it owns, isn't served or may not be listed, such as when its CRD
+// isn't installed or is deleted while the controller runs; an error naming
+// the Lease when this replica may not read or write it; and
+// ErrLostLeadership when the replica loses the Lease.
+//
+// Every replica lists and watches, and keeps its caches warm; only the
+// Lease's holder reconciles, with Settings.Workers workers.
+func (c *Controller) Serve(ctx context.Context) error { return c.engine.Serve(ctx) }
 
-func newClients(c *Client) (clients, error) {
-	cfg := c.Config()
-	d, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return clients{}, fmt.Errorf("kube: the dynamic client: %w", err)
-	}
-	m, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return clients{}, fmt.Errorf("kube: the metadata client: %w", err)
-	}
-	l, err := coordinationv1.NewForConfig(cfg)
-	if err != nil {
-		return clients{}, fmt.Errorf("kube: the Lease client: %w", err)
-	}
-	r, err := cache.NewObjectsREST(cfg)
-	if err != nil {
-		return clients{}, fmt.Errorf("kube: the objects' client: %w", err)
-	}
-	cl := clients{Clients: cache.Clients{Dynamic: d, REST: r, Metadata: m}, leases: l}
-	if t, ok := cfg.Transport.(interface{ CloseIdleConnections() }); ok {
-		cl.closeIdle = t.CloseIdleConnections
-	}
-	if t, ok := cfg.Transport.(interface{ abortConnections() }); ok {
-		cl.abort = t.abortConnections
-	}
-	if t, ok := cfg.Transport.(interface{ openConnections() int }); ok {
-		cl.open = t.openConnections
-	}
-	return cl.orNoop(), nil
-}
+// Shutdown finishes the controller's shutdown within ctx. Shutdown begins
+// when Serve's context is done, or when Shutdown is called: the controller
+// stops taking keys, lets the reconciles in flight finish, releases the
+// Lease and stops its informers, leaving its backlog for the next leader,
+// and Serve returns nil. When ctx ends first, Shutdown cancels the
+// reconciles in flight and the Lease's release, waits for the reconciles
+// to return, and returns an error wrapping ctx's: it never waits on the API
+// server, however slow the release or the informers are. A Reconciler that
+// ignores its cancelled context holds Shutdown, and humus.Main's grace
+// period bounds that.
+func (c *Controller) Shutdown(ctx context.Context) error { return c.engine.Shutdown(ctx) }
 
-// orNoop fills the functions cl lacks with ones that do nothing.
-func (cl clients) orNoop() clients {
-	if cl.closeIdle == nil {
-		cl.closeIdle = func() {}
-	}
-	if cl.abort == nil {
-		cl.abort = func() {}
-	}
-	if cl.open == nil {
-		cl.open = func() int { return 0 }
-	}
-	return cl
-}
+// ErrLostLeadership is what Serve returns when the replica loses the Lease
+// while it serves: it couldn't renew it for RenewDeadline, or another
+// replica took it. The App exits 1, and Kubernetes restarts the pod, which
+// campaigns again.
+var ErrLostLeadership = control.ErrLostLeadership
 
 // NewController returns a Controller of r's objects. It opens no
 // connection. It returns one error naming every mistake in settings, in r,
@@ -173,15 +125,15 @@ func NewKindController[T any](s *humus.Setup, c *Client, settings Settings, k Ki
 	return newController(s, c, settings, k.GVR, k.GVR.Group, k.Kind, k.Scope, typ, ps.controllerParts, errs)
 }
 
-func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.GroupVersionResource, group, kind string, scope Scope, typ objectType, ps controllerParts, errs []error) (*Controller, error) {
+func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.GroupVersionResource, group, kind string, scope Scope, typ control.Type, ps controllerParts, errs []error) (*Controller, error) {
 	errs = append(errs, settings.check(scope))
 	if s == nil {
 		errs = append(errs, errors.New("kube: the Setup is nil"))
 		s = &humus.Setup{}
 	}
-	tel, err := newTelemetry(s.Telemetry, settings.Name, gvr.GroupResource())
+	tel, err := control.NewTelemetry(s.Telemetry, settings.Name, gvr.GroupResource())
 	errs = append(errs, err)
-	var cl clients
+	var cl control.API
 	if c == nil {
 		errs = append(errs, errors.New("kube: the Client is nil"))
 	} else {
@@ -191,57 +143,34 @@ func newController(s *humus.Setup, c *Client, settings Settings, gvr schema.Grou
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	work, cancel := context.WithCancel(context.Background())
-	owned := ps.owned
-	watched := []cache.Key{{GVR: gvr, Namespace: settings.Namespace, Labels: settings.LabelSelector, Fields: settings.FieldSelector}}
-	for i, o := range owned {
-		watched = append(watched, cache.Key{GVR: o, Namespace: settings.Namespace, Labels: ps.ownedSel[i].Labels, Fields: ps.ownedSel[i].Fields})
+	owned := make([]cache.Key, len(ps.owned))
+	for i, o := range ps.owned {
+		owned[i] = cache.Key{GVR: o, Namespace: settings.Namespace, Labels: ps.ownedSel[i].Labels, Fields: ps.ownedSel[i].Fields}
 	}
-	written := slices.Clone(owned)
-	for _, r := range ps.reads {
-		watched = append(watched, r.entry.Key())
-		written = append(written, r.entry.Key().GVR)
-	}
-	for i, rel := range ps.relations {
-		rel.name = relationName(i)
-	}
-	ctrl := &Controller{
-		name:       settings.Name,
-		settings:   settings,
-		gvr:        gvr,
-		group:      group,
-		kind:       kind,
-		scope:      scope,
-		objType:    typ,
-		finalizer:  ps.finalizer,
-		owned:      owned,
-		reads:      ps.reads,
-		relations:  ps.relations,
-		watched:    watched,
-		cache:      c.cache,
-		ownWrites:  newOwnedWrites(written),
-		versions:   writtenVersions{manager: settings.Name},
-		processID:  strconv.FormatUint(rand.Uint64(), 36),
-		clients:    cl,
-		tel:        tel,
-		retry:      newRetryLimiter(settings),
-		synced:     health.NewBinary(fmt.Errorf("kube: controller %s: its caches haven't synced", settings.Name)),
-		crew:       newCrew(settings.Workers),
-		stop:       make(chan struct{}),
-		work:       work,
-		cancelWork: cancel,
-		done:       make(chan struct{}),
-	}
-	ctrl.leader = newLeader(ctrl)
-	return ctrl, nil
+	return &Controller{engine: control.New(control.Config{
+		Settings:  settings.engine(),
+		GVR:       gvr,
+		Group:     group,
+		Kind:      kind,
+		Scope:     control.Scope(scope),
+		Type:      typ,
+		Finalizer: ps.finalizer,
+		Owned:     owned,
+		Reads:     ps.reads,
+		Relations: ps.relations,
+		Cache:     c.cache,
+		API:       cl,
+		Telemetry: tel,
+	}), declared: declare(settings, gvr, typ, ps)}, nil
 }
 
 // Synced is healthy once the controller's caches have synced, on every
 // replica, leader or not, and until Serve returns. It is for readiness:
 // serve it as health.Readiness(ctrl.Synced()).
-func (c *Controller) Synced() health.Monitor { return c.synced }
+func (c *Controller) Synced() health.Monitor { return c.engine.Ready }
 
-// Part is a part of a controller beyond its Reconciler: Owns or Finalize.
+// Part is a part of a controller beyond its Reconciler: Owns (or
+// OwnsSelected), Finalize, Reads, Related, References or Writes.
 type Part interface{ part() }
 
 // Owns reconciles an object again when a resource of gvr that it controls
@@ -338,8 +267,9 @@ type controllerParts struct {
 	finalizer string // "" without Finalize
 	owned     []schema.GroupVersionResource
 	ownedSel  []Selector // each owned resource's
-	reads     []*reader
-	relations []*relation
+	reads     []*control.Source
+	relations []*control.Relation
+	writes    []writes
 }
 
 // checkedParts are a controller's parts, and the finalizer function for
@@ -360,14 +290,14 @@ func checkParts[T any](c *Client, parts []Part) (checkedParts[T], error) {
 		switch {
 		case r == nil:
 			errs = append(errs, fmt.Errorf("kube: %s: the Reader is nil", what))
-		case r.err != nil:
-			errs = append(errs, fmt.Errorf("kube: %s: %w", what, r.err))
+		case r.Err != nil:
+			errs = append(errs, fmt.Errorf("kube: %s: %w", what, r.Err))
 		case c != nil && r.client != c:
-			errs = append(errs, fmt.Errorf("kube: %s: the Reader of %s reads another Client's cache: build it with the controller's Client", what, r.entry.Key()))
+			errs = append(errs, fmt.Errorf("kube: %s: the Reader of %s reads another Client's cache: build it with the controller's Client", what, r.Entry.Key()))
 		default:
-			if !read[r.entry] {
-				read[r.entry] = true
-				ps.reads = append(ps.reads, r)
+			if !read[r.Entry] {
+				read[r.Entry] = true
+				ps.reads = append(ps.reads, r.Source)
 			}
 			return true
 		}
@@ -408,12 +338,14 @@ func checkParts[T any](c *Client, parts []Part) (checkedParts[T], error) {
 				ok = false
 			}
 			if ok {
-				ps.relations = append(ps.relations, &relation{related: p})
+				ps.relations = append(ps.relations, &control.Relation{Source: p.r.Source, Mapper: p.mapper, Index: p.index})
 			}
+		case writes:
+			errs, ps.writes = append(errs, p.check()), append(ps.writes, p)
 		case nil:
 			errs = append(errs, fmt.Errorf("kube: part %d is nil", i))
 		default:
-			errs = append(errs, fmt.Errorf("kube: part %d is a %T, not one of Owns, Finalize, Reads, Related or References", i, p))
+			errs = append(errs, fmt.Errorf("kube: part %d is a %T, not one of Owns, Finalize, Reads, Related, References or Writes", i, p))
 		}
 	}
 	return ps, errors.Join(errs...)

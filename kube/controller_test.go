@@ -21,6 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/control"
 )
 
 type cacheSpec struct {
@@ -147,11 +148,11 @@ func TestDecodingIgnoresUnknownFieldsAndNamesAWrongType(t *testing.T) {
 	u := cacheObject("default", "m", 3)
 	u.Object["spec"].(map[string]any)["replicasPerZone"] = int64(2) // from a newer CRD
 	var m memcached
-	if err := decode(cached(t, u), &m); err != nil || m.Spec.Size != 3 || m.Name != "m" {
+	if err := control.Decode(cached(t, u), &m); err != nil || m.Spec.Size != 3 || m.Name != "m" {
 		t.Errorf("decode = %+v, %v; want size 3 and the unknown field ignored", m.Spec, err)
 	}
 	u.Object["spec"].(map[string]any)["size"] = "three"
-	err := decode(cached(t, u), &m)
+	err := control.Decode(cached(t, u), &m)
 	const want = "kube: decoding Memcached default/m: field spec.size: a JSON string can't be a Go int32"
 	if err == nil || err.Error() != want {
 		t.Errorf("decode = %v, want %q", err, want)

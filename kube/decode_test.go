@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/z5labs/humus/kube/internal/cache"
+	"github.com/z5labs/humus/kube/internal/control"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -130,7 +131,7 @@ func TestAnyErrorDecodingTheStatusAloneGivesAZeroStatus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, err := typ.decode(u)
+			d, err := typ.Decode(u)
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("decode = %v, want %q", err, tc.wantErr)
@@ -147,7 +148,7 @@ func TestAnyErrorDecodingTheStatusAloneGivesAZeroStatus(t *testing.T) {
 			if obj.Status.Ready != 0 || obj.Status.Mood != "" || !obj.Status.Memory.IsZero() {
 				t.Errorf("the status = %+v, want the zero status", obj.Status)
 			}
-			if err := d.statusErr(); err == nil || err.Error() != tc.wantStatus {
+			if err := d.StatusErr(); err == nil || err.Error() != tc.wantStatus {
 				t.Errorf("statusErr = %v, want %q", err, tc.wantStatus)
 			}
 		})
@@ -192,7 +193,7 @@ func TestAnObjectThatCannotBeDecodedGetsNoFinalizer(t *testing.T) {
 		if got := attrs["error"]; got != wantDecodeError {
 			t.Errorf("the record's error = %q, want %q", got, wantDecodeError)
 		}
-		if attrs[attrObjectName] != "m" || attrs[attrNamespace] != "default" {
+		if attrs[control.AttrObjectName] != "m" || attrs[control.AttrNamespace] != "default" {
 			t.Errorf("the record's attributes = %v, want the object default/m", attrs)
 		}
 		if err := stop(); err != nil {

@@ -9,6 +9,26 @@
 // humus.Service; NewClient is how it, and the end user's own clientsets,
 // reach the API server through the Host.
 //
+// # Where things are
+//
+// This package is the face: the public types, their checks and their
+// docs, and the wiring NewController does. The engine is below it, in
+// packages of its own, each opening with what it promises and what it may
+// import, none importing this one:
+//
+//   - kube/internal/control, the control loop: the workers and the work
+//     queue's one doorway, the event handlers of the resource, its owned
+//     and related objects, own writes and reading them back, the status
+//     and finalizer applies, the terms of leading (one Lease, or a Lease
+//     per shard), Serve and Shutdown, and the telemetry of it all.
+//   - kube/internal/cache, the informers a Client's controllers share, the
+//     forms objects are kept in, and the wire codecs.
+//   - kube/internal/crd, the CRD reflected from Go types; kube/internal/merge,
+//     what a version can't hold merged back, list item by list item.
+//   - kube/internal/elector, shard, priorityqueue and transport: the Lease,
+//     the shards' ranges, the queue's priorities, and the Client's
+//     connections with the writes they record.
+//
 // # Custom resources and their CRD
 //
 // A Resource names a custom resource: its group, version, kind, plural and
@@ -775,19 +795,37 @@
 //
 // # The RBAC a Controller needs
 //
-// The end user's deployment grants these, and their Reconciler's own:
+// Every resource and verb a Controller uses is declared when it is built,
+// so its rights are derived, not written: MarshalRBAC returns the RBAC
+// manifest of an App's Services (its Controllers and Recorders, and those
+// a Service such as webhook.Service.Before's holds) as YAML kubectl
+// applies unchanged, and a golden test writes it to deploy/rbac.yaml, as
+// the CRD's golden test writes the CRD. What the Reconciler writes itself,
+// through a clientset, is the one thing the rest can't show: Writes
+// declares it, beside Owns. The rules derived are:
 //
-//   - list and watch on its resource, and patch on it and on its status
-//     subresource (for a Kind: list and watch, and patch when Finalize is
-//     given). The proposal lists get too, which is harmless to grant: the
-//     controller reads objects from its cache, and never gets one;
-//   - get, create and update on Leases, in the Lease's namespace, and list
-//     with Settings.Shards above 1;
-//   - list and watch on each owned resource, and on each resource it reads
-//     (Reads, Related, References), in the Reader's Selector's namespace.
+//   - list and watch on its resource; patch on it with Finalize, and on
+//     its status subresource for a Resource (a Kind's status isn't
+//     applied). The proposal lists get too: the controller reads objects
+//     from its cache, and never gets one, so it isn't derived;
+//   - list and watch on each owned resource (Owns, OwnsSelected), and on
+//     each resource it reads (Reads, Related, References) in the Reader's
+//     Selector's namespace;
+//   - each Writes' verbs, Apply as create and patch, since an apply that
+//     creates an object is authorized as a create too;
+//   - get, create and update on its Lease (its shards' Leases, with
+//     Settings.Shards above 1), and list on Leases, in the Lease's
+//     namespace;
+//   - for a Recorder, create and patch on events in the events.k8s.io
+//     group: it patches an Event to count a repeat.
 //
-// A Reconciler that applies its children with server-side apply needs
-// create and patch on them: an apply that creates an object is authorized
-// as a create too. A Recorder needs create and patch on events in the
-// events.k8s.io group: it patches an Event to count a repeat.
+// They are granted where they are needed and no wider: in
+// Settings.Namespace (a Role), or in every namespace when it is "" (a
+// ClusterRole); the Leases in LeaderElection.Namespace. Each rule is
+// commented with what declared each of its verbs, so a change of rights
+// reads in review as the change of code that made it. Package
+// kube/internal/rbac merges, orders and writes them, knowing nothing of
+// the controller; kube/clustertest's Cluster.CheckRights proves them in a
+// whole-App test, from the API server's audit log: a request refused with
+// 403, or a rule never used, fails it.
 package kube

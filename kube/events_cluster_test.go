@@ -16,6 +16,8 @@ import (
 
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/internal/control"
+	"github.com/z5labs/humus/kube/internal/record"
 )
 
 // clusterRecorder is a Recorder of memcached-controller, as replica-1,
@@ -108,7 +110,7 @@ func TestClusterAnEventsSeriesCountsItsRepeats(t *testing.T) {
 		t.Errorf("the Event = %+v, want the recorded one's fields", stored)
 	}
 
-	if got := eventOutcomes(t, tel); got[eventCreated] != 1 || got[eventCounted] != repeats-1 || len(got) != 2 {
+	if got := eventOutcomes(t, tel); got[record.Created] != 1 || got[record.Counted] != repeats-1 || len(got) != 2 {
 		t.Errorf("humus.kube.controller.events = %v, want 1 created, %d counted", got, repeats-1)
 	}
 }
@@ -121,7 +123,7 @@ func TestClusterTheAPIServerTakesACutNoteAndAClusterScopedObjectsEvent(t *testin
 	r, kc := clusterRecorder(t, c, humustest.NewTelemetry())
 	ctx := proven(t.Context())
 	regarding := corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "content"}
-	long := Event{Regarding: regarding, Type: Warning, Reason: "LongNote", Action: "Reload", Note: strings.Repeat("n", maxNote+100)}
+	long := Event{Regarding: regarding, Type: Warning, Reason: "LongNote", Action: "Reload", Note: strings.Repeat("n", record.MaxNote+100)}
 	nsRef := corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: ns}
 	r.Record(ctx, long)
 	r.Record(ctx, Event{Regarding: nsRef, Type: Normal, Reason: "Observed", Action: "Watch", Note: "a cluster-scoped object"})
@@ -130,8 +132,8 @@ func TestClusterTheAPIServerTakesACutNoteAndAClusterScopedObjectsEvent(t *testin
 		if err != nil {
 			return err
 		}
-		if len(got) != 1 || len(got[0].Note) != maxNote {
-			return fmt.Errorf("Events %+v, want one with a note of %d bytes", got, maxNote)
+		if len(got) != 1 || len(got[0].Note) != record.MaxNote {
+			return fmt.Errorf("Events %+v, want one with a note of %d bytes", got, record.MaxNote)
 		}
 		if got, err = eventsAbout(ctx, kc, metav1.NamespaceDefault, ns, "Observed"); err != nil {
 			return err
@@ -146,10 +148,10 @@ func TestClusterTheAPIServerTakesACutNoteAndAClusterScopedObjectsEvent(t *testin
 	over := &eventsv1.Event{
 		ObjectMeta: metav1.ObjectMeta{Name: "over", Namespace: ns}, EventTime: metav1.NowMicro(),
 		ReportingController: "memcached-controller", ReportingInstance: "replica-1",
-		Regarding: regarding, Type: "Warning", Reason: "LongNote", Action: "Reload", Note: strings.Repeat("n", maxNote+1),
+		Regarding: regarding, Type: "Warning", Reason: "LongNote", Action: "Reload", Note: strings.Repeat("n", record.MaxNote+1),
 	}
 	if _, err := kc.EventsV1().Events(ns).Create(t.Context(), over, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
-		t.Errorf("an Event with a Note of %d bytes: %v, want Invalid", maxNote+1, err)
+		t.Errorf("an Event with a Note of %d bytes: %v, want Invalid", record.MaxNote+1, err)
 	}
 }
 
@@ -174,7 +176,7 @@ func TestClusterFaultAnEventIsNotWrittenOnceItsProofRanOut(t *testing.T) {
 	}
 	until := func(d time.Duration) context.Context {
 		deadline := time.Now().Add(d)
-		return withProof(t.Context(), func() time.Time { return deadline })
+		return control.WithProof(t.Context(), func() time.Time { return deadline })
 	}
 	written := func(name string) error {
 		got, err := eventsAbout(t.Context(), kc, ns, name, "Checked")
@@ -219,8 +221,8 @@ func TestClusterFaultAnEventIsNotWrittenOnceItsProofRanOut(t *testing.T) {
 	clustertest.Eventually(t, 30*time.Second, func(context.Context) error { return written("after-unanswered") })
 	checkNever("unanswered")
 
-	if got := eventOutcomes(t, tel); got[eventDropped+"/"+dropNotLeading] != 2 || got[eventCreated] != 2 {
-		t.Errorf("humus.kube.controller.events = %v, want 2 created and 2 dropped, %s", got, dropNotLeading)
+	if got := eventOutcomes(t, tel); got[record.Dropped+"/"+record.DropNotLeading] != 2 || got[record.Created] != 2 {
+		t.Errorf("humus.kube.controller.events = %v, want 2 created and 2 dropped, %s", got, record.DropNotLeading)
 	}
 	if drops := recordsWithBody(tel, "dropped an Event"); len(drops) != 2 {
 		t.Errorf("%d drop records, want 2", len(drops))

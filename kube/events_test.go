@@ -27,6 +27,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/control"
+	"github.com/z5labs/humus/kube/internal/record"
 )
 
 // newTestRecorder is a Recorder of memcached-controller, as replica-1,
@@ -38,7 +40,7 @@ func newTestRecorder(t testing.TB, tel *humustest.Telemetry, kc *kubefake.Client
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.events = kc.EventsV1()
+	r.engine.Events = kc.EventsV1()
 	return r
 }
 
@@ -132,9 +134,9 @@ func eventOutcomes(t testing.TB, tel *humustest.Telemetry) map[string]int64 {
 	}
 	for _, dp := range sum.DataPoints {
 		checkController(t, "humus.kube.controller.events", dp.Attributes)
-		outcome, _ := dp.Attributes.Value(attrEventOutcome)
+		outcome, _ := dp.Attributes.Value(record.AttrEventOutcome)
 		key := outcome.AsString()
-		if why, ok := dp.Attributes.Value(attrEventDropped); ok {
+		if why, ok := dp.Attributes.Value(record.AttrEventDropped); ok {
 			key += "/" + why.AsString()
 		}
 		out[key] += dp.Value
@@ -177,7 +179,7 @@ func TestRecorderCountsRepeatsIntoASeries(t *testing.T) {
 		if creates, patches := eventWrites(kc); creates != 1 || patches != 2 {
 			t.Errorf("%d creates and %d patches, want 1 and 2", creates, patches)
 		}
-		want := map[string]int64{eventCreated: 1, eventCounted: 2}
+		want := map[string]int64{record.Created: 1, record.Counted: 2}
 		wantOutcomes(t, tel, want)
 	})
 }
@@ -198,7 +200,7 @@ func TestRecorderWritesTheRepeatsThatWaitedAsOneCount(t *testing.T) {
 		if creates, patches := eventWrites(kc); len(got) != 1 || creates != 1 || patches != 0 || seriesOf(got[0]) != 5 {
 			t.Errorf("Events %+v after %d creates and %d patches, want one with a series of 5, after 1 create", got, creates, patches)
 		}
-		want := map[string]int64{eventCreated: 1, eventCounted: 4}
+		want := map[string]int64{record.Created: 1, record.Counted: 4}
 		wantOutcomes(t, tel, want)
 	})
 }
@@ -262,10 +264,10 @@ func TestRecorderBeginsANewEventAfterTheWindow(t *testing.T) {
 		stop := serveRecorder(t, r)
 		r.Record(ctx, createdEvent("Created Deployment sessions"))
 		synctest.Wait()
-		time.Sleep(seriesWindow - time.Second)
+		time.Sleep(record.SeriesWindow - time.Second)
 		r.Record(ctx, createdEvent("Created Deployment sessions"))
 		synctest.Wait()
-		time.Sleep(seriesWindow)
+		time.Sleep(record.SeriesWindow)
 		r.Record(ctx, createdEvent("Created Deployment sessions"))
 		synctest.Wait()
 
@@ -273,12 +275,12 @@ func TestRecorderBeginsANewEventAfterTheWindow(t *testing.T) {
 		if len(got) != 2 || seriesOf(got[0]) != 2 || got[1].Series != nil {
 			t.Errorf("Events = %+v, want 2: one with a series of 2, then a new one", got)
 		}
-		time.Sleep(seriesWindow + sweepEvery)
-		r.mu.Lock()
-		kept := len(r.series)
-		r.mu.Unlock()
+		time.Sleep(record.SeriesWindow + record.SweepEvery)
+		r.engine.Mu.Lock()
+		kept := len(r.engine.Series)
+		r.engine.Mu.Unlock()
 		if kept != 0 {
-			t.Errorf("%d Events still counted %s after the last, want none", kept, seriesWindow+sweepEvery)
+			t.Errorf("%d Events still counted %s after the last, want none", kept, record.SeriesWindow+record.SweepEvery)
 		}
 		stopped(t, stop)
 	})
@@ -311,17 +313,17 @@ func TestRecorderCreatesAgainAnEventThatIsGone(t *testing.T) {
 func TestRecorderDropsAnEventBeyondItsBacklog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tel, kc, r, ctx := recording(t)
-		for i := range maxBacklog + 1 {
+		for i := range record.MaxBacklog + 1 {
 			r.Record(ctx, createdEvent(fmt.Sprintf("Created Deployment %d", i)))
 		}
 		// A repeat of a waiting Event adds nothing to the backlog.
 		r.Record(ctx, createdEvent("Created Deployment 0"))
-		if len(r.backlog) != maxBacklog {
-			t.Errorf("%d Events wait, want %d", len(r.backlog), maxBacklog)
+		if len(r.engine.Backlog) != record.MaxBacklog {
+			t.Errorf("%d Events wait, want %d", len(r.engine.Backlog), record.MaxBacklog)
 		}
 		drops := recordsWithBody(tel, "dropped an Event")
-		if len(drops) != 1 || recordAttrs(drops[0])["because"] != dropBacklog || drops[0].Severity().String() != "WARN" {
-			t.Errorf("drop records = %d, want 1 WARN, because %s", len(drops), dropBacklog)
+		if len(drops) != 1 || recordAttrs(drops[0])["because"] != record.DropBacklog || drops[0].Severity().String() != "WARN" {
+			t.Errorf("drop records = %d, want 1 WARN, because %s", len(drops), record.DropBacklog)
 		} else if a := recordAttrs(drops[0]); a["reason"] != "DeploymentCreated" || a["regarding"] != "Memcached shop/sessions" {
 			t.Errorf("the drop record's attributes = %v, want the Event's reason and regarding object", a)
 		}
@@ -336,10 +338,10 @@ func TestRecorderDropsAnEventBeyondItsBacklog(t *testing.T) {
 		stop := serveRecorder(t, r)
 		synctest.Wait()
 		stopped(t, stop)
-		if creates != maxBacklog {
-			t.Errorf("%d Events created, want %d", creates, maxBacklog)
+		if creates != record.MaxBacklog {
+			t.Errorf("%d Events created, want %d", creates, record.MaxBacklog)
 		}
-		want := map[string]int64{eventCreated: maxBacklog, eventCounted: 1, eventDropped + "/" + dropBacklog: 1}
+		want := map[string]int64{record.Created: record.MaxBacklog, record.Counted: 1, record.Dropped + "/" + record.DropBacklog: 1}
 		wantOutcomes(t, tel, want)
 	})
 }
@@ -366,9 +368,9 @@ func TestRecorderTriesAgainOnlyWhatARetryCanMend(t *testing.T) {
 		{"unavailable, then written", []error{apierrors.NewServiceUnavailable("starting"), apierrors.NewInternalError(errors.New("etcd"))}, 3, true, "", 1500 * time.Millisecond},
 		{"refused connection, then written", []error{refusedDial, refusedDial}, 3, true, "", 1500 * time.Millisecond},
 		{"throttled for 5s, then written", []error{apierrors.NewTooManyRequests("slow down", 5)}, 2, true, "", 5 * time.Second},
-		{"a namespace being deleted", []error{terminating}, 1, false, dropRefused, 0},
-		{"invalid", []error{apierrors.NewInvalid(schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}, "e", nil)}, 1, false, dropRefused, 0},
-		{"unavailable for good", slices.Repeat([]error{apierrors.NewServiceUnavailable("down")}, 100), 8, false, dropGaveUp, 500*time.Millisecond*(1+2+4+8+16+32) + 16*time.Second},
+		{"a namespace being deleted", []error{terminating}, 1, false, record.DropRefused, 0},
+		{"invalid", []error{apierrors.NewInvalid(schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}, "e", nil)}, 1, false, record.DropRefused, 0},
+		{"unavailable for good", slices.Repeat([]error{apierrors.NewServiceUnavailable("down")}, 100), 8, false, record.DropGaveUp, 500*time.Millisecond*(1+2+4+8+16+32) + 16*time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -399,9 +401,9 @@ func TestRecorderTriesAgainOnlyWhatARetryCanMend(t *testing.T) {
 						t.Errorf("the last try came %s after the record, want %s", took, tc.took)
 					}
 				}
-				want := map[string]int64{eventCreated: 1}
+				want := map[string]int64{record.Created: 1}
 				if tc.dropped != "" {
-					want = map[string]int64{eventDropped + "/" + tc.dropped: 1}
+					want = map[string]int64{record.Dropped + "/" + tc.dropped: 1}
 				}
 				wantOutcomes(t, tel, want)
 				if drops := recordsWithBody(tel, "dropped an Event"); (len(drops) == 1) != (tc.dropped != "") {
@@ -432,11 +434,11 @@ func TestRecorderWritesNothingAfterTheProofsDeadline(t *testing.T) {
 		// No proof, or one already past.
 		r.Record(context.Background(), createdEvent("no proof"))
 		past := time.Now().Add(-time.Millisecond)
-		r.Record(withProof(context.Background(), func() time.Time { return past }), createdEvent("past"))
+		r.Record(control.WithProof(context.Background(), func() time.Time { return past }), createdEvent("past"))
 
 		// Waited past its deadline in the backlog: never sent.
 		soon := time.Now().Add(time.Second)
-		r.Record(withProof(context.Background(), func() time.Time { return soon }), createdEvent("waited"))
+		r.Record(control.WithProof(context.Background(), func() time.Time { return soon }), createdEvent("waited"))
 		time.Sleep(2 * time.Second)
 		stop := serveRecorder(t, r)
 		synctest.Wait()
@@ -447,7 +449,7 @@ func TestRecorderWritesNothingAfterTheProofsDeadline(t *testing.T) {
 		// Tried until the deadline, 2s after the record, and no more.
 		start := time.Now()
 		until := start.Add(2 * time.Second)
-		r.Record(withProof(context.Background(), func() time.Time { return until }), createdEvent("cut off"))
+		r.Record(control.WithProof(context.Background(), func() time.Time { return until }), createdEvent("cut off"))
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if len(tries) != 3 || tries[len(tries)-1].Sub(start) != 1500*time.Millisecond {
@@ -457,7 +459,7 @@ func TestRecorderWritesNothingAfterTheProofsDeadline(t *testing.T) {
 		// A proof renewed meanwhile: tried for the minute.
 		tries = nil
 		start = time.Now()
-		renewed := withProof(context.Background(), func() time.Time { return time.Now().Add(10 * time.Second) })
+		renewed := control.WithProof(context.Background(), func() time.Time { return time.Now().Add(10 * time.Second) })
 		r.Record(renewed, createdEvent("renewed"))
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
@@ -465,7 +467,7 @@ func TestRecorderWritesNothingAfterTheProofsDeadline(t *testing.T) {
 			t.Errorf("tries under a renewed proof at %v, want 8, for a minute", offsets(start, tries))
 		}
 		stopped(t, stop)
-		want := map[string]int64{eventDropped + "/" + dropNotLeading: 4, eventDropped + "/" + dropGaveUp: 1}
+		want := map[string]int64{record.Dropped + "/" + record.DropNotLeading: 4, record.Dropped + "/" + record.DropGaveUp: 1}
 		wantOutcomes(t, tel, want)
 	})
 }
@@ -485,19 +487,19 @@ func TestRecorderCutsAWriteOffAtTheProofsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tel, kc, r, _ := recording(t)
 		hung := &hangingEvents{EventsV1Interface: kc.EventsV1()}
-		r.events = hung
+		r.engine.Events = hung
 		stop := serveRecorder(t, r)
 		start := time.Now()
 		until := start.Add(3 * time.Second)
-		r.Record(withProof(context.Background(), func() time.Time { return until }), createdEvent("hangs"))
+		r.Record(control.WithProof(context.Background(), func() time.Time { return until }), createdEvent("hangs"))
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		stopped(t, stop)
 		if len(hung.ended) != 1 || hung.ended[0].Sub(start) != 3*time.Second {
 			t.Errorf("creates ended %v after the record, want one, at the proof's deadline, 3s", offsets(start, hung.ended))
 		}
-		if got := eventOutcomes(t, tel); got[eventDropped+"/"+dropNotLeading] != 1 {
-			t.Errorf("humus.kube.controller.events = %v, want one dropped, %s", got, dropNotLeading)
+		if got := eventOutcomes(t, tel); got[record.Dropped+"/"+record.DropNotLeading] != 1 {
+			t.Errorf("humus.kube.controller.events = %v, want one dropped, %s", got, record.DropNotLeading)
 		}
 	})
 }
@@ -540,8 +542,8 @@ func TestRecorderShutdownWritesWhatWaits(t *testing.T) {
 			t.Errorf("%d Events stored by Shutdown, want 3", len(got))
 		}
 		r.Record(ctx, createdEvent("after"))
-		if got := eventOutcomes(t, tel); got[eventDropped+"/"+dropShutdown] != 1 {
-			t.Errorf("humus.kube.controller.events = %v, want one dropped, %s", got, dropShutdown)
+		if got := eventOutcomes(t, tel); got[record.Dropped+"/"+record.DropShutdown] != 1 {
+			t.Errorf("humus.kube.controller.events = %v, want one dropped, %s", got, record.DropShutdown)
 		}
 
 		// An API server that doesn't answer: Shutdown's context ends.
@@ -557,8 +559,8 @@ func TestRecorderShutdownWritesWhatWaits(t *testing.T) {
 		if err == nil || !errors.Is(err, context.DeadlineExceeded) || err.Error() != "kube: the Events recorder dropped 1 Events it hadn't written when the shutdown ended: context deadline exceeded" {
 			t.Errorf("Shutdown = %v, want the count dropped, wrapping the context's error", err)
 		}
-		if got := eventOutcomes(t, tel); got[eventDropped+"/"+dropShutdown] != 2 {
-			t.Errorf("humus.kube.controller.events = %v, want two dropped, %s", got, dropShutdown)
+		if got := eventOutcomes(t, tel); got[record.Dropped+"/"+record.DropShutdown] != 2 {
+			t.Errorf("humus.kube.controller.events = %v, want two dropped, %s", got, record.DropShutdown)
 		}
 	})
 }
@@ -603,14 +605,14 @@ func TestRecorderChecksEachEvent(t *testing.T) {
 		`kube: Event.Regarding has no Name`,
 		`kube: Event.Related has no Kind (an object from a clientset carries none: write its ObjectReference)`,
 	}, "\n")
-	if got := recordAttrs(drops[0]); got["error"] != want || got["because"] != dropInvalid {
+	if got := recordAttrs(drops[0]); got["error"] != want || got["because"] != record.DropInvalid {
 		t.Errorf("the drop record's error = %q, want\n%s", got["error"], want)
 	}
 
-	long := strings.Repeat("a", maxNote-1) + "é" // 1025 bytes, the last rune across the limit
+	long := strings.Repeat("a", record.MaxNote-1) + "é" // 1025 bytes, the last rune across the limit
 	r.Record(ctx, createdEvent(long))
-	if len(r.backlog) != 1 || r.backlog[0].event.Note != long[:maxNote-1] {
-		t.Errorf("the Note waiting is %d bytes, want %d: cut before the rune that crosses the limit", len(r.backlog[0].event.Note), maxNote-1)
+	if len(r.engine.Backlog) != 1 || r.engine.Backlog[0].Event.Note != long[:record.MaxNote-1] {
+		t.Errorf("the Note waiting is %d bytes, want %d: cut before the rune that crosses the limit", len(r.engine.Backlog[0].Event.Note), record.MaxNote-1)
 	}
 }
 
@@ -645,7 +647,7 @@ func TestEventNamesAreDNSSubdomains(t *testing.T) {
 		{":", "event.17979cfe362a007b"},
 		{strings.Repeat("a", 253), strings.Repeat("a", 253-17) + ".17979cfe362a007b"},
 	} {
-		got := eventName(tc.object, at.UnixNano())
+		got := record.EventName(tc.object, at.UnixNano())
 		if got != tc.want || len(validation.IsDNS1123Subdomain(got)) > 0 {
 			t.Errorf("eventName(%q) = %q, want %q, a DNS-1123 subdomain", tc.object, got, tc.want)
 		}
@@ -682,7 +684,7 @@ func TestRecorderDropsRecordsAtASlowingRate(t *testing.T) {
 			synctest.Wait()
 		}
 		stopped(t, stop)
-		wantOutcomes(t, tel, map[string]int64{eventDropped + "/" + dropRefused: n})
+		wantOutcomes(t, tel, map[string]int64{record.Dropped + "/" + record.DropRefused: n})
 		drops := recordsWithBody(tel, "dropped an Event")
 		var counted int
 		for _, d := range drops {
@@ -717,11 +719,11 @@ func TestRecorderKeepsAtMost4096Series(t *testing.T) {
 			}
 		}
 		stopped(t, stop)
-		r.mu.Lock()
-		n := len(r.series)
-		r.mu.Unlock()
-		if n != maxSeries {
-			t.Errorf("series kept = %d, want %d", n, maxSeries)
+		r.engine.Mu.Lock()
+		n := len(r.engine.Series)
+		r.engine.Mu.Unlock()
+		if n != record.MaxSeries {
+			t.Errorf("series kept = %d, want %d", n, record.MaxSeries)
 		}
 	})
 }

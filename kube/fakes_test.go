@@ -27,6 +27,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/internal/cache"
+	"github.com/z5labs/humus/kube/internal/control"
 )
 
 // The unit tests' one fixture to run a controller on client-go's fakes,
@@ -104,7 +105,7 @@ func (f *fakeCluster) apply(a k8stesting.Action) (bool, runtime.Object, error) {
 	}
 	opts := a.(k8stesting.PatchActionImpl).GetPatchOptions()
 	f.mu.Lock()
-	f.applies = append(f.applies, applied{gvr: gvr, key: key(u), subresource: pa.GetSubresource(), fieldOwner: opts.FieldManager, body: body})
+	f.applies = append(f.applies, applied{gvr: gvr, key: control.Key(u), subresource: pa.GetSubresource(), fieldOwner: opts.FieldManager, body: body})
 	u.SetResourceVersion(f.nextRV())
 	lag := f.statusLag
 	f.mu.Unlock()
@@ -199,7 +200,7 @@ func holder(l *coordinationv1.Lease) string {
 
 // use replaces c's clients with the fakes: the package's seam for them.
 func (f *fakeCluster) use(c *Controller) *Controller {
-	c.clients = clients{Clients: cache.Clients{Dynamic: f.dyn, Metadata: f.meta}, leases: f.kube.CoordinationV1()}.orNoop()
+	c.engine.API = control.API{Clients: cache.Clients{Dynamic: f.dyn, Metadata: f.meta}, Leases: f.kube.CoordinationV1()}.OrNoop()
 	return c
 }
 
@@ -260,15 +261,15 @@ func testClient(t testing.TB, s *humus.Setup) *Client {
 }
 
 // testWork is the work of a term of leading, on q.
-func testWork(q queue) *work {
-	return &work{q: q, later: newLater(q), stop: make(chan struct{})}
+func testWork(q control.Queue) *control.Work {
+	return &control.Work{Q: q, Later: control.NewLater(q), Stop: make(chan struct{})}
 }
 
 // proven is ctx with a proof of the Lease that holds for two hours: for
 // writes made outside a term of leading.
 func proven(ctx context.Context) context.Context {
 	until := time.Now().Add(2 * time.Hour)
-	return withProof(ctx, func() time.Time { return until })
+	return control.WithProof(ctx, func() time.Time { return until })
 }
 
 // testSettings are DefaultSettings named for a test.
@@ -318,22 +319,22 @@ func (f *fakeCluster) answerStatusAppliesAt(rv string) {
 
 // countingQueue counts the keys added to it, and keeps their priorities.
 type countingQueue struct {
-	queue
+	control.Queue
 	added      []string
-	priorities []priority
+	priorities []control.Priority
 }
 
 // newCountingQueue is a countingQueue shut down when t ends.
 func newCountingQueue(t testing.TB) *countingQueue {
-	q := &countingQueue{queue: newQueue("test", time.Minute, nil)}
+	q := &countingQueue{Queue: control.NewQueue("test", time.Minute, nil)}
 	t.Cleanup(q.ShutDown)
 	return q
 }
 
-func (q *countingQueue) Add(key string, p priority, changed time.Time) {
+func (q *countingQueue) Add(key string, p control.Priority, changed time.Time) {
 	q.added = append(q.added, key)
 	q.priorities = append(q.priorities, p)
-	q.queue.Add(key, p, changed)
+	q.Queue.Add(key, p, changed)
 }
 
 // object returns an unstructured object of the test's resource.
@@ -433,7 +434,7 @@ func servedIn(t testing.TB, ctx context.Context, ctrl *Controller) (stop func() 
 // served's.
 func awaitServe(ctrl *Controller, stop func() error, d time.Duration) (returned bool, err error) {
 	select {
-	case <-ctrl.done:
+	case <-ctrl.engine.Done:
 		return true, stop()
 	case <-time.After(d):
 		return false, nil

@@ -22,6 +22,7 @@ import (
 
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/internal/control"
 )
 
 // The fault suite's scenarios about what the API server serves and lets the
@@ -188,7 +189,7 @@ func deleteTheSharedCRD(t *testing.T, w *workload) (deleted, gone time.Time) {
 // the resource, and that Synced is unhealthy.
 func checkServeEndedNamingTheResource(t *testing.T, a *apiReplica, deleted, gone time.Time) {
 	t.Helper()
-	bound := unservedGrace + 30*time.Second
+	bound := control.UnservedGrace + 30*time.Second
 	ok, err := a.served(bound - time.Since(gone))
 	if !ok {
 		t.Fatalf("replica-a's Serve still running %s after its CRD was gone; Synced = %v", bound, a.ctrl.Synced().Healthy(t.Context()))
@@ -474,7 +475,7 @@ func (r *apiReplica) served(d time.Duration) (bool, error) {
 // running reports whether Serve still runs.
 func (r *apiReplica) running() bool {
 	select {
-	case <-r.ctrl.done:
+	case <-r.ctrl.engine.Done:
 		return false
 	default:
 		return true
@@ -512,7 +513,7 @@ func apiGrantsWithout(t *testing.T, grants []clustertest.Grant, resource, verb s
 func apiFailedReconciles(tel *humustest.Telemetry, name string) []string {
 	var out []string
 	for _, r := range recordsWithBody(tel, "reconcile failed") {
-		if attrs := recordAttrs(r); attrs[attrObjectName] == name {
+		if attrs := recordAttrs(r); attrs[control.AttrObjectName] == name {
 			out = append(out, attrs["error"])
 		}
 	}

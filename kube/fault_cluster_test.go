@@ -320,7 +320,7 @@ func TestClusterFaultALeaderCutOffStopsWritingBeforeAnotherTakesOver(t *testing.
 			}
 			aServed := make(chan returned, 1)
 			go func() {
-				<-a.ctrl.done
+				<-a.ctrl.engine.Done
 				at := time.Since(held)
 				aServed <- returned{err: a.stop(), at: at}
 			}()
@@ -370,7 +370,7 @@ func longLease(s Settings) Settings {
 func stillServing(t *testing.T, r *faultReplica) {
 	t.Helper()
 	select {
-	case <-r.ctrl.done:
+	case <-r.ctrl.engine.Done:
 		t.Fatalf("%s's Serve returned %v, want it still serving", r.name, r.stop())
 	default:
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/z5labs/humus/kube/internal/cache"
+	"github.com/z5labs/humus/kube/internal/control"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,7 +47,7 @@ func FuzzDecode(f *testing.F) {
 		check := func(into string, err error, name, namespace, kind string) {
 			t.Helper()
 			if err != nil {
-				if prefix := "kube: decoding " + describe(o) + ": "; !strings.HasPrefix(err.Error(), prefix) {
+				if prefix := "kube: decoding " + control.Describe(o) + ": "; !strings.HasPrefix(err.Error(), prefix) {
 					t.Errorf("decoding into %s: error %q doesn't start with %q", into, err, prefix)
 				}
 				return
@@ -66,11 +67,11 @@ func FuzzDecode(f *testing.F) {
 		}
 
 		var obj Object[cacheSpec, cacheStatus]
-		err = decode(o, &obj)
+		err = control.Decode(o, &obj)
 		check("an Object", err, obj.Name, obj.Namespace, obj.Kind)
 
 		var ns corev1.Namespace
-		err = decode(o, &ns)
+		err = control.Decode(o, &ns)
 		check("a Namespace", err, ns.Name, ns.Namespace, ns.Kind)
 	})
 }
@@ -121,13 +122,13 @@ func FuzzOwnerKey(f *testing.F) {
 			hasSlash && group == "cache.example.com" && !strings.Contains(version, "/")
 
 		for _, scope := range []Scope{Namespaced, Cluster} {
-			c := &Controller{kind: "Memcached", group: "cache.example.com", scope: scope}
+			c := &control.Controller{Kind: "Memcached", Group: "cache.example.com", Scope: control.Scope(scope)}
 			wantKey := namespace + "/" + name
 			if scope == Cluster {
 				wantKey = name
 			}
 			for _, o := range []any{obj, toolscache.DeletedFinalStateUnknown{Key: "k", Obj: obj}} {
-				key, ok := c.ownerKey(o)
+				key, ok := c.OwnerKey(o)
 				if ok != wantOK {
 					t.Fatalf("%s ownerKey(%T with owners %+v) ok = %v, want %v", scope, o, refs, ok, wantOK)
 				}
@@ -155,9 +156,9 @@ func FuzzResourceVersion(f *testing.F) {
 	f.Add("k", "18446744073709551615", "18446744073709551616")
 	f.Fuzz(func(t *testing.T, key, rv1, rv2 string) {
 		for _, rv := range []string{rv1, rv2} {
-			var w writtenVersions
-			w.wrote(key, rv, nil)
-			if w.isAhead(key, rv) {
+			var w control.WrittenVersions
+			w.Wrote(key, rv, nil)
+			if isAhead(&w, key, rv) {
 				t.Errorf("after wrote(%q, %q), ahead(%q, %q) = true, want false", key, rv, key, rv)
 			}
 		}
@@ -171,14 +172,14 @@ func FuzzResourceVersion(f *testing.F) {
 		if a.Cmp(b) > 0 {
 			lo, hi = rv2, rv1
 		}
-		var w writtenVersions
-		w.wrote(key, hi, nil)
-		if !w.isAhead(key, lo) {
+		var w control.WrittenVersions
+		w.Wrote(key, hi, nil)
+		if !isAhead(&w, key, lo) {
 			t.Errorf("after wrote(%q, %q), ahead(%q, %q) = false, want true", key, hi, key, lo)
 		}
-		var w2 writtenVersions
-		w2.wrote(key, lo, nil)
-		if w2.isAhead(key, hi) {
+		var w2 control.WrittenVersions
+		w2.Wrote(key, lo, nil)
+		if isAhead(&w2, key, hi) {
 			t.Errorf("after wrote(%q, %q), ahead(%q, %q) = true, want false", key, lo, key, hi)
 		}
 	})
@@ -195,7 +196,7 @@ func decimalRV(s string) (*big.Int, bool) {
 }
 
 // isAhead is aheadFor's verdict alone.
-func (w *writtenVersions) isAhead(key, cached string) bool {
-	_, ahead := w.aheadFor(key, cached)
+func isAhead(w *control.WrittenVersions, key, cached string) bool {
+	_, ahead := w.AheadFor(key, cached)
 	return ahead
 }

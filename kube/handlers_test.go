@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/control"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -29,8 +30,8 @@ func TestAnOwnedObjectsUpdateQueuesItsOwnerOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := newCountingQueue(t)
 			sh := testWork(q)
-			c := &Controller{kind: "Memcached", group: "cache.example.com"}
-			c.ownerKeys(sh, schema.GroupResource{Group: "apps", Resource: "deployments"}).OnUpdate(owned(tc.old), owned(tc.now))
+			c := &control.Controller{Kind: "Memcached", Group: "cache.example.com"}
+			c.OwnerKeys(sh, schema.GroupResource{Group: "apps", Resource: "deployments"}).OnUpdate(owned(tc.old), owned(tc.now))
 			if !slices.Equal(q.added, tc.want) {
 				t.Errorf("keys added = %v, want %v", q.added, tc.want)
 			}
@@ -59,49 +60,49 @@ func TestAnEventsPriority(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		event func(h handler)
-		want  priority
+		want  control.Priority
 	}{
-		{"the initial list", func(h handler) { h.OnAdd(base(), true) }, low},
-		{"a create", func(h handler) { h.OnAdd(base(), false) }, normal},
-		{"a resync", func(h handler) { u := base(); h.OnUpdate(u, u) }, low},
+		{"the initial list", func(h handler) { h.OnAdd(base(), true) }, control.Low},
+		{"a create", func(h handler) { h.OnAdd(base(), false) }, control.Normal},
+		{"a resync", func(h handler) { u := base(); h.OnUpdate(u, u) }, control.Low},
 		{"a relist that found it unchanged", func(h handler) { h.OnUpdate(base(), base()) }, none},
 		{"a status written by another", func(h handler) {
 			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.Object["status"] = map[string]any{"readyReplicas": 1} }))
-		}, low},
+		}, control.Low},
 		{"the controller's finalizer added by another replica", func(h handler) {
 			h.OnUpdate(changed(func(u *unstructured.Unstructured) { u.SetFinalizers(nil) }), base())
-		}, low},
+		}, control.Low},
 		{"the spec", func(h handler) {
 			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.SetGeneration(2) }))
-		}, normal},
+		}, control.Normal},
 		{"a label", func(h handler) {
 			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"a": "b"}) }))
-		}, normal},
+		}, control.Normal},
 		{"an annotation", func(h handler) {
 			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{"a": "b"}) }))
-		}, normal},
+		}, control.Normal},
 		{"a deletion begun", func(h handler) {
 			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.SetDeletionTimestamp(&metav1.Time{Time: time.Now()}) }))
-		}, normal},
+		}, control.Normal},
 		{"an owner reference", func(h handler) {
 			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) {
 				u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "u"}})
 			}))
-		}, normal},
+		}, control.Normal},
 		{"another's finalizer", func(h handler) {
 			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"cache.example.com/finalizer", "other"}) }))
-		}, normal},
+		}, control.Normal},
 		{"anything, of a kind without generation", func(h handler) {
 			h.OnUpdate(changed(func(u *unstructured.Unstructured) { u.SetGeneration(0); u.SetResourceVersion("5") }),
 				changed(func(u *unstructured.Unstructured) { u.SetGeneration(0); u.Object["data"] = "x" }))
-		}, normal},
-		{"a deletion", func(h handler) { h.OnDelete(base()) }, normal},
+		}, control.Normal},
+		{"a deletion", func(h handler) { h.OnDelete(base()) }, control.Normal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &countingQueue{queue: newQueue("test", time.Minute, nil)}
+			q := &countingQueue{Queue: control.NewQueue("test", time.Minute, nil)}
 			defer q.ShutDown()
-			c := &Controller{finalizer: "cache.example.com/finalizer"}
-			tc.event(c.objectKeys(testWork(q)))
+			c := &control.Controller{Finalizer: "cache.example.com/finalizer"}
+			tc.event(c.ObjectKeys(testWork(q)))
 			if want := queuedAt(tc.want); !slices.Equal(q.priorities, want) {
 				t.Errorf("queued at %v, want at %v", q.priorities, want)
 			}
@@ -110,14 +111,14 @@ func TestAnEventsPriority(t *testing.T) {
 }
 
 // none is the priority of an event that queues nothing.
-const none priority = 255
+const none control.Priority = 255
 
 // queuedAt is what a countingQueue holds once an event queued at p.
-func queuedAt(p priority) []priority {
+func queuedAt(p control.Priority) []control.Priority {
 	if p == none {
 		return nil
 	}
-	return []priority{p}
+	return []control.Priority{p}
 }
 
 type handler = interface {
@@ -134,19 +135,19 @@ func TestAnOwnedObjectsEventsPriority(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		event func(h handler)
-		want  priority
+		want  control.Priority
 	}{
-		{"the initial list", func(h handler) { h.OnAdd(owned("5"), true) }, low},
-		{"a create", func(h handler) { h.OnAdd(owned("5"), false) }, normal},
+		{"the initial list", func(h handler) { h.OnAdd(owned("5"), true) }, control.Low},
+		{"a create", func(h handler) { h.OnAdd(owned("5"), false) }, control.Normal},
 		{"a relist that found it unchanged", func(h handler) { h.OnUpdate(owned("5"), owned("5")) }, none},
-		{"a change", func(h handler) { h.OnUpdate(owned("5"), owned("6")) }, normal},
-		{"a deletion", func(h handler) { h.OnDelete(owned("5")) }, normal},
+		{"a change", func(h handler) { h.OnUpdate(owned("5"), owned("6")) }, control.Normal},
+		{"a deletion", func(h handler) { h.OnDelete(owned("5")) }, control.Normal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &countingQueue{queue: newQueue("test", time.Minute, nil)}
+			q := &countingQueue{Queue: control.NewQueue("test", time.Minute, nil)}
 			defer q.ShutDown()
-			c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
-			tc.event(c.ownerKeys(testWork(q), deploymentsGR))
+			c := &control.Controller{Kind: "Memcached", Group: "cache.example.com", OwnWrites: control.NewOwnedWrites([]schema.GroupVersionResource{deployments})}
+			tc.event(c.OwnerKeys(testWork(q), deploymentsGR))
 			want, keys := queuedAt(tc.want), []string{"default/m"}
 			if want == nil {
 				keys = nil

@@ -46,9 +46,10 @@ const (
 	procTokenEnv     = "HUMUS_KUBE_REPLICA_TOKEN"
 	procNamespaceEnv = "HUMUS_KUBE_REPLICA_NAMESPACE"
 	procIdentityEnv  = "HUMUS_KUBE_REPLICA_IDENTITY"
-	procLeaseEnv     = "HUMUS_KUBE_REPLICA_LEASE"  // LeaseDuration,RenewDeadline,RetryPeriod
-	procDelayEnv     = "HUMUS_KUBE_REPLICA_DELAY"  // a sleep before each reconcile
-	procShardsEnv    = "HUMUS_KUBE_REPLICA_SHARDS" // Settings.Shards, and each reconcile and the caches reported
+	procLeaseEnv     = "HUMUS_KUBE_REPLICA_LEASE"       // LeaseDuration,RenewDeadline,RetryPeriod
+	procDelayEnv     = "HUMUS_KUBE_REPLICA_DELAY"       // a sleep before each reconcile
+	procShardsEnv    = "HUMUS_KUBE_REPLICA_SHARDS"      // Settings.Shards, and each reconcile and the caches reported
+	procStatusEnv    = "HUMUS_KUBE_REPLICA_STATUS_ONLY" // "1": the Reconciler writes no Deployment, only the status
 )
 
 // What the child writes on its stdout.
@@ -160,8 +161,15 @@ func (cfg *replicaConfig) services(ctx context.Context, setup *humus.Setup) ([]h
 	}
 	dep := &deployer{kube: kubernetes.NewForConfigOrDie(client.Config())}
 	var rec Reconciler[cacheSpec, cacheStatus] = dep
+	if os.Getenv(procStatusEnv) == "1" {
+		rec = ReconcilerFunc[cacheSpec, cacheStatus](func(_ context.Context, m Object[cacheSpec, cacheStatus]) (Result[cacheStatus], error) {
+			st := m.Status
+			st.ReadyReplicas = m.Spec.Size
+			return Result[cacheStatus]{Status: &st}, nil
+		})
+	}
 	if cfg.delay > 0 {
-		rec = delayed(dep, cfg.delay)
+		rec = delayed(rec, cfg.delay)
 	}
 	if cfg.s.Shards > 1 {
 		rec = reportReconciles(rec)
@@ -242,7 +250,11 @@ type procLauncher struct {
 	caFile string
 	le     LeaderElection // its durations
 	delay  time.Duration
-	shards int // Settings.Shards, when above 1
+	shards int    // Settings.Shards, when above 1
+	server string // the API server's address for the next start, "" for the cluster's
+	// statusOnly has each reconcile write only the controller's own two
+	// writes, the finalizer and the status: no Deployment.
+	statusOnly bool
 }
 
 func newProcLauncher(w *workload, le LeaderElection, delay time.Duration) *procLauncher {
@@ -266,10 +278,14 @@ func (l *procLauncher) start(name string) *replicaProc {
 		grants = append(grants, shardRBAC(l.w.ns))
 	}
 	token := l.w.c.ServiceAccount(t, l.w.ns, name, grants...)
+	server := l.w.c.Server()
+	if l.server != "" {
+		server = l.server
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^"+procHelperTest+"$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(),
 		procEnv+"=1",
-		procServerEnv+"="+l.w.c.Server(),
+		procServerEnv+"="+server,
 		procCAEnv+"="+l.caFile,
 		procTokenEnv+"="+token,
 		procNamespaceEnv+"="+l.w.ns,
@@ -284,6 +300,9 @@ func (l *procLauncher) start(name string) *replicaProc {
 	}
 	if l.shards > 1 {
 		cmd.Env = append(cmd.Env, procShardsEnv+"="+strconv.Itoa(l.shards))
+	}
+	if l.statusOnly {
+		cmd.Env = append(cmd.Env, procStatusEnv+"=1")
 	}
 	out := &procutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out

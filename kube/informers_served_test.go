@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/z5labs/humus/kube/internal/control"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -127,8 +128,8 @@ func TestATransientErrorOutlastingStartRetryEndsServe(t *testing.T) {
 				took := time.Since(start)
 				// The last retry is the last whose backoff ends within
 				// startRetry: no sooner than a maximal backoff before it.
-				if took <= startRetry-retryMax || took > startRetry {
-					t.Errorf("Serve returned after %v, want after about startRetry (%v), retrying the error meanwhile", took, startRetry)
+				if took <= control.StartRetry-control.RetryMax || took > control.StartRetry {
+					t.Errorf("Serve returned after %v, want after about startRetry (%v), retrying the error meanwhile", took, control.StartRetry)
 				}
 				if err == nil || !errors.Is(err, tc.err) || !strings.HasPrefix(err.Error(), listingCaches) {
 					t.Errorf("Serve = %v, want %q followed by the error, and wrapping it", err, listingCaches)
@@ -303,8 +304,8 @@ func TestServeEndsWhenTheResourceStopsBeingServed(t *testing.T) {
 
 		start := time.Now()
 		o.begin()
-		if returned, err := awaitServe(ctrl, stop, unservedGrace-time.Second); returned {
-			t.Fatalf("Serve = %v after %v, want it to wait out unservedGrace (%v)", err, time.Since(start), unservedGrace)
+		if returned, err := awaitServe(ctrl, stop, control.UnservedGrace-time.Second); returned {
+			t.Fatalf("Serve = %v after %v, want it to wait out unservedGrace (%v)", err, time.Since(start), control.UnservedGrace)
 		}
 		returned, err := awaitServe(ctrl, stop, 5*time.Second)
 		if !returned {
@@ -359,10 +360,10 @@ func TestServeEndsWhenItsRightsAreTakenAwayWhileItsWatchIsOpen(t *testing.T) {
 		forbidden = true
 		mu.Unlock()
 		taken := time.Now()
-		returned, err := awaitServe(ctrl, stop, rightsProbe+unservedGrace+2*time.Second)
+		returned, err := awaitServe(ctrl, stop, control.RightsProbe+control.UnservedGrace+2*time.Second)
 		if !returned {
 			t.Fatalf("Serve didn't return within rightsProbe+unservedGrace+2s (%s) of its rights taken away; Serve, cancelled = %v",
-				rightsProbe+unservedGrace+2*time.Second, stop())
+				control.RightsProbe+control.UnservedGrace+2*time.Second, stop())
 		}
 		if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), listingCaches) {
 			t.Errorf("Serve = %v after %s, want %q followed by the Forbidden", err, time.Since(taken), listingCaches)
@@ -414,7 +415,7 @@ func TestTheRightsProbe(t *testing.T) {
 				settings.Namespace = tc.namespace
 				var calls counter
 				stop := served(t, newTestController(t, f, settings, readyReplicas(&calls), Owns(deployments)))
-				time.Sleep(2*rightsProbe + time.Second)
+				time.Sleep(2*control.RightsProbe + time.Second)
 				synctest.Wait()
 				if err := stop(); err != nil {
 					t.Fatal(err)
@@ -483,7 +484,7 @@ func TestServeEndsWhenTheResourceMayBeListedButNotWatched(t *testing.T) {
 		var calls counter
 		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
 		stop := served(t, ctrl)
-		returned, err := awaitServe(ctrl, stop, unservedGrace+5*time.Second)
+		returned, err := awaitServe(ctrl, stop, control.UnservedGrace+5*time.Second)
 		if !returned {
 			t.Fatalf("Serve didn't return within unservedGrace+5s of every watch being forbidden; Serve, cancelled = %v", stop())
 		}

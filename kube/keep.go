@@ -11,7 +11,9 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
+	"github.com/z5labs/humus/kube/internal/control"
 	"github.com/z5labs/humus/kube/internal/merge"
+	"github.com/z5labs/humus/kube/internal/review"
 )
 
 // converter converts the objects of one version to and from the hub's
@@ -188,23 +190,13 @@ type conversion[S1, St1, S2, St2 any] struct {
 	f    func(Object[S1, St1]) (Object[S2, St2], error)
 }
 
-// conversionPanic is a conversion function's panic, recovered.
-type conversionPanic struct {
-	name string
-	pv   panicValue
-}
-
-func (p *conversionPanic) Error() string {
-	return fmt.Sprintf("%s panicked: %v", p.name, p.pv.value)
-}
-
 // call runs c on in, recovering a panic as a *conversionPanic, and refuses
 // an object whose name, namespace, UID or kind isn't in's, as the API
 // server does.
 func (c conversion[S1, St1, S2, St2]) call(in Object[S1, St1]) (out Object[S2, St2], err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &conversionPanic{name: c.name, pv: panicValue{value: r, stack: debug.Stack()}}
+			err = &review.Panic{Name: c.name, PV: control.PanicValue{Value: r, Stack: debug.Stack()}}
 		}
 	}()
 	out, err = c.f(in)

@@ -103,7 +103,7 @@ func TestClusterFaultTheLeaseDeletedUnderTwoReplicasKeepsOneWriterAtATime(t *tes
 		deleted := time.Now()
 		old := replicas[holder]
 		select {
-		case <-old.ctrl.done:
+		case <-old.ctrl.engine.Done:
 			stopped = append(stopped, time.Since(deleted))
 		case <-time.After(le.RetryPeriod + le.RenewDeadline):
 			t.Fatalf("phase %d: %s's Serve still runs %s after its Lease was deleted", phase, holder, le.RetryPeriod+le.RenewDeadline)

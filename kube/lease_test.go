@@ -21,6 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/z5labs/humus/kube/internal/control"
 	"github.com/z5labs/humus/kube/internal/elector/electortest"
 )
 
@@ -95,8 +96,8 @@ func (h *hungLeases) lastRenewal() time.Time {
 
 // hangLeases makes ctrl's Lease requests go through a hungLeases.
 func hangLeases(ctrl *Controller) *hungLeases {
-	h := &hungLeases{LeasesGetter: ctrl.clients.leases}
-	ctrl.clients.leases = h
+	h := &hungLeases{LeasesGetter: ctrl.engine.API.Leases}
+	ctrl.engine.API.Leases = h
 	return h
 }
 
@@ -156,7 +157,7 @@ func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 		ctrl := newTestController(t, f, s, rec)
 		leases := hangLeases(ctrl)
 		var aborts atomic.Int32
-		ctrl.clients.abort = func() { aborts.Add(1) }
+		ctrl.engine.API.Abort = func() { aborts.Add(1) }
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		errc := make(chan error, 1)
@@ -192,8 +193,8 @@ func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 		case <-time.After(time.Until(expiry)):
 			t.Fatalf("Serve didn't return before the Lease could expire, %s after the last renewal", s.LeaderElection.LeaseDuration)
 		}
-		if returned, bound := time.Now(), renewed.Add(lostDeadline(s.LeaderElection)); returned.After(bound) {
-			t.Errorf("Serve returned %s after the last renewal, want by %s", returned.Sub(renewed), lostDeadline(s.LeaderElection))
+		if returned, bound := time.Now(), renewed.Add(control.LostDeadline(control.LeaderElection(s.LeaderElection))); returned.After(bound) {
+			t.Errorf("Serve returned %s after the last renewal, want by %s", returned.Sub(renewed), control.LostDeadline(control.LeaderElection(s.LeaderElection)))
 		}
 		time.Sleep(2 * time.Minute) // the stuck Reconciler returns, with a status
 		synctest.Wait()
@@ -315,7 +316,7 @@ func TestShutdownReturnsByItsDeadlineWhileTheReleaseHangs(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		start := time.Now()
-		ctrl.beginShutdown()
+		ctrl.engine.BeginShutdown()
 		err := ctrl.Shutdown(ctx)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Shutdown = %v, want an error wrapping context.DeadlineExceeded", err)
@@ -407,7 +408,7 @@ func TestALeaseForbiddenForAFewSecondsIsWaitedOut(t *testing.T) {
 				forbid := func() {
 					mu.Lock()
 					defer mu.Unlock()
-					until = time.Now().Add(unservedGrace - 4*time.Second)
+					until = time.Now().Add(control.UnservedGrace - 4*time.Second)
 				}
 				f.kube.PrependReactor(verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 					mu.Lock()
@@ -429,7 +430,7 @@ func TestALeaseForbiddenForAFewSecondsIsWaitedOut(t *testing.T) {
 					forbid()
 				}
 				if returned, err := awaitServe(ctrl, stop, time.Minute); returned {
-					t.Fatalf("Serve = %v, want it to wait out 403s of the Lease for %s", err, unservedGrace-4*time.Second)
+					t.Fatalf("Serve = %v, want it to wait out 403s of the Lease for %s", err, control.UnservedGrace-4*time.Second)
 				}
 				lease, err := f.kube.CoordinationV1().Leases("kube-system").Get(t.Context(), "memcached-controller", metav1.GetOptions{})
 				if err != nil {
@@ -474,7 +475,7 @@ func TestServeEndsWhenAReleasedLeaseMayBeReadButNotTaken(t *testing.T) {
 		stop := served(t, ctrl)
 
 		le := testSettings().LeaderElection
-		bound := unservedGrace + le.RetryPeriod + time.Second
+		bound := control.UnservedGrace + le.RetryPeriod + time.Second
 		returned, err := awaitServe(ctrl, stop, bound)
 		if !returned {
 			t.Fatalf("Serve didn't return within unservedGrace+RetryPeriod+1s (%s) of every take refused; Serve, cancelled = %v", bound, stop())

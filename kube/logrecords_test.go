@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/control"
 )
 
 // Two controllers in one App, on one Client: a Website's and a
@@ -72,18 +73,18 @@ func checkRecordsNameTheirControllerAndResource(t *testing.T, tel *humustest.Tel
 	var shared []string
 	for _, r := range tel.Records() {
 		attrs, body := recordAttrs(r), r.Body().AsString()
-		name, ok := attrs[attrController]
+		name, ok := attrs[control.AttrController]
 		if !ok {
-			if attrs[attrResource] != "configmaps" {
+			if attrs[control.AttrResource] != "configmaps" {
 				t.Errorf("the record %q %v names no controller, and isn't the shared informer's of configmaps", body, attrs)
 			}
 			shared = append(shared, body)
 			continue
 		}
-		if want, known := resources[name]; !known || attrs[attrResource] != want {
-			t.Errorf("the record %q of %s names the resource %q, want %q", body, name, attrs[attrResource], want)
+		if want, known := resources[name]; !known || attrs[control.AttrResource] != want {
+			t.Errorf("the record %q of %s names the resource %q, want %q", body, name, attrs[control.AttrResource], want)
 		}
-		if body == "reconcile failed" && (attrs[attrNamespace] != "team-a" || attrs[attrObjectName] != "app-settings") {
+		if body == "reconcile failed" && (attrs[control.AttrNamespace] != "team-a" || attrs[control.AttrObjectName] != "app-settings") {
 			continue
 		}
 		if byController[name] == nil {
@@ -191,9 +192,9 @@ func checkFailuresRecordedAtASlowingRate(t *testing.T, tel *humustest.Telemetry,
 // settles, or that hasn't failed for an hour, starts again, recorded at
 // once.
 func TestFailureLogWaitsDoubleAndStartAgain(t *testing.T) {
-	l := newFailureLog()
+	l := control.NewFailureLog()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	fail := func(key string, at time.Duration) (int, bool) { return l.failed(key, start.Add(at)) }
+	fail := func(key string, at time.Duration) (int, bool) { return l.Failed(key, start.Add(at)) }
 	var recorded []time.Duration
 	for at := time.Duration(0); at <= 30*time.Minute; at += 100 * time.Millisecond {
 		if _, ok := fail("a", at); ok {
@@ -210,7 +211,7 @@ func TestFailureLogWaitsDoubleAndStartAgain(t *testing.T) {
 		t.Errorf("the waits between a's records = %v, want them doubling from 1s to 5m: %v", waits, want)
 	}
 
-	l.forget("a")
+	l.Forget("a")
 	if n, ok := fail("a", 30*time.Minute+time.Millisecond); !ok || n != 1 {
 		t.Errorf("a's first failure once it settled = %d, %t; want recorded at once, counting 1", n, ok)
 	}
@@ -221,7 +222,7 @@ func TestFailureLogWaitsDoubleAndStartAgain(t *testing.T) {
 	if n, ok := fail("c", 91*time.Minute); !ok || n != 1 {
 		t.Errorf("c's first failure = %d, %t; want recorded at once, counting 1", n, ok)
 	}
-	if _, kept := l.keys["b"]; kept {
+	if _, kept := l.Keys["b"]; kept {
 		t.Error("b, which hasn't failed for an hour, is still kept")
 	}
 	if n, ok := fail("a", 91*time.Minute+time.Millisecond); !ok || n != 1 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/z5labs/humus/kube/internal/control"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -134,7 +135,7 @@ func (v Versions[HubSpec, HubStatus]) rewriteAll(ctx context.Context, d dynamic.
 			case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 				m.Stored++ // written or deleted since: at Storage, or gone
 			case err != nil:
-				return m, fmt.Errorf("kube: Migrate: rewriting %s %s at %s: %w", v.Hub.Kind, key(u), v.Storage, err)
+				return m, fmt.Errorf("kube: Migrate: rewriting %s %s at %s: %w", v.Hub.Kind, control.Key(u), v.Storage, err)
 			case out.GetResourceVersion() == u.GetResourceVersion():
 				m.Stored++ // the API server skipped the write: stored at Storage
 			default:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/z5labs/humus/kube/internal/cache"
+	"github.com/z5labs/humus/kube/internal/control"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,39 +44,39 @@ func TestTheEventOfAReconcilesWriteToAnOwnedObjectQueuesNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		writes []string
-		steps  func(w *ownedWrites, h func(event, rv string))
+		steps  func(w *control.OwnedWrites, h func(event, rv string))
 		queued int
 	}{
-		{"created by the reconcile", []string{"5"}, func(_ *ownedWrites, h func(string, string)) { h("add", "5") }, 0},
-		{"changed by the reconcile", []string{"5"}, func(_ *ownedWrites, h func(string, string)) { h("update", "5") }, 0},
-		{"changed twice by the reconcile", []string{"5", "6"}, func(_ *ownedWrites, h func(string, string)) {
+		{"created by the reconcile", []string{"5"}, func(_ *control.OwnedWrites, h func(string, string)) { h("add", "5") }, 0},
+		{"changed by the reconcile", []string{"5"}, func(_ *control.OwnedWrites, h func(string, string)) { h("update", "5") }, 0},
+		{"changed twice by the reconcile", []string{"5", "6"}, func(_ *control.OwnedWrites, h func(string, string)) {
 			h("update", "5")
 			h("update", "6")
 		}, 0},
-		{"someone else's change, then the reconcile's", []string{"5"}, func(_ *ownedWrites, h func(string, string)) {
+		{"someone else's change, then the reconcile's", []string{"5"}, func(_ *control.OwnedWrites, h func(string, string)) {
 			h("update", "4")
 			h("update", "5")
 		}, 1},
-		{"the reconcile's change, then someone else's", []string{"5"}, func(_ *ownedWrites, h func(string, string)) {
+		{"the reconcile's change, then someone else's", []string{"5"}, func(_ *control.OwnedWrites, h func(string, string)) {
 			h("update", "5")
 			h("update", "6")
 		}, 1},
-		{"a write to a resource it doesn't own", nil, func(w *ownedWrites, h func(string, string)) {
-			w.recordWrite(configMaps, "default", "d", ownedAnswer{rv: "5", created: true, entry: ours})
+		{"a write to a resource it doesn't own", nil, func(w *control.OwnedWrites, h func(string, string)) {
+			w.RecordAnswer(configMaps, "default", "d", control.OwnedAnswer{RV: "5", Created: true, Entry: ours})
 			h("update", "5")
 		}, 1},
-		{"its deletion", []string{"5"}, func(_ *ownedWrites, h func(string, string)) { h("delete", "5") }, 1},
+		{"its deletion", []string{"5"}, func(_ *control.OwnedWrites, h func(string, string)) { h("delete", "5") }, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &countingQueue{queue: newQueue("test", time.Minute, nil)}
+			q := &countingQueue{Queue: control.NewQueue("test", time.Minute, nil)}
 			defer q.ShutDown()
 			sh := testWork(q)
-			c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
+			c := &control.Controller{Kind: "Memcached", Group: "cache.example.com", OwnWrites: control.NewOwnedWrites([]schema.GroupVersionResource{deployments})}
 			for _, rv := range tc.writes {
-				c.ownWrites.recordWrite(deploymentsGR, "default", "d", ownedAnswer{rv: rv, created: true, entry: ours})
+				c.OwnWrites.RecordAnswer(deploymentsGR, "default", "d", control.OwnedAnswer{RV: rv, Created: true, Entry: ours})
 			}
-			h := c.ownerKeys(sh, deploymentsGR)
-			tc.steps(c.ownWrites, func(event, rv string) {
+			h := c.OwnerKeys(sh, deploymentsGR)
+			tc.steps(c.OwnWrites, func(event, rv string) {
 				switch event {
 				case "add":
 					h.OnAdd(owned(rv), false)
@@ -113,7 +114,7 @@ func managedEntry(manager string, op metav1.ManagedFieldsOperationType, subresou
 // applyAnswered applies Deployment default/d with a reconcile's context,
 // through a Client's transport, to a test server that answers code and
 // answer, and returns the Controller whose ownWrites recorded it.
-func applyAnswered(t *testing.T, code int, answer *appsv1.Deployment) *Controller {
+func applyAnswered(t *testing.T, code int, answer *appsv1.Deployment) *control.Controller {
 	t.Helper()
 	body, err := json.Marshal(answer)
 	if err != nil {
@@ -137,8 +138,8 @@ func applyAnswered(t *testing.T, code int, answer *appsv1.Deployment) *Controlle
 		t.Fatal(err)
 	}
 	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-	c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
-	ctx := recordingWrites(t.Context(), c.ownWrites)
+	c := &control.Controller{Kind: "Memcached", Group: "cache.example.com", OwnWrites: control.NewOwnedWrites([]schema.GroupVersionResource{deployments})}
+	ctx := control.RecordingWrites(t.Context(), c.OwnWrites)
 	apply := appsv1apply.Deployment("d", "default").WithSpec(appsv1apply.DeploymentSpec().WithReplicas(1))
 	got, err := cs.AppsV1().Deployments("default").Apply(ctx, apply, metav1.ApplyOptions{FieldManager: "memcached", Force: true})
 	if err != nil {
@@ -243,9 +244,9 @@ func TestAWriteThatChangesNothingRecordsNoVersion(t *testing.T) {
 	for _, tc := range noOpCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			c := applyAnswered(t, tc.code, tc.answer)
-			q := &countingQueue{queue: newQueue("test", time.Minute, nil)}
+			q := &countingQueue{Queue: control.NewQueue("test", time.Minute, nil)}
 			defer q.ShutDown()
-			h := c.ownerKeys(testWork(q), deploymentsGR)
+			h := c.OwnerKeys(testWork(q), deploymentsGR)
 			cached := func(d *appsv1.Deployment) any {
 				md := &metav1.PartialObjectMetadata{TypeMeta: d.TypeMeta, ObjectMeta: d.ObjectMeta}
 				obj, err := cache.OwnedMetadata(md)
@@ -286,11 +287,11 @@ func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanItsBound(t *testing.T) {
 		}
 		// The object changes, with a resourceVersion behind the write's.
 		resize(t, f, "m", 5)
-		sleepUntil(start, rywBound-time.Second)
+		sleepUntil(start, control.RYWBound-time.Second)
 		if got := calls.get("m"); got != 1 {
 			t.Errorf("reconciles within rywBound of the write = %d, want 1: a cache behind the key's own write holds it back", got)
 		}
-		sleepUntil(start, rywBound+5*time.Second)
+		sleepUntil(start, control.RYWBound+5*time.Second)
 		if got := calls.get("m"); got != 2 {
 			t.Errorf("reconciles by rywBound+5s = %d, want 2: a write the cache never catches up with is forgotten after rywBound", got)
 		}
@@ -310,9 +311,9 @@ func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanRywBoundAfterTheWrite(t *t
 		f.answerStatusAppliesAt(aheadRV)
 		var calls counter
 		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls)))
-		sleepUntil(start, rywBound-time.Second)
+		sleepUntil(start, control.RYWBound-time.Second)
 		resize(t, f, "m", 5)
-		sleepUntil(start, rywBound+2*time.Second)
+		sleepUntil(start, control.RYWBound+2*time.Second)
 		if got := calls.get("m"); got != 2 {
 			t.Errorf("reconciles by rywBound+2s after the write = %d, want 2", got)
 		}
@@ -334,8 +335,8 @@ func TestTheEventsOfAReconcilesOwnWritesQueueNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := newCountingQueue(t)
 			sh := testWork(q)
-			c := &Controller{finalizer: testFinalizer, versions: writtenVersions{manager: "memcached-controller"}}
-			h := c.objectKeys(sh)
+			c := &control.Controller{Finalizer: testFinalizer, Versions: control.WrittenVersions{Manager: "memcached-controller"}}
+			h := c.ObjectKeys(sh)
 			tc.steps(c, func(u *unstructured.Unstructured) { h.OnUpdate(input, u) })
 			if got := len(q.added); got != tc.queued {
 				t.Errorf("keys queued = %d, want %d", got, tc.queued)
@@ -365,7 +366,7 @@ func versionOfM(rv string, change ...func(*unstructured.Unstructured)) *unstruct
 // reconcile read (input); queued is how many keys they queue.
 type ownWriteEvent struct {
 	name   string
-	steps  func(c *Controller, update func(*unstructured.Unstructured))
+	steps  func(c *control.Controller, update func(*unstructured.Unstructured))
 	queued int
 }
 
@@ -375,55 +376,55 @@ func ownWriteEvents(input *unstructured.Unstructured) []ownWriteEvent {
 	obj := versionOfM
 	finalized := func(u *unstructured.Unstructured) { u.SetFinalizers([]string{testFinalizer}) }
 	return []ownWriteEvent{
-		{"the status's event", func(c *Controller, update func(*unstructured.Unstructured)) {
-			c.versions.wrote("default/m", "5", input)
+		{"the status's event", func(c *control.Controller, update func(*unstructured.Unstructured)) {
+			c.Versions.Wrote("default/m", "5", input)
 			update(obj("5"))
 		}, 0},
-		{"the finalizer's and the status's events", func(c *Controller, update func(*unstructured.Unstructured)) {
-			c.versions.wrote("default/m", "4", input)
-			c.versions.wrote("default/m", "5", input)
+		{"the finalizer's and the status's events", func(c *control.Controller, update func(*unstructured.Unstructured)) {
+			c.Versions.Wrote("default/m", "4", input)
+			c.Versions.Wrote("default/m", "5", input)
 			update(obj("4", finalized))
 			update(obj("5", finalized))
 		}, 0},
-		{"reconciled from the cache, then its event", func(c *Controller, update func(*unstructured.Unstructured)) {
-			c.versions.wrote("default/m", "5", input)
-			c.versions.aheadFor("default/m", "5")
+		{"reconciled from the cache, then its event", func(c *control.Controller, update func(*unstructured.Unstructured)) {
+			c.Versions.Wrote("default/m", "5", input)
+			c.Versions.AheadFor("default/m", "5")
 			update(obj("5"))
 		}, 0},
-		{"only the last write's event, after a relist", func(c *Controller, update func(*unstructured.Unstructured)) {
-			c.versions.wrote("default/m", "4", input)
-			c.versions.wrote("default/m", "5", input)
+		{"only the last write's event, after a relist", func(c *control.Controller, update func(*unstructured.Unstructured)) {
+			c.Versions.Wrote("default/m", "4", input)
+			c.Versions.Wrote("default/m", "5", input)
 			update(obj("5", finalized))
 		}, 0},
-		{"another's version, then the write's", func(c *Controller, update func(*unstructured.Unstructured)) {
-			c.versions.wrote("default/m", "5", input)
+		{"another's version, then the write's", func(c *control.Controller, update func(*unstructured.Unstructured)) {
+			c.Versions.Wrote("default/m", "5", input)
 			update(obj("4", func(u *unstructured.Unstructured) { u.SetGeneration(2) }))
 			update(obj("5", func(u *unstructured.Unstructured) { u.SetGeneration(2) }))
 		}, 2},
-		{"a newer version's event", func(c *Controller, update func(*unstructured.Unstructured)) {
-			c.versions.wrote("default/m", "5", input)
+		{"a newer version's event", func(c *control.Controller, update func(*unstructured.Unstructured)) {
+			c.Versions.Wrote("default/m", "5", input)
 			update(obj("5"))
 			update(obj("6"))
 		}, 1},
-		{"the write's event with a new spec folded in", func(c *Controller, update func(*unstructured.Unstructured)) {
-			c.versions.wrote("default/m", "5", input)
+		{"the write's event with a new spec folded in", func(c *control.Controller, update func(*unstructured.Unstructured)) {
+			c.Versions.Wrote("default/m", "5", input)
 			update(obj("5", func(u *unstructured.Unstructured) { u.SetGeneration(2) }))
 		}, 1},
-		{"the write's event with a label folded in", func(c *Controller, update func(*unstructured.Unstructured)) {
-			c.versions.wrote("default/m", "5", input)
+		{"the write's event with a label folded in", func(c *control.Controller, update func(*unstructured.Unstructured)) {
+			c.Versions.Wrote("default/m", "5", input)
 			update(obj("5", func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"app": "n"}) }))
 		}, 1},
-		{"the write's event with another's finalizer folded in", func(c *Controller, update func(*unstructured.Unstructured)) {
-			c.versions.wrote("default/m", "5", input)
+		{"the write's event with another's finalizer folded in", func(c *control.Controller, update func(*unstructured.Unstructured)) {
+			c.Versions.Wrote("default/m", "5", input)
 			update(obj("5", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{testFinalizer, "other"}) }))
 		}, 1},
-		{"the write's event with a deletion folded in", func(c *Controller, update func(*unstructured.Unstructured)) {
-			c.versions.wrote("default/m", "5", input)
+		{"the write's event with a deletion folded in", func(c *control.Controller, update func(*unstructured.Unstructured)) {
+			c.Versions.Wrote("default/m", "5", input)
 			update(obj("5", func(u *unstructured.Unstructured) { u.SetDeletionTimestamp(new(metav1.Now())) }))
 		}, 1},
-		{"a write forgotten", func(c *Controller, update func(*unstructured.Unstructured)) {
-			c.versions.wrote("default/m", "5", input)
-			c.versions.forget("default/m")
+		{"a write forgotten", func(c *control.Controller, update func(*unstructured.Unstructured)) {
+			c.Versions.Wrote("default/m", "5", input)
+			c.Versions.Forget("default/m")
 			update(obj("5"))
 		}, 1},
 	}
@@ -461,9 +462,9 @@ func TestTheEventOfAnOwnWriteWithAnotherWritersEntryChangedQueuesTheKey(t *testi
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := newCountingQueue(t)
-			c := &Controller{finalizer: "cache.example.com/finalizer", versions: writtenVersions{manager: "memcached-controller"}}
-			c.versions.wrote("default/m", "5", input)
-			c.objectKeys(testWork(q)).OnUpdate(input, tc.event)
+			c := &control.Controller{Finalizer: "cache.example.com/finalizer", Versions: control.WrittenVersions{Manager: "memcached-controller"}}
+			c.Versions.Wrote("default/m", "5", input)
+			c.ObjectKeys(testWork(q)).OnUpdate(input, tc.event)
 			if got := len(q.added); got != tc.queued {
 				t.Errorf("keys queued = %d, want %d", got, tc.queued)
 			}

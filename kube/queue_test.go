@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/control"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -486,15 +487,15 @@ func TestAnEventThatComesBeforeItsWritesAnswerIsJudgedOnceTheReconcileEnds(t *te
 		t.Run(tc.name, func(t *testing.T) {
 			q := newCountingQueue(t)
 			sh := testWork(q)
-			c := &Controller{}
-			h := c.objectKeys(sh)
-			c.inFlight.begin("default/m")
+			c := &control.Controller{}
+			h := c.ObjectKeys(sh)
+			c.InFlight.Begin("default/m")
 			h.OnUpdate(input, tc.event)
 			if len(q.added) != 0 {
 				t.Errorf("keys queued while the reconcile runs = %v, want none", q.added)
 			}
-			c.versions.wrote("default/m", "5", input)
-			if got, _, _ := c.inFlight.end("default/m"); got != tc.again {
+			c.Versions.Wrote("default/m", "5", input)
+			if got, _, _ := c.InFlight.End("default/m"); got != tc.again {
 				t.Errorf("queued again once the reconcile ended = %v, want %v", got, tc.again)
 			}
 			h.OnUpdate(input, obj("6", 1))

@@ -7,20 +7,16 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime/debug"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/z5labs/humus/kube/internal/cache"
+	"github.com/z5labs/humus/kube/internal/control"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
-
-	"github.com/z5labs/humus/kube/internal/transport"
 )
 
 // Selector is which objects of a resource a cache keeps: the zero
@@ -78,18 +74,12 @@ func (s Selector) key(gvr schema.GroupVersionResource) cache.Key {
 // Serve keeps its cache warm, and its Synced waits for it.
 type Reader[T any] struct{ *reader }
 
-// reader is what a Reader knows, whatever its type.
+// reader is what a Reader knows, whatever its type: its cache, and the
+// Client and Go type it was declared with.
 type reader struct {
-	client     *Client
-	failed     failedOnce // the keys its index functions failed for
-	unreadable failedOnce // the keys List failed to decode, left out of it
-	entry      *cache.Entry
-	gr         schema.GroupResource
-	kind       string
-	scope      Scope
-	typ        reflect.Type
-	labels     labels.Selector // its Selector's labels, parsed; nil for every object
-	err        error           // what Read found wrong, or nil
+	*control.Source
+	client *Client
+	typ    reflect.Type
 }
 
 // Read declares a read of k's objects that sel keeps, from the cache of
@@ -128,16 +118,16 @@ func Read[T any](c *Client, k Kind[T], sel Selector) *Reader[T] {
 // refused: NewController reports it, as it does Read's mistakes.
 func ReadTrimmed[T any](c *Client, k Kind[T], sel Selector) *Reader[T] {
 	r := newReaderOf[T](c, k.GVR, k.Kind, k.Scope, checkKind(k, ""), sel, "ReadTrimmed")
-	if r.err != nil {
+	if r.Err != nil {
 		return &Reader[T]{r}
 	}
 	e, err := c.cache.TrimmedEntry(sel.key(k.GVR), cache.TrimTo[T]())
 	if err != nil {
-		r.err = fmt.Errorf("kube: ReadTrimmed(%s): %w", k.GVR, err)
+		r.Err = fmt.Errorf("kube: ReadTrimmed(%s): %w", k.GVR, err)
 		return &Reader[T]{r}
 	}
-	r.entry = e
-	e.OnDelete(r.unreadable.forget)
+	r.Entry = e
+	e.OnDelete(r.Unreadable.Forget)
 	return &Reader[T]{r}
 }
 
@@ -154,9 +144,9 @@ func ReadResource[Spec, Status any](c *Client, r Resource[Spec, Status], sel Sel
 
 func newReader[T any](c *Client, gvr schema.GroupVersionResource, kind string, scope Scope, err error, sel Selector) *reader {
 	r := newReaderOf[T](c, gvr, kind, scope, err, sel, "Read")
-	if r.err == nil {
-		r.entry = c.cache.Entry(sel.key(gvr), true)
-		r.entry.OnDelete(r.unreadable.forget)
+	if r.Err == nil {
+		r.Entry = c.cache.Entry(sel.key(gvr), true)
+		r.Entry.OnDelete(r.Unreadable.Forget)
 	}
 	return r
 }
@@ -165,18 +155,22 @@ func newReader[T any](c *Client, gvr schema.GroupVersionResource, kind string, s
 // error, every mistake at once, that fn, the function declaring it,
 // reports.
 func newReaderOf[T any](c *Client, gvr schema.GroupVersionResource, kind string, scope Scope, err error, sel Selector, fn string) *reader {
-	r := &reader{client: c, gr: gvr.GroupResource(), kind: kind, scope: scope, typ: reflect.TypeFor[T]()}
+	r := &reader{Source: &control.Source{GR: gvr.GroupResource(), Kind: kind, Scope: control.Scope(scope)}, client: c, typ: reflect.TypeFor[T]()}
+	if c != nil {
+		r.Log, r.Shared, r.Ledger = c.log, c.cache, c.ledger
+		c.ledger.Read(r.GR)
+	}
 	errs := []error{err}
 	if selErr := sel.check(scope); selErr != nil {
 		errs = append(errs, selErr)
 	} else if sel.Labels != "" {
-		r.labels, _ = labels.Parse(sel.Labels) // checked
+		r.Labels, _ = labels.Parse(sel.Labels) // checked
 	}
 	if c == nil {
 		errs = append(errs, errors.New("the Client is nil"))
 	}
 	if err := errors.Join(errs...); err != nil {
-		r.err = fmt.Errorf("kube: %s(%s): %w", fn, gvr, err)
+		r.Err = fmt.Errorf("kube: %s(%s): %w", fn, gvr, err)
 	}
 	return r
 }
@@ -195,17 +189,19 @@ func (reads) part() {}
 // resource), decoded into its own copy: an error that apierrors.IsNotFound
 // recognises when the cache has none.
 //
-// Called with the context a Reconcile is handed, it reads the
-// controller's own writes: after a reconcile wrote the object (through a
-// clientset built from Client.Config, with that context), Get returns it
-// at that write's version or later, or NotFound once the cache has
-// brought its deletion, waiting for the cache to catch up, up to 5
-// seconds, and then fails saying so (ErrCacheBehind), so the reconcile is
-// retried rather than computed from what its own write replaced. A write of an object
-// the Reader's Selector namespace or labels don't keep never waits.
+// It reads the App's own writes, with whatever context: after the App
+// wrote the object through a clientset built from Client.Config (a
+// create, an update, a patch or an apply, in a reconcile or not), Get
+// returns it at that write's version or later, and after the App deleted
+// it, NotFound (or a new object of the same name), waiting for the cache
+// to catch up, up to 5 seconds, and then fails saying so
+// (ErrCacheBehind), so a reconcile is retried rather than computed from
+// what its own write replaced. A write of an object the Reader's Selector
+// namespace or labels don't keep never waits; a write whose event never
+// came is forgotten 30 seconds after it was made.
 func (r *Reader[T]) Get(ctx context.Context, namespace, name string) (T, error) {
 	var obj T
-	store, err := r.store()
+	store, err := r.Store()
 	if err != nil {
 		return obj, err
 	}
@@ -213,156 +209,52 @@ func (r *Reader[T]) Get(ctx context.Context, namespace, name string) (T, error) 
 	if namespace != "" {
 		k = namespace + "/" + name
 	}
-	if err := r.awaitOwnWrite(ctx, store, namespace, name, k); err != nil {
+	if err := r.AwaitOwnWrite(ctx, store, namespace, name, k); err != nil {
 		return obj, err
 	}
 	cached, ok, err := store.GetByKey(k)
 	if err != nil {
-		return obj, fmt.Errorf("kube: reading %s %s: %w", r.kind, k, err)
+		return obj, fmt.Errorf("kube: reading %s %s: %w", r.Kind, k, err)
 	}
 	if !ok {
-		return obj, apierrors.NewNotFound(r.gr, name)
+		return obj, apierrors.NewNotFound(r.GR, name)
 	}
-	err = r.decode(cached, &obj)
+	err = r.Decode(cached, &obj)
 	return obj, err
 }
 
-// readYourWrites bounds Get's wait for the cache to bring the
-// controller's own last write of an object.
-const readYourWrites = 5 * time.Second
+//nolint:errorlint // the sentinel itself
 
 // ErrCacheBehind is what a Reader's Get or List, or an Index's List,
-// returns, wrapped, when it was called with a reconcile's context and the
-// cache hasn't brought that reconcile's own write of what it reads within
-// 5 seconds: errors.Is tells it from the others. Returned from Reconcile,
-// it retries the object with backoff, as any error does, so the reconcile
-// isn't computed from what its own write replaced.
-var ErrCacheBehind = errors.New("kube: the cache hasn't brought a reconcile's own write")
-
-// cacheBehindError is a read that ErrCacheBehind ended, its message
-// naming the object and the write.
-type cacheBehindError struct{ msg string }
-
-func (e *cacheBehindError) Error() string        { return e.msg }
-func (e *cacheBehindError) Is(target error) bool { return target == ErrCacheBehind } //nolint:errorlint // the sentinel itself
-
-// awaitOwnWrite waits until store has caught up with the last write of
-// the object at key that ctx's reconcile made, if any whose event hasn't
-// come: up to readYourWrites, or until ctx ends. The cache has caught up
-// once it holds the object at the write's version or later, or has
-// brought any event at or past it, the object's deletion included; a
-// write of an object the Reader's namespace or labels don't keep never
-// waits, since its cache never holds it.
-func (r *reader) awaitOwnWrite(ctx context.Context, store toolscache.Indexer, namespace, name, key string) error {
-	writes, ok := transport.WritesFrom(ctx).(*ownedWrites)
-	if !ok {
-		return nil
-	}
-	deadline := time.Now().Add(readYourWrites)
-	for {
-		w, ok := writes.lastWrite(r.gr, namespace, name)
-		if !ok || !r.keeps(namespace, w.labels) || caughtUp(store, key, w.rv) {
-			return nil // its event came, or it never will to this cache
-		}
-		if !time.Now().Before(deadline) {
-			return &cacheBehindError{fmt.Sprintf("kube: reading %s %s: the cache hasn't brought this reconcile's own write of it (resourceVersion %s) within %v", r.kind, key, w.rv, readYourWrites)}
-		}
-		if !sleep(ctx, 5*time.Millisecond) {
-			return ctx.Err()
-		}
-	}
-}
-
-// awaitOwnWrites waits, as awaitOwnWrite does for one object, until store
-// has caught up with the last write of each object in namespace ("" for
-// every one) that ctx's reconcile made and whose event hasn't come: what
-// a List is to hold. Without a reconcile's context, or with no such
-// write, it costs a look at the reconcile's writes, and waits for none.
-func (r *reader) awaitOwnWrites(ctx context.Context, store toolscache.Indexer, namespace string) error {
-	writes, ok := transport.WritesFrom(ctx).(*ownedWrites)
-	if !ok {
-		return nil
-	}
-	deadline := time.Now().Add(readYourWrites)
-	for {
-		var behind, rv string
-		writes.pendingIn(r.gr, func(ns, name string, w ownedAnswer) {
-			if behind != "" || (namespace != "" && ns != namespace) || !r.keeps(ns, w.labels) {
-				return
-			}
-			key := name
-			if ns != "" {
-				key = ns + "/" + name
-			}
-			if !caughtUp(store, key, w.rv) {
-				behind, rv = key, w.rv
-			}
-		})
-		if behind == "" {
-			return nil
-		}
-		if !time.Now().Before(deadline) {
-			return &cacheBehindError{fmt.Sprintf("kube: listing %s: the cache hasn't brought this reconcile's own write of %s (resourceVersion %s) within %v", r.kind, behind, rv, readYourWrites)}
-		}
-		if !sleep(ctx, 5*time.Millisecond) {
-			return ctx.Err()
-		}
-	}
-}
-
-// keeps reports whether r's cache keeps an object in namespace with
-// lbls: its Selector's namespace and labels. A field selector can't be
-// told from the object's labels: a write r's fields don't keep waits for
-// the cache to pass its version, as any write does.
-func (r *reader) keeps(namespace string, lbls map[string]string) bool {
-	k := r.entry.Key()
-	return (k.Namespace == "" || k.Namespace == namespace) && (r.labels == nil || r.labels.Matches(labels.Set(lbls)))
-}
-
-// caughtUp reports whether store has brought the version rv of the object
-// at key: it holds the object at rv or later, or its last event (or
-// bookmark) is at rv or later, so whatever became of the object by rv, a
-// deletion included, is in it.
-func caughtUp(store toolscache.Indexer, key, rv string) bool {
-	atLeast := func(v string) bool {
-		cmp, err := resourceversion.CompareResourceVersion(v, rv)
-		return err == nil && cmp >= 0
-	}
-	if v := store.LastStoreSyncResourceVersion(); v != "" && atLeast(v) {
-		return true
-	}
-	if cached, ok, _ := store.GetByKey(key); ok {
-		if m, ok := cached.(metav1.Object); ok {
-			cmp, err := resourceversion.CompareResourceVersion(m.GetResourceVersion(), rv)
-			return err != nil || cmp >= 0
-		}
-	}
-	return false
-}
+// returns, wrapped, when the cache hasn't brought the App's own write of
+// what it reads within 5 seconds: errors.Is tells it from the others.
+// Returned from Reconcile, it retries the object with backoff, as any
+// error does, so the reconcile isn't computed from what its own write
+// replaced.
+var ErrCacheBehind = control.ErrCacheBehind
 
 // List returns the objects in namespace ("" for every namespace the
 // cache keeps) whose labels sel matches (nil for every object), each
-// decoded into its own copy, in no particular order. Called with the
-// context a Reconcile is handed, it reads that reconcile's own writes of
-// the resource, as Get does: it waits, up to 5 seconds, for the cache to
-// bring each, and then fails saying which it hasn't. An object that can't
+// decoded into its own copy, in no particular order. It reads the App's
+// own writes of the resource, as Get does: it waits, up to 5 seconds, for
+// the cache to bring each, and then fails saying which it hasn't. An object that can't
 // be decoded into T (stored before a field changed its type, say) is left
 // out, recorded once (a WARN record naming it and the field) until it
 // decodes or is deleted: one such object doesn't fail every List. Get of
 // it returns the error.
 func (r *Reader[T]) List(ctx context.Context, namespace string, sel labels.Selector) ([]T, error) {
-	store, err := r.store()
+	store, err := r.Store()
 	if err != nil {
 		return nil, err
 	}
-	if err := r.awaitOwnWrites(ctx, store, namespace); err != nil {
+	if err := r.AwaitOwnWrites(ctx, store, namespace); err != nil {
 		return nil, err
 	}
 	var cached []any
 	if namespace == "" {
 		cached = store.List()
 	} else if cached, err = store.ByIndex(toolscache.NamespaceIndex, namespace); err != nil {
-		return nil, fmt.Errorf("kube: listing %s in %s: %w", r.kind, namespace, err)
+		return nil, fmt.Errorf("kube: listing %s in %s: %w", r.Kind, namespace, err)
 	}
 	objs := make([]T, 0, len(cached))
 	for _, c := range cached {
@@ -373,45 +265,23 @@ func (r *Reader[T]) List(ctx context.Context, namespace string, sel labels.Selec
 			}
 		}
 		var obj T
-		if err := r.decode(c, &obj); err != nil {
+		if err := r.Decode(c, &obj); err != nil {
 			u, ok := c.(*cache.Object)
 			if !ok {
 				return nil, err // not a cache it can read at all
 			}
-			r.unreadable.record(r.client.log, key(u), "reading an object", "every List leaves it out until it changes",
-				[]any{slog.String(attrResource, r.gr.String()), slog.String("object", describe(u))}, err, nil)
+			r.Unreadable.Record(r.Log, control.Key(u), "reading an object", "every List leaves it out until it changes",
+				[]any{slog.String(control.AttrResource, r.GR.String()), slog.String("object", control.Describe(u))}, err, nil)
 			continue
 		}
-		if r.unreadable.len() > 0 {
+		if r.Unreadable.Len() > 0 {
 			if m, ok := c.(metav1.Object); ok {
-				r.unreadable.forget(key(m))
+				r.Unreadable.Forget(control.Key(m))
 			}
 		}
 		objs = append(objs, obj)
 	}
 	return objs, nil
-}
-
-// store is the reader's synced cache, or an error saying why there is
-// none.
-func (r *reader) store() (toolscache.Indexer, error) {
-	if r.err != nil {
-		return nil, r.err
-	}
-	s := r.entry.Store()
-	if s == nil {
-		return nil, fmt.Errorf("kube: reading %s: its cache hasn't synced: give the Reader to the Controller that reads it (kube.Reads), whose Serve keeps it warm", r.entry.Key())
-	}
-	return s, nil
-}
-
-// decode decodes a cached object into v.
-func (r *reader) decode(cached any, v any) error {
-	u, ok := cached.(*cache.Object)
-	if !ok {
-		return fmt.Errorf("kube: reading %s: its cache keeps only what Owns needs of each object, its owner, since a controller that owns it began serving before this Reader was declared: declare every Read before the first controller serves, and give the Reader to a controller that reads it (kube.Reads)", r.entry.Key())
-	}
-	return decode(u, v)
 }
 
 // checkKind returns what is wrong with k, every mistake at once, each
@@ -451,11 +321,11 @@ type Index[T any] struct {
 // informer.
 func IndexBy[T any](r *Reader[T], values func(obj T) []string) *Index[T] {
 	idx := &Index[T]{r: r.reader}
-	if r.err != nil {
+	if r.Err != nil {
 		return idx
 	}
-	r.entry.OnDelete(r.failed.forget)
-	idx.name = r.entry.AddIndex(func(obj any) (vs []string, _ error) {
+	r.Entry.OnDelete(r.Failed.Forget)
+	idx.name = r.Entry.AddIndex(func(obj any) (vs []string, _ error) {
 		u, ok := obj.(*cache.Object)
 		if !ok {
 			return nil, nil
@@ -463,87 +333,107 @@ func IndexBy[T any](r *Reader[T], values func(obj T) []string) *Index[T] {
 		defer func() {
 			if p := recover(); p != nil {
 				vs = nil
-				r.indexFailed(u, fmt.Errorf("panic: %v", p), debug.Stack())
+				r.IndexFailed(u, fmt.Errorf("panic: %v", p), debug.Stack())
 			}
 		}()
 		var v T
-		if err := decode(u, &v); err != nil {
-			r.indexFailed(u, err, nil)
+		if err := control.Decode(u, &v); err != nil {
+			r.IndexFailed(u, err, nil)
 			return nil, nil
 		}
 		vs = values(v)
-		r.failed.forget(key(u))
+		r.Failed.Forget(control.Key(u))
 		return vs, nil
 	})
 	return idx
 }
 
-// indexFailed records that an index function failed for u, once for u's
-// key until the index succeeds for it or u is deleted.
-func (r *reader) indexFailed(u *cache.Object, err error, stack []byte) {
-	r.failed.record(r.client.log, key(u), "indexing an object", "it is indexed by nothing until it changes",
-		[]any{slog.String(attrResource, r.gr.String()), slog.String("object", describe(u))}, err, stack)
-}
-
-// failedOnce is the keys a function of the user's (an index's, a
-// Related's or References' mapping) failed for, each recorded once until
-// the function succeeds for it again or its object is deleted: a key is
-// kept no longer than its object.
-type failedOnce struct {
-	keys sync.Map
-	n    atomic.Int64 // how many keys it holds
-}
-
-// record writes what failed doing what, and its consequence, unless key's
-// failure is already recorded: an ERROR record for a panic, with its
-// stack, or a WARN record for an error, such as an object that can't be
-// decoded.
-func (f *failedOnce) record(log *slog.Logger, key, what, consequence string, attrs []any, err error, stack []byte) {
-	if _, seen := f.keys.LoadOrStore(key, struct{}{}); seen {
-		return
-	}
-	f.n.Add(1)
-	attrs = append(attrs, slog.String("error", err.Error()))
-	if stack != nil {
-		log.Error(what+" panicked: "+consequence, append(attrs, slog.String(attrExcStacktrace, string(stack)))...)
-		return
-	}
-	log.Warn(what+" failed: "+consequence, attrs...)
-}
-
-// forget forgets key: its function succeeded for it, or its object was
-// deleted.
-func (f *failedOnce) forget(key string) {
-	if _, held := f.keys.LoadAndDelete(key); held {
-		f.n.Add(-1)
-	}
-}
-
-// len is how many keys f holds.
-func (f *failedOnce) len() int { return int(f.n.Load()) }
-
 // List returns the objects the index holds under value, each decoded
-// into its own copy, in no particular order. With a reconcile's context,
-// it reads that reconcile's own writes, as Reader's List does.
+// into its own copy, in no particular order. It reads the App's own
+// writes, as Reader's List does.
 func (i *Index[T]) List(ctx context.Context, value string) ([]T, error) {
-	store, err := i.r.store()
+	store, err := i.r.Store()
 	if err != nil {
 		return nil, err
 	}
-	if err := i.r.awaitOwnWrites(ctx, store, ""); err != nil {
+	if err := i.r.AwaitOwnWrites(ctx, store, ""); err != nil {
 		return nil, err
 	}
 	cached, err := store.ByIndex(i.name, value)
 	if err != nil {
-		return nil, fmt.Errorf("kube: listing %s by an index: %w: declare each IndexBy before the controllers serve", i.r.entry.Key(), err)
+		return nil, fmt.Errorf("kube: listing %s by an index: %w: declare each IndexBy before the controllers serve", i.r.Entry.Key(), err)
 	}
 	objs := make([]T, 0, len(cached))
 	for _, c := range cached {
 		var obj T
-		if err := i.r.decode(c, &obj); err != nil {
+		if err := i.r.Decode(c, &obj); err != nil {
 			return nil, err
 		}
 		objs = append(objs, obj)
 	}
 	return objs, nil
 }
+
+// Related reconciles the controller's objects that keys names when an
+// object of r changes: keys is called with the object before and after
+// each change (on its creation, the object; on its deletion, its last
+// state), and every object either names is reconciled, so a reference
+// that moves away reconciles its old referrer too. An object of the
+// controller's resource is named by its namespace and name, its
+// namespace "" when the resource is cluster-scoped.
+//
+// A related change queues as a change of the controller's own object
+// does: at normal priority, ahead of a cold start's backlog. The
+// controller's own writes to r's objects, made through a clientset built
+// from Client.Config with the context Reconcile is handed, queue nothing,
+// as those to the resources it owns don't. The objects r holds when the
+// controller starts queue nothing either: every object of the
+// controller's is reconciled at its start anyway. A panic in keys is
+// recovered and recorded, and maps the change to nothing.
+//
+// Related reads r: NewController checks r as Reads does.
+func Related[R any](r *Reader[R], keys func(obj R) []types.NamespacedName) Part {
+	return related{r: r.reader, mapper: func(u *cache.Object) ([]types.NamespacedName, error) {
+		var obj R
+		if err := control.Decode(u, &obj); err != nil {
+			return nil, err
+		}
+		return keys(obj), nil
+	}}
+}
+
+// References reconciles each of the controller's objects when an object
+// of r it refers to changes, is created or is deleted: refs, a function
+// of the controller's own object, names the objects of r it refers to,
+// such as the ConfigMap a Website's spec names. The controller keeps an
+// index of its objects by what refs returns, updated as they change, so a
+// related change finds its referrers without a scan: every Website
+// naming a ConfigMap is reconciled when it changes. A reference changed
+// to another object follows the new one from then on. T is the
+// Controller's object type, as Finalize's is: NewController checks it.
+//
+// A panic in refs, or an object that can't be decoded into T, is
+// recovered and recorded once for that object, which is then indexed by
+// nothing until it changes. Related's other promises hold for References
+// too.
+func References[R, T any](r *Reader[R], refs func(obj T) []types.NamespacedName) Part {
+	return related{r: r.reader, typ: reflect.TypeFor[T](), index: func(u *cache.Object) ([]types.NamespacedName, error) {
+		var obj T
+		if err := control.Decode(u, &obj); err != nil {
+			return nil, err
+		}
+		return refs(obj), nil
+	}}
+}
+
+type related struct {
+	r *reader
+	// mapper maps a related object to the controller's keys (Related), or
+	// index maps a controller's object to the related objects it names
+	// (References), of type typ.
+	mapper func(u *cache.Object) ([]types.NamespacedName, error)
+	index  func(u *cache.Object) ([]types.NamespacedName, error)
+	typ    reflect.Type
+}
+
+func (related) part() {}

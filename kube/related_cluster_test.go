@@ -12,8 +12,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -342,6 +344,57 @@ func TestClusterAReadAfterTheReconcilesOwnWriteSeesIt(t *testing.T) {
 	close(rec.stale)
 	for s := range rec.stale {
 		t.Errorf("a reconcile's read missed its own write: %s", s)
+	}
+}
+
+// A Reader's Get, with any context, sees the App's own writes and
+// deletes made through its Client just before, each time, on the real
+// control plane: a ConfigMap created, then patched, then deleted, read at
+// once after each, from outside any reconcile (issue 44, point 2: before,
+// only a reconcile's own writes, with its context, were waited for, and
+// no delete).
+func TestClusterAReadAfterTheAppsOwnWriteOrDeleteSeesIt(t *testing.T) {
+	sc := newSiteCluster(t, func(_ string, grants []clustertest.Grant) []clustertest.Grant {
+		grants[0].Rules = append(grants[0].Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "patch", "delete"}})
+		return grants
+	})
+	ns := sc.ns
+	cms := sc.configMaps()
+	var calls counter
+	ctrl, _ := sc.serve(t, nil, serveContent(cms, &calls), Reads(cms))
+	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
+		if !healthy(ctrl) {
+			return fmt.Errorf("the controller hasn't synced")
+		}
+		return nil
+	})
+	kube := kubernetes.NewForConfigOrDie(sc.client.Config())
+	ctx := t.Context()
+	var stale []string
+	for i := range 10 {
+		name := fmt.Sprintf("x-%d", i)
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": "created"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := cms.Get(ctx, ns, name); err != nil || got.Data["v"] != "created" {
+			stale = append(stale, fmt.Sprintf("%s after its create: %v, %v", name, got.Data, err))
+		}
+		patch := []byte(`{"data":{"v":"patched"}}`)
+		if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := cms.Get(ctx, ns, name); err != nil || got.Data["v"] != "patched" {
+			stale = append(stale, fmt.Sprintf("%s after its patch: %v, %v", name, got.Data, err))
+		}
+		if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := cms.Get(ctx, ns, name); !apierrors.IsNotFound(err) {
+			stale = append(stale, fmt.Sprintf("%s after its delete: %v, %v", name, got.Data, err))
+		}
+	}
+	for _, s := range stale {
+		t.Errorf("a read missed the App's own write: %s", s)
 	}
 }
 

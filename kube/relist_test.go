@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/z5labs/humus/kube/internal/cache"
+	"github.com/z5labs/humus/kube/internal/control"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,7 +82,7 @@ func TestARelistsUpdateAtAnOwnWritesVersionQueuesTheOwner(t *testing.T) {
 		answer := storedDeployment("6", 2, ours(300), kcm)
 		c := applyAnswered(t, http.StatusOK, answer)
 		q := newCountingQueue(t)
-		h := c.ownerKeys(testWork(q), deploymentsGR)
+		h := c.OwnerKeys(testWork(q), deploymentsGR)
 		md := func(rv string, replicas int, entries ...metav1.ManagedFieldsEntry) *metav1.PartialObjectMetadata {
 			d := storedDeployment(rv, replicas, entries...)
 			return &metav1.PartialObjectMetadata{TypeMeta: d.TypeMeta, ObjectMeta: d.ObjectMeta}
@@ -142,9 +143,9 @@ func TestARelistsUpdateAtAnOwnWritesVersionQueuesTheKey(t *testing.T) {
 			now = listedThrough(t, list, func(o any) (any, error) { return o, nil })[0].(*cache.Object)
 		}
 		q := newCountingQueue(t)
-		c := &Controller{finalizer: "cache.example.com/finalizer", versions: writtenVersions{manager: "memcached-controller"}}
-		c.versions.wrote("default/m", "5", input)
-		c.objectKeys(testWork(q)).OnUpdate(input, now)
+		c := &control.Controller{Finalizer: "cache.example.com/finalizer", Versions: control.WrittenVersions{Manager: "memcached-controller"}}
+		c.Versions.Wrote("default/m", "5", input)
+		c.ObjectKeys(testWork(q)).OnUpdate(input, now)
 		return len(q.added)
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/control"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,7 +50,7 @@ func TestClusterFaultListAndWatchTakenAwayWhileRunningEndsServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	taken := time.Now()
-	bound := rightsProbe + unservedGrace + 5*time.Second
+	bound := control.RightsProbe + control.UnservedGrace + 5*time.Second
 	ok, err := r.served(bound)
 	if !ok {
 		t.Fatalf("Serve still runs %s after list and watch of Deployments were taken away, Synced = %v", bound, r.ctrl.Synced().Healthy(t.Context()))

@@ -123,14 +123,14 @@ func RoundTrip[Spec, Status, HubSpec, HubStatus any](v Versions[HubSpec, HubStat
 func roundTripThrough[Spec, Status, HubSpec, HubStatus any](set *versionSet[HubSpec, HubStatus], hub Resource[HubSpec, HubStatus], raw []byte, want map[string]any, from, to, where string) []error {
 	var errs []error
 	fromAPI := hub.Group + "/" + from
-	there, err := set.convert(raw, fromAPI, hub.Group+"/"+to)
+	there, err := set.Convert(raw, fromAPI, hub.Group+"/"+to)
 	if err != nil {
 		return append(errs, fmt.Errorf("%s: %w", where, err))
 	}
 	if n := annotationsSize(there); n > totalAnnotationsLimit {
 		errs = append(errs, fmt.Errorf("%s: its annotations at %s add up to %d bytes, more than the API server's %d, which would refuse it", where, to, n, totalAnnotationsLimit))
 	}
-	back, err := set.convert(there, hub.Group+"/"+to, fromAPI)
+	back, err := set.Convert(there, hub.Group+"/"+to, fromAPI)
 	if err != nil {
 		return append(errs, fmt.Errorf("%s: %w", where, err))
 	}
@@ -153,7 +153,7 @@ func roundTripThrough[Spec, Status, HubSpec, HubStatus any](set *versionSet[HubS
 	if bare == nil {
 		return errs // nothing kept
 	}
-	back, err = set.convert(bare, hub.Group+"/"+to, fromAPI)
+	back, err = set.Convert(bare, hub.Group+"/"+to, fromAPI)
 	if err != nil {
 		return append(errs, fmt.Errorf("%s: %w", where, err))
 	}
@@ -185,7 +185,7 @@ func roundTripThrough[Spec, Status, HubSpec, HubStatus any](set *versionSet[HubS
 // version's types or functions refuse is skipped.
 func changedRoundTrip[Spec, Status, HubSpec, HubStatus any](set *versionSet[HubSpec, HubStatus], group string, raw []byte, want map[string]any, from, to, where string, lists []*merge.Lists) []error {
 	fromAPI, toAPI := group+"/"+from, group+"/"+to
-	there, err := set.convert(raw, fromAPI, toAPI)
+	there, err := set.Convert(raw, fromAPI, toAPI)
 	if err != nil {
 		return nil // the round trip unchanged reported it
 	}
@@ -196,7 +196,7 @@ func changedRoundTrip[Spec, Status, HubSpec, HubStatus any](set *versionSet[HubS
 		return obj
 	}
 	back := func(obj []byte) (map[string]any, error) {
-		b, err := set.convert(obj, toAPI, fromAPI)
+		b, err := set.Convert(obj, toAPI, fromAPI)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/control"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -276,8 +277,8 @@ func checkWorkers(n int) error {
 const maxWorkers = 1024
 
 func checkShards(n int) error {
-	if n < 1 || n > maxShards {
-		return fmt.Errorf("must be from 1 to %d", maxShards)
+	if n < 1 || n > control.MaxShards {
+		return fmt.Errorf("must be from 1 to %d", control.MaxShards)
 	}
 	return nil
 }
@@ -369,4 +370,37 @@ func (s Settings) check(scope Scope) error {
 	// shards' Lease names, Name-255-of-256-by-namespace at most (152
 	// characters), in a DNS-1123 subdomain's 253.
 	return errors.Join(errs...)
+}
+
+// ShardKey is the field of an object whose hash puts it in a shard.
+type ShardKey string
+
+const (
+	// ShardByUID divides the objects by their metadata.uid: evenly,
+	// whatever their namespaces. An owned object belongs to the shard of
+	// its controller owner's UID.
+	ShardByUID ShardKey = "uid"
+	// ShardByNamespace divides them by their metadata.namespace: every
+	// object of a namespace in one shard, owned objects with their owners,
+	// filtered by the API server too.
+	ShardByNamespace ShardKey = "namespace"
+)
+
+// engine is s as the control loop takes it.
+func (s Settings) engine() control.Settings {
+	return control.Settings{
+		Name:               s.Name,
+		Namespace:          s.Namespace,
+		LabelSelector:      s.LabelSelector,
+		FieldSelector:      s.FieldSelector,
+		Workers:            s.Workers,
+		Resync:             s.Resync,
+		RetryBaseDelay:     s.RetryBaseDelay,
+		RetryMaxDelay:      s.RetryMaxDelay,
+		ReconcileTimeout:   s.ReconcileTimeout,
+		LowPriorityMaxWait: s.LowPriorityMaxWait,
+		Shards:             s.Shards,
+		ShardBy:            control.ShardKey(s.ShardBy),
+		LeaderElection:     control.LeaderElection(s.LeaderElection),
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/internal/control"
 	"github.com/z5labs/humus/kube/internal/shard"
 )
 
@@ -54,18 +55,18 @@ func reportShards(ctx context.Context, ctrl *Controller) {
 			return
 		case <-time.After(200 * time.Millisecond):
 		}
-		m, ok := ctrl.leader.(*shardManager)
+		m, ok := ctrl.engine.Leader.(*control.ShardManager)
 		if !ok {
 			continue
 		}
 		var held []string
-		m.mu.Lock()
-		for i, t := range m.terms {
-			if t.synced.Load() && len(t.informers) == 2 {
-				held = append(held, fmt.Sprintf("%d:%d:%d", i, len(t.informers[0].GetStore().ListKeys()), len(t.informers[1].GetStore().ListKeys())))
+		m.Mu.Lock()
+		for i, t := range m.Terms {
+			if t.Synced.Load() && len(t.Informers) == 2 {
+				held = append(held, fmt.Sprintf("%d:%d:%d", i, len(t.Informers[0].GetStore().ListKeys()), len(t.Informers[1].GetStore().ListKeys())))
 			}
 		}
-		m.mu.Unlock()
+		m.Mu.Unlock()
 		slices.Sort(held)
 		fmt.Printf("%s %s\n", procShards, strings.Join(held, " "))
 	}

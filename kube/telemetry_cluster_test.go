@@ -18,6 +18,7 @@ import (
 
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/clustertest"
+	"github.com/z5labs/humus/kube/internal/control"
 )
 
 // telemetryCaches is the telemetry tests' resource: a group of its own, so
@@ -136,7 +137,7 @@ func checkTheReconcileSpanIsARootWithTheObject(t *testing.T, reconcile sdktrace.
 	if reconcile.Parent().IsValid() {
 		t.Errorf("the reconcile span has a parent, want a root span")
 	}
-	if got, want := spanAttrs(reconcile), map[string]string{attrNamespace: ns, attrObjectName: "cache"}; !mapsEqual(got, want) {
+	if got, want := spanAttrs(reconcile), map[string]string{control.AttrNamespace: ns, control.AttrObjectName: "cache"}; !mapsEqual(got, want) {
 		t.Errorf("the reconcile span's attributes = %v, want %v", got, want)
 	}
 }

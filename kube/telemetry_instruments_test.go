@@ -22,6 +22,7 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/control"
 )
 
 // instrumentsOf returns the metrics tel collected under the module's
@@ -119,9 +120,9 @@ func reconcileDurations(t testing.TB, tel *humustest.Telemetry) map[string]metri
 	t.Helper()
 	out := map[string]metricdata.HistogramDataPoint[float64]{}
 	for _, dp := range histogramPoints(t, instrumentsOf(t, tel), p+"reconcile.duration") {
-		o, ok := dp.Attributes.Value(attrOutcome)
+		o, ok := dp.Attributes.Value(control.AttrOutcome)
 		if !ok {
-			t.Fatalf("a reconcile.duration point has no %s: %v", attrOutcome, dp.Attributes.ToSlice())
+			t.Fatalf("a reconcile.duration point has no %s: %v", control.AttrOutcome, dp.Attributes.ToSlice())
 		}
 		if _, dup := out[o.AsString()]; dup {
 			t.Fatalf("two reconcile.duration points of outcome %s", o.AsString())
@@ -135,8 +136,8 @@ func reconcileDurations(t testing.TB, tel *humustest.Telemetry) map[string]metri
 // memcached-controller.
 func checkController(t testing.TB, name string, set attribute.Set) {
 	t.Helper()
-	if v, ok := set.Value(attrController); !ok || v.AsString() != "memcached-controller" {
-		t.Errorf("%s's point has %s = %q, want memcached-controller", name, attrController, v.String())
+	if v, ok := set.Value(control.AttrController); !ok || v.AsString() != "memcached-controller" {
+		t.Errorf("%s's point has %s = %q, want memcached-controller", name, control.AttrController, v.String())
 	}
 }
 
@@ -170,14 +171,14 @@ type instrument struct {
 // controllerInstruments are the controller's eight: the proposal's six
 // Instruments, and the two of the latency a change sees.
 var controllerInstruments = []instrument{
-	{p + "queue.depth", "{object}", "Objects waiting in the work queue for a worker.", "Sum[int64]", false, []string{attrController}},
-	{p + "queue.adds", "{object}", "Objects added to the work queue, not counting one already waiting.", "Sum[int64]", true, []string{attrController}},
-	{p + "queue.duration", "s", "How long an object waited in the work queue for a worker.", "Histogram[float64]", false, []string{attrController}},
-	{p + "reconcile.duration", "s", "How long each reconcile took, by its outcome.", "Histogram[float64]", false, []string{attrController, attrOutcome}},
-	{p + "reconcile.unfinished_duration", "s", "How long the reconciles in flight have run, added together.", "Gauge[float64]", false, []string{attrController}},
-	{p + "reconcile.longest_unfinished_duration", "s", "How long the longest reconcile in flight has run.", "Gauge[float64]", false, []string{attrController}},
-	{p + "queue.oldest_wait", "s", "How long the object that has waited longest in the work queue has waited, by priority.", "Gauge[float64]", false, []string{attrController, attrPriority}},
-	{p + "reconcile.change_latency", "s", "How long from a change's write, as the API server stamped it, to the end of the reconcile that handled it.", "Histogram[float64]", false, []string{attrController}},
+	{p + "queue.depth", "{object}", "Objects waiting in the work queue for a worker.", "Sum[int64]", false, []string{control.AttrController}},
+	{p + "queue.adds", "{object}", "Objects added to the work queue, not counting one already waiting.", "Sum[int64]", true, []string{control.AttrController}},
+	{p + "queue.duration", "s", "How long an object waited in the work queue for a worker.", "Histogram[float64]", false, []string{control.AttrController}},
+	{p + "reconcile.duration", "s", "How long each reconcile took, by its outcome.", "Histogram[float64]", false, []string{control.AttrController, control.AttrOutcome}},
+	{p + "reconcile.unfinished_duration", "s", "How long the reconciles in flight have run, added together.", "Gauge[float64]", false, []string{control.AttrController}},
+	{p + "reconcile.longest_unfinished_duration", "s", "How long the longest reconcile in flight has run.", "Gauge[float64]", false, []string{control.AttrController}},
+	{p + "queue.oldest_wait", "s", "How long the object that has waited longest in the work queue has waited, by priority.", "Gauge[float64]", false, []string{control.AttrController, control.AttrPriority}},
+	{p + "reconcile.change_latency", "s", "How long from a change's write, as the API server stamped it, to the end of the reconcile that handled it.", "Histogram[float64]", false, []string{control.AttrController}},
 }
 
 // The proposal's boundaries: OpenTelemetry's advice for a duration in
@@ -371,7 +372,7 @@ func TestAStandbysQueueHoldsEveryObjectAndItsReconcileInstrumentsReadZero(t *tes
 		if got := gauged(t, ms, p+"reconcile.longest_unfinished_duration"); got != 0 {
 			t.Errorf("reconcile.longest_unfinished_duration = %v, want 0", got)
 		}
-		if got := gaugedBy(t, ms, p+"queue.oldest_wait", attrPriority); len(got) != 2 || got["low"]+got["normal"] != 0 {
+		if got := gaugedBy(t, ms, p+"queue.oldest_wait", control.AttrPriority); len(got) != 2 || got["low"]+got["normal"] != 0 {
 			t.Errorf("queue.oldest_wait = %v, want 0 for low and normal: a standby's keys wait for no worker", got)
 		}
 
@@ -638,7 +639,7 @@ func TestEachInstrumentIsCreatedWithItsKind(t *testing.T) {
 	}
 	for kind, names := range kinds {
 		t.Run(kind, func(t *testing.T) {
-			_, err := newInstruments(refusingMeter{kind: kind})
+			_, err := control.NewInstruments(refusingMeter{kind: kind})
 			var got []string
 			if err != nil {
 				got = strings.Split(err.Error(), "\n")
@@ -726,21 +727,21 @@ func TestOldestWaitIsTheLongestWaitByPriority(t *testing.T) {
 		j.mu.Lock()
 		leading := j.start
 		j.mu.Unlock()
-		if got := gaugedBy(t, instrumentsOf(t, tel), p+"queue.oldest_wait", attrPriority); got["normal"] != 0 || got["low"] != time.Since(leading).Seconds() {
+		if got := gaugedBy(t, instrumentsOf(t, tel), p+"queue.oldest_wait", control.AttrPriority); got["normal"] != 0 || got["low"] != time.Since(leading).Seconds() {
 			t.Errorf("queue.oldest_wait at 1s = %v, want normal 0 and low %vs, since the Lease was taken", got, time.Since(leading).Seconds())
 		}
 		time.Sleep(2 * time.Second)
 		relabel(t, f, "m-04", "a") // moves up from the backlog
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		got := gaugedBy(t, instrumentsOf(t, tel), p+"queue.oldest_wait", attrPriority)
+		got := gaugedBy(t, instrumentsOf(t, tel), p+"queue.oldest_wait", control.AttrPriority)
 		if want := map[string]float64{"normal": 2, "low": time.Since(leading).Seconds()}; got["normal"] != want["normal"] || got["low"] != want["low"] {
 			t.Errorf("queue.oldest_wait at 5s = %v, want %v", got, want)
 		}
 		if err := stop(); err != nil {
 			t.Errorf("Serve = %v, want nil", err)
 		}
-		got = gaugedBy(t, instrumentsOf(t, tel), p+"queue.oldest_wait", attrPriority)
+		got = gaugedBy(t, instrumentsOf(t, tel), p+"queue.oldest_wait", control.AttrPriority)
 		if got["normal"] != 0 || got["low"] != 0 || len(got) != 2 {
 			t.Errorf("queue.oldest_wait once Serve returned = %v, want 0 for normal and low", got)
 		}

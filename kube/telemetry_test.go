@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/control"
 )
 
 // spansNamed returns the ended spans named name, in the order they ended.
@@ -40,7 +41,7 @@ func spansNamed(tel *humustest.Telemetry, name string) []sdktrace.ReadOnlySpan {
 func reconcileSpansOf(tel *humustest.Telemetry, kind, name string) []sdktrace.ReadOnlySpan {
 	var out []sdktrace.ReadOnlySpan
 	for _, s := range spansNamed(tel, "reconcile "+kind) {
-		if spanAttrs(s)[attrObjectName] == name {
+		if spanAttrs(s)[control.AttrObjectName] == name {
 			out = append(out, s)
 		}
 	}
@@ -170,7 +171,7 @@ func checkRootSpansOfEachReconcile(t *testing.T, tel *humustest.Telemetry, calls
 		t.Errorf("%s: %d reconcile spans, want one per reconcile, %d", name, got, want)
 	}
 	for _, s := range spans {
-		want := map[string]string{attrNamespace: "default", attrObjectName: name}
+		want := map[string]string{control.AttrNamespace: "default", control.AttrObjectName: name}
 		if got := spanAttrs(s); !mapsEqual(got, want) {
 			t.Errorf("%s: the span's attributes = %v, want %v", name, got, want)
 		}
@@ -223,7 +224,7 @@ func checkTheFailedReconcilesSpans(t *testing.T, tel *humustest.Telemetry) {
 		if got := s.Status(); got.Code != codes.Error || got.Description != failMessage {
 			t.Errorf("fail: the span's status = %+v, want Error %q", got, failMessage)
 		}
-		if ev := s.Events(); len(ev) != 1 || ev[0].Name != "exception" || attrStrings(ev[0].Attributes)[attrExcMessage] != failMessage {
+		if ev := s.Events(); len(ev) != 1 || ev[0].Name != "exception" || attrStrings(ev[0].Attributes)[control.AttrExcMessage] != failMessage {
 			t.Errorf("fail: the span's events = %+v, want the error recorded as an exception", ev)
 		}
 	}
@@ -245,13 +246,13 @@ func checkThePanickedReconcilesSpan(t *testing.T, tel *humustest.Telemetry) {
 		t.Fatalf("boom: the span's events = %+v, want one exception", ev)
 	}
 	got := attrStrings(ev[0].Attributes)
-	if want := []string{attrExcMessage, attrExcStacktrace, attrExcType}; !slices.Equal(keysOf(got), want) {
+	if want := []string{control.AttrExcMessage, control.AttrExcStacktrace, control.AttrExcType}; !slices.Equal(keysOf(got), want) {
 		t.Errorf("the exception's attributes = %v, want %v", keysOf(got), want)
 	}
-	if got[attrExcType] != "runtime.boundsError" || got[attrExcMessage] != panicMessage {
-		t.Errorf("the exception = %s %q, want runtime.boundsError %q", got[attrExcType], got[attrExcMessage], panicMessage)
+	if got[control.AttrExcType] != "runtime.boundsError" || got[control.AttrExcMessage] != panicMessage {
+		t.Errorf("the exception = %s %q, want runtime.boundsError %q", got[control.AttrExcType], got[control.AttrExcMessage], panicMessage)
 	}
-	if st := got[attrExcStacktrace]; !strings.Contains(st, "panic(") || !strings.Contains(st, "kube.outcomes.func1") {
+	if st := got[control.AttrExcStacktrace]; !strings.Contains(st, "panic(") || !strings.Contains(st, "kube.outcomes.func1") {
 		t.Errorf("the exception's stack doesn't show the panic in the Reconciler:\n%s", st)
 	}
 }
@@ -303,8 +304,8 @@ func TestAFailedReconcileIsOneWarnRecordInItsSpan(t *testing.T) {
 				t.Errorf("the record's severity = %v %q, want WARN", r.Severity(), r.SeverityText())
 			}
 			want := map[string]string{
-				attrController: "memcached-controller", attrResource: "memcacheds.cache.example.com",
-				attrNamespace: "default", attrObjectName: "fail", "error": failMessage, attrFailures: "1",
+				control.AttrController: "memcached-controller", control.AttrResource: "memcacheds.cache.example.com",
+				control.AttrNamespace: "default", control.AttrObjectName: "fail", "error": failMessage, control.AttrFailures: "1",
 			}
 			if got := recordAttrs(r); !mapsEqual(got, want) {
 				t.Errorf("the record's attributes = %v, want %v", got, want)
@@ -313,7 +314,7 @@ func TestAFailedReconcileIsOneWarnRecordInItsSpan(t *testing.T) {
 				t.Errorf("the record's scope = %q, want github.com/z5labs/humus/kube", got)
 			}
 			span := spanOf(tel, r)
-			if span == nil || span.Name() != "reconcile Memcached" || spanAttrs(span)[attrObjectName] != "fail" {
+			if span == nil || span.Name() != "reconcile Memcached" || spanAttrs(span)[control.AttrObjectName] != "fail" {
 				t.Errorf("the record's trace context %v/%v isn't a reconcile span of fail", r.TraceID(), r.SpanID())
 				continue
 			}
@@ -346,28 +347,28 @@ func TestAPanicIsOneErrorRecordInItsSpan(t *testing.T) {
 			t.Errorf("the record's severity = %v %q, want ERROR", r.Severity(), r.SeverityText())
 		}
 		got := recordAttrs(r)
-		if want := []string{attrExcMessage, attrExcStacktrace, attrExcType, attrController, attrObjectName, attrResource, attrNamespace}; !slices.Equal(keysOf(got), want) {
+		if want := []string{control.AttrExcMessage, control.AttrExcStacktrace, control.AttrExcType, control.AttrController, control.AttrObjectName, control.AttrResource, control.AttrNamespace}; !slices.Equal(keysOf(got), want) {
 			t.Errorf("the record's attributes = %v, want %v", keysOf(got), want)
 		}
-		if got[attrNamespace] != "default" || got[attrObjectName] != "boom" {
-			t.Errorf("the record's object = %s/%s, want default/boom", got[attrNamespace], got[attrObjectName])
+		if got[control.AttrNamespace] != "default" || got[control.AttrObjectName] != "boom" {
+			t.Errorf("the record's object = %s/%s, want default/boom", got[control.AttrNamespace], got[control.AttrObjectName])
 		}
-		if got[attrExcType] != "runtime.boundsError" || got[attrExcMessage] != panicMessage {
-			t.Errorf("the record's exception = %s %q, want runtime.boundsError %q", got[attrExcType], got[attrExcMessage], panicMessage)
+		if got[control.AttrExcType] != "runtime.boundsError" || got[control.AttrExcMessage] != panicMessage {
+			t.Errorf("the record's exception = %s %q, want runtime.boundsError %q", got[control.AttrExcType], got[control.AttrExcMessage], panicMessage)
 		}
-		if !strings.Contains(got[attrExcStacktrace], "kube.outcomes.func1") {
-			t.Errorf("the record's stack doesn't show the Reconciler:\n%s", got[attrExcStacktrace])
+		if !strings.Contains(got[control.AttrExcStacktrace], "kube.outcomes.func1") {
+			t.Errorf("the record's stack doesn't show the Reconciler:\n%s", got[control.AttrExcStacktrace])
 		}
 		span := spanOf(tel, r)
-		if span == nil || spanAttrs(span)[attrObjectName] != "boom" {
+		if span == nil || spanAttrs(span)[control.AttrObjectName] != "boom" {
 			t.Fatalf("the record's trace context %v/%v isn't boom's reconcile span", r.TraceID(), r.SpanID())
 		}
-		if ev := span.Events(); len(ev) != 1 || attrStrings(ev[0].Attributes)[attrExcStacktrace] != got[attrExcStacktrace] {
+		if ev := span.Events(); len(ev) != 1 || attrStrings(ev[0].Attributes)[control.AttrExcStacktrace] != got[control.AttrExcStacktrace] {
 			t.Errorf("the record's stack isn't the span's exception's")
 		}
 		counted := 0
 		for _, r := range recordsWithBody(tel, "reconcile failed") {
-			if name := recordAttrs(r)[attrObjectName]; name != "fail" {
+			if name := recordAttrs(r)[control.AttrObjectName]; name != "fail" {
 				t.Errorf("a record reconcile failed of %s: a panic is recorded once, as a panic", name)
 			}
 			counted += failuresOf(t, r)
@@ -404,7 +405,7 @@ func TestAKindIsTracedAndLoggedAsAResourceIs(t *testing.T) {
 			t.Fatalf("%d spans reconcile Namespace, want 2 (a failure, then its retry); spans: %v", len(spans), spanNames(tel))
 		}
 		for _, s := range spans {
-			want := map[string]string{attrObjectName: "team-a"}
+			want := map[string]string{control.AttrObjectName: "team-a"}
 			if got := spanAttrs(s); !mapsEqual(got, want) {
 				t.Errorf("the span's attributes = %v, want %v: a cluster-scoped object has no namespace", got, want)
 			}
@@ -420,8 +421,8 @@ func TestAKindIsTracedAndLoggedAsAResourceIs(t *testing.T) {
 			t.Fatalf("%d records reconcile failed, want 1", len(recs))
 		}
 		want := map[string]string{
-			attrController: "memcached-controller", attrResource: "namespaces",
-			attrObjectName: "team-a", "error": "the default-deny policy can't be applied", attrFailures: "1",
+			control.AttrController: "memcached-controller", control.AttrResource: "namespaces",
+			control.AttrObjectName: "team-a", "error": "the default-deny policy can't be applied", control.AttrFailures: "1",
 		}
 		if got := recordAttrs(recs[0]); !mapsEqual(got, want) {
 			t.Errorf("the record's attributes = %v, want %v", got, want)
@@ -476,7 +477,7 @@ func TestClientGosRecordsReachTheLoggerProvider(t *testing.T) {
 // failuresOf is how many failures a failure's record counts.
 func failuresOf(t *testing.T, r sdklog.Record) int {
 	t.Helper()
-	n, err := strconv.Atoi(recordAttrs(r)[attrFailures])
+	n, err := strconv.Atoi(recordAttrs(r)[control.AttrFailures])
 	if err != nil {
 		t.Errorf("the record %q counts no failures: %v", r.Body().AsString(), err)
 	}

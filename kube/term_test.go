@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/record"
 	coordinationapiv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -83,8 +84,8 @@ func TestATermsProofEndsWhenItReleasesTheLease(t *testing.T) {
 		if got := storedEvents(t, kc, "shop"); len(got) != 0 {
 			t.Errorf("Events written = %d, want none: the proof ended with the release", len(got))
 		}
-		if got := eventOutcomes(t, tel); got[eventDropped+"/"+dropNotLeading] != 1 {
-			t.Errorf("humus.kube.controller.events = %v, want the Event dropped, %s", got, dropNotLeading)
+		if got := eventOutcomes(t, tel); got[record.Dropped+"/"+record.DropNotLeading] != 1 {
+			t.Errorf("humus.kube.controller.events = %v, want the Event dropped, %s", got, record.DropNotLeading)
 		}
 	})
 }

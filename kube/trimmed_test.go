@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/z5labs/humus/kube/internal/cache"
+	"github.com/z5labs/humus/kube/internal/control"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -171,15 +172,15 @@ func TestATrimmedCachesOwnWritesQueueNothing(t *testing.T) {
 		{"someone else's change after it", "6", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &countingQueue{queue: newQueue("test", time.Minute, nil)}
+			q := &countingQueue{Queue: control.NewQueue("test", time.Minute, nil)}
 			defer q.ShutDown()
-			c := &Controller{kind: "Memcached", group: "cache.example.com", ownWrites: newOwnedWrites([]schema.GroupVersionResource{deployments})}
-			c.ownWrites.recordWrite(deploymentsGR, "default", "d", ownedAnswer{rv: "5", entry: ours})
+			c := &control.Controller{Kind: "Memcached", Group: "cache.example.com", OwnWrites: control.NewOwnedWrites([]schema.GroupVersionResource{deployments})}
+			c.OwnWrites.RecordAnswer(deploymentsGR, "default", "d", control.OwnedAnswer{RV: "5", Entry: ours})
 			old, now := trimmed(t, "4", 4), trimmed(t, tc.next, 5)
 			if string(now.Raw) != `{"kind":"Deployment","apiVersion":"apps/v1","spec":{"replicas":3},"status":{}}` {
 				t.Fatalf("the trimmed object's JSON = %s", now.Raw)
 			}
-			c.ownerKeys(testWork(q), deploymentsGR).OnUpdate(old, now)
+			c.OwnerKeys(testWork(q), deploymentsGR).OnUpdate(old, now)
 			if got := len(q.added); got != tc.queued {
 				t.Errorf("owners queued = %d, want %d", got, tc.queued)
 			}
@@ -195,7 +196,7 @@ func TestAnObjectATrimKeepsWholeFailsItsReadNamingTheField(t *testing.T) {
 		t.Fatal(err)
 	}
 	var d replicasOnly
-	if err := decode(bad, &d); err == nil || !strings.Contains(err.Error(), "field spec.replicas") {
+	if err := control.Decode(bad, &d); err == nil || !strings.Contains(err.Error(), "field spec.replicas") {
 		t.Errorf("reading it = %v, want an error naming spec.replicas", err)
 	}
 }
@@ -222,8 +223,8 @@ func TestTwoTrimsOfOneCacheAreRefusedAndAWholeReadKeepsItWhole(t *testing.T) {
 		}
 
 		// Another namespace is another cache: trimmed its own way.
-		if other := ReadTrimmed(client, imagesKind, Selector{Namespace: "default"}); other.err != nil {
-			t.Errorf("ReadTrimmed of another namespace's cache = %v, want no error", other.err)
+		if other := ReadTrimmed(client, imagesKind, Selector{Namespace: "default"}); other.Err != nil {
+			t.Errorf("ReadTrimmed of another namespace's cache = %v, want no error", other.Err)
 		}
 
 		whole := Read(client, Kind[appsv1.Deployment]{GVR: deployments, Kind: "Deployment", Scope: Namespaced}, Selector{})

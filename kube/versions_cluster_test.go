@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -296,6 +297,7 @@ func checkTheWebhooksTelemetry(t *testing.T, tel *humustest.Telemetry) {
 
 // TestClusterVersionsMigrate moves the storage version from v1alpha1 to
 // v1beta1 with objects stored at v1alpha1, and migrates them: an
+// Migrate run before the webhook serves fails and changes nothing; an
 // interrupted Migrate resumes, writing only what is left; a finished one
 // returns at once; and v1alpha1 can then leave the CRD.
 func TestClusterVersionsMigrate(t *testing.T) {
@@ -323,10 +325,38 @@ func TestClusterVersionsMigrate(t *testing.T) {
 		t.Fatalf("storedVersions %v before the migration, want v1alpha1 and v1beta1", got)
 	}
 
+	// Where the docs say not to run it, the controller's Init, before the
+	// pods' webhook serves (a first install, or every replica restarted):
+	// nothing answers the conversions, and Migrate fails, naming the
+	// webhook, having changed nothing; those pods would crash-loop. Run
+	// once the webhook serves, as the docs say, it works (below).
+	crds := d.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	crd, err := crds.Get(ctx, "memcacheds."+v.Hub.Group, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(crd.Object, "https://"+unusedLoopback(t)+"/convert", "spec", "conversion", "webhook", "clientConfig", "url"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := crds.Update(ctx, crd, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
+	err = v.Migrate(dctx, d, nil)
+	dcancel()
+	if err == nil || !strings.Contains(err.Error(), "conversion webhook") {
+		t.Fatalf("Migrate with no webhook serving = %v, want an error naming the conversion webhook", err)
+	}
+	t.Logf("Migrate with no webhook serving: %v", err)
+	if got := storedVersions(t, d, v); !slices.Equal(got, []string{"v1alpha1", "v1beta1"}) {
+		t.Errorf("storedVersions %v after a migration with no webhook, want both still", got)
+	}
+	c.Install(t, v)
+
 	// Interrupted after its first page.
 	pctx, stop := context.WithCancel(ctx)
 	var first []kube.Migration
-	err := v.Migrate(pctx, d, func(m kube.Migration) {
+	err = v.Migrate(pctx, d, func(m kube.Migration) {
 		first = append(first, m)
 		stop()
 	})
@@ -417,4 +447,18 @@ func storedVersions(t *testing.T, d dynamic.Interface, v kube.Versions[Memcached
 	}
 	got, _, _ := unstructured.NestedStringSlice(crd.Object, "status", "storedVersions")
 	return got
+}
+
+// unusedLoopback is a loopback address nothing listens on.
+func unusedLoopback(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }

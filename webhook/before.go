@@ -52,6 +52,12 @@ func (s *Service) Before(then ...humus.Service) humus.Service {
 	}
 }
 
+// Services are the Services o serves: the webhook's, then then's, for a
+// caller that asks what a Service holds, such as kube.MarshalRBAC does.
+func (o *ordered) Services() []humus.Service {
+	return append([]humus.Service{o.hook}, o.then...)
+}
+
 // ordered is the Service Before returns.
 type ordered struct {
 	hook *Service

@@ -324,3 +324,23 @@ func echoHook(t *testing.T, h humus.Host, addr string) *webhook.Service {
 	}
 	return hook
 }
+
+// The Service Before returns says what it holds, for a caller that looks
+// into it, as kube.MarshalRBAC does: the webhook's, then the others.
+func TestBeforeSaysWhatItHolds(t *testing.T) {
+	_, volume := mounted(t)
+	h := humustest.NewHost().Host()
+	h.FS, h.Dir = volume.FS, "/app"
+	hook, err := webhook.NewService(&humus.Setup{Host: h}, webhook.Settings{Addr: "127.0.0.1:0", CertDir: "/tls"}, echo())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := newAfter(), newAfter()
+	held, ok := hook.Before(first, second).(interface{ Services() []humus.Service })
+	if !ok {
+		t.Fatal("Before's Service has no Services method")
+	}
+	if got := held.Services(); len(got) != 3 || got[0] != humus.Service(hook) || got[1] != humus.Service(first) || got[2] != humus.Service(second) {
+		t.Errorf("Services() = %v, want the webhook's, then the two after it", got)
+	}
+}

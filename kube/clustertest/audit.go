@@ -23,14 +23,24 @@ const (
 )
 
 // auditPolicy records every write at Metadata level, once its response is
-// complete, and nothing else: no reads, no RequestReceived or
-// ResponseStarted stage, no Panic stage.
+// complete; and the reads (get, list and watch) of ServiceAccounts outside
+// kube-system, such as PodHost's, for CheckRights: once their response is
+// complete, and a watch also once it has started, so a watch still open
+// is seen. Nothing else: no other reads, no RequestReceived or Panic
+// stage. The control plane's own components read as users of their own,
+// not as ServiceAccounts, so their many lists and watches aren't logged.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
-omitStages: [RequestReceived, ResponseStarted, Panic]
+omitStages: [RequestReceived, Panic]
 rules:
 - level: Metadata
   verbs: [create, update, patch, delete, deletecollection]
+  omitStages: [ResponseStarted]
+- level: None
+  userGroups: ["system:serviceaccounts:kube-system"]
+- level: Metadata
+  verbs: [get, list, watch]
+  userGroups: ["system:serviceaccounts"]
 - level: None
 `
 
@@ -64,10 +74,23 @@ type AuditEvent struct {
 	StageTime       time.Time
 }
 
-// auditLine is the part of an audit.k8s.io/v1 Event that AuditEvent
+// auditWrites are the verbs of the writes the audit policy records of
+// everyone.
+var auditWrites = []string{"create", "update", "patch", "delete", "deletecollection"}
+
+// An auditRecord is one line of the audit log: a write's, or a
+// ServiceAccount's read's, at one stage.
+type auditRecord struct {
+	AuditEvent
+	stage   string // ResponseComplete, or ResponseStarted for a watch
+	message string // the response's Status's, for an error
+}
+
+// auditLine is the part of an audit.k8s.io/v1 Event that auditRecord
 // keeps.
 type auditLine struct {
 	Kind      string `json:"kind"`
+	Stage     string `json:"stage"`
 	AuditID   string `json:"auditID"`
 	URI       string `json:"requestURI"`
 	Verb      string `json:"verb"`
@@ -84,7 +107,8 @@ type auditLine struct {
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
 	ResponseStatus *struct {
-		Code int `json:"code"`
+		Code    int    `json:"code"`
+		Message string `json:"message"`
 	} `json:"responseStatus"`
 	RequestReceived time.Time `json:"requestReceivedTimestamp"`
 	StageTime       time.Time `json:"stageTimestamp"`
@@ -105,12 +129,25 @@ var eventStart = []byte(`{"kind":"Event"`)
 // fails t saying so, and so does AwaitAudit.
 func (c *Cluster) Audit(t testing.TB) []AuditEvent {
 	t.Helper()
+	var events []AuditEvent
+	for _, r := range c.auditRecords(t) {
+		if slices.Contains(auditWrites, r.Verb) {
+			events = append(events, r.AuditEvent)
+		}
+	}
+	return events
+}
+
+// auditRecords returns every line of the audit log so far, in the order
+// written; it fails t as Audit does.
+func (c *Cluster) auditRecords(t testing.TB) []auditRecord {
+	t.Helper()
 	c.ownsProcesses(t, "the audit log")
-	events, err := c.audit.read(filepath.Join(c.dir, auditLogFile))
+	records, err := c.audit.read(filepath.Join(c.dir, auditLogFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return slices.Clone(events)
+	return records
 }
 
 // AwaitAudit polls the audit log until an event satisfies match, and
@@ -146,14 +183,14 @@ func Writes(events []AuditEvent, user string) []AuditEvent {
 // appends to it, so each read parses only the lines completed since the
 // last.
 type auditReader struct {
-	mu     sync.Mutex
-	offset int64        // where the first line not yet parsed begins
-	events []AuditEvent // parsed so far; never modified, only appended to
+	mu      sync.Mutex
+	offset  int64         // where the first line not yet parsed begins
+	records []auditRecord // parsed so far; never modified, only appended to
 }
 
 // read returns every event of the log at path so far. The caller mustn't
 // modify the slice's elements. A missing file has no events.
-func (r *auditReader) read(path string) ([]AuditEvent, error) {
+func (r *auditReader) read(path string) ([]auditRecord, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	f, err := os.Open(path)
@@ -172,21 +209,21 @@ func (r *auditReader) read(path string) ([]AuditEvent, error) {
 		return nil, fmt.Errorf("clustertest: reading the audit log: %w", err)
 	}
 	complete := bytes.LastIndexByte(data, '\n') + 1
-	r.events = append(r.events, parseAudit(data[:complete])...)
+	r.records = append(r.records, parseAudit(data[:complete])...)
 	r.offset += int64(complete)
-	return r.events[:len(r.events):len(r.events)], nil
+	return r.records[:len(r.records):len(r.records)], nil
 }
 
 // parseAudit parses the complete lines of an audit log. The part after
 // the last newline is a line still being written, and is left out. A line
 // that doesn't parse was left unfinished by a killed kube-apiserver; when
 // the next one appended its first event to it, that event is kept.
-func parseAudit(data []byte) []AuditEvent {
-	var events []AuditEvent
+func parseAudit(data []byte) []auditRecord {
+	var records []auditRecord
 	for {
 		line, rest, ok := bytes.Cut(data, []byte("\n"))
 		if !ok {
-			return events
+			return records
 		}
 		data = rest
 		var l auditLine
@@ -199,7 +236,7 @@ func parseAudit(data []byte) []AuditEvent {
 		if l.Kind != "Event" {
 			continue
 		}
-		e := AuditEvent{
+		e := auditRecord{stage: l.Stage, AuditEvent: AuditEvent{
 			AuditID:         l.AuditID,
 			Verb:            l.Verb,
 			User:            l.User.Username,
@@ -207,14 +244,14 @@ func parseAudit(data []byte) []AuditEvent {
 			RequestURI:      l.URI,
 			RequestReceived: l.RequestReceived,
 			StageTime:       l.StageTime,
-		}
+		}}
 		if r := l.ObjectRef; r != nil {
 			e.APIGroup, e.APIVersion, e.Resource, e.Subresource = r.APIGroup, r.APIVersion, r.Resource, r.Subresource
 			e.Namespace, e.Name = r.Namespace, r.Name
 		}
 		if l.ResponseStatus != nil {
-			e.Code = l.ResponseStatus.Code
+			e.Code, e.message = l.ResponseStatus.Code, l.ResponseStatus.Message
 		}
-		events = append(events, e)
+		records = append(records, e)
 	}
 }

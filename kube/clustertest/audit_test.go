@@ -59,7 +59,7 @@ func TestParseAudit(t *testing.T) {
 					t.Errorf("event %d's times are %s and %s, want %s and %s", i,
 						got[i].RequestReceived, got[i].StageTime, tc.want[i].RequestReceived, tc.want[i].StageTime)
 				}
-				g, w := got[i], tc.want[i]
+				g, w := got[i].AuditEvent, tc.want[i]
 				g.RequestReceived, g.StageTime, w.RequestReceived, w.StageTime = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 				if g != w {
 					t.Errorf("event %d is\n%+v, want\n%+v", i, g, w)
@@ -94,7 +94,14 @@ func TestAuditReader(t *testing.T) {
 			t.Fatalf("with %d bytes written, read = %d events, %v; want %d", tc.size, len(events), err, tc.want)
 		}
 	}
-	events, _ := r.read(path)
+	records, _ := r.read(path)
+	var events []AuditEvent
+	for _, r := range records {
+		events = append(events, r.AuditEvent)
+	}
+	if records[0].stage != "ResponseComplete" || records[0].message != `namespaces "kube-system" not found` {
+		t.Errorf("the first record's stage and message are %q and %q, want ResponseComplete and the 404's", records[0].stage, records[0].message)
+	}
 	if events[0].Verb != "create" || events[1].Verb != "patch" {
 		t.Errorf("read %+v, want the create and the patch", events)
 	}
@@ -111,8 +118,9 @@ func TestAuditReader(t *testing.T) {
 
 func TestAuditPolicy(t *testing.T) {
 	for _, want := range []string{
-		"omitStages: [RequestReceived, ResponseStarted, Panic]",
-		"- level: Metadata\n  verbs: [create, update, patch, delete, deletecollection]\n- level: None\n",
+		"omitStages: [RequestReceived, Panic]",
+		"- level: Metadata\n  verbs: [create, update, patch, delete, deletecollection]\n  omitStages: [ResponseStarted]\n",
+		"- level: None\n  userGroups: [\"system:serviceaccounts:kube-system\"]\n- level: Metadata\n  verbs: [get, list, watch]\n  userGroups: [\"system:serviceaccounts\"]\n- level: None\n",
 	} {
 		if !strings.Contains(auditPolicy, want) {
 			t.Errorf("the audit policy lacks %q", want)

@@ -185,7 +185,14 @@
 //   - kube-apiserver records every write (create, update, patch, delete,
 //     deletecollection), by anyone, at Metadata level once its response
 //     is complete, in an audit log that outlives its restarts; Audit reads
-//     it, and AwaitAudit waits for an event.
+//     it, and AwaitAudit waits for an event. It records the reads (get,
+//     list, watch) of ServiceAccounts outside kube-system too, for
+//     CheckRights: called before a whole-App test starts its App, it
+//     fails the test at its end on each request of the App's
+//     ServiceAccount refused with a 403, naming the verb, the resource and
+//     the namespace, and reports each right of its grants no request used
+//     (a failure with FailUnusedRights); RightsUsed returns the same as a
+//     value.
 //   - CPU says how much CPU time each component has used (on Linux, from
 //     /proc), for a benchmark that weighs what its client costs the
 //     control plane.

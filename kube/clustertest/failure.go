@@ -192,7 +192,8 @@ var klogError = regexp.MustCompile(`^[EF]\d{4} `)
 // matters returns the lines of the log named name that a failure shows:
 // errors (klog's E and F lines, etcd's levels error and above, a Go
 // panic), the restarts of a component (the line start writes), and, of
-// the audit log, the writes the API server failed (5xx) or refused for
+// the audit log, the requests it records (every write, and
+// ServiceAccounts' reads) that the API server failed (5xx) or refused for
 // want of rights (401, 403).
 func matters(name string, data []byte) []string {
 	var out []string
@@ -234,8 +235,8 @@ func etcdError(line string) bool {
 	return false
 }
 
-// failedRequest says the write of an audit log's line when the API server
-// failed it or refused it for want of rights.
+// failedRequest says the request of an audit log's line when the API
+// server failed it or refused it for want of rights.
 func failedRequest(line string) (string, bool) {
 	var ev struct {
 		Verb string `json:"verb"`

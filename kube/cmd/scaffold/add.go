@@ -58,8 +58,8 @@ func runAdd(args []string, stdout, stderr io.Writer) error {
 	return addKind(r, pkg, dir, stdout)
 }
 
-// addKind writes the files of a new kind, r, and prints what Init and
-// deploy/rbac.yaml need to run its controller.
+// addKind writes the files of a new kind, r, and prints what Init needs
+// to run its controller, and how deploy/rbac.yaml is written again.
 func addKind(r resource, pkg *appPackage, dir string, stdout io.Writer) error {
 	errs := r.check(false)
 	if len(errs) == 0 {

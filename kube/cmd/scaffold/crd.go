@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/kube"
 )
 
@@ -19,13 +25,38 @@ type starterStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// derive adds to out what the module's golden tests derive from its
+// code: the CRD's YAML, and deploy/rbac.yaml.
+func derive(out files, d data) error {
+	crd, err := crdYAML(d.resource)
+	if err != nil {
+		return fmt.Errorf("scaffold: the CRD of %s: %w", d.Kind, err)
+	}
+	out[d.CRDFile()] = crd
+	rbac, err := rbacYAML(d)
+	if err != nil {
+		return fmt.Errorf("scaffold: the RBAC of %s's controller: %w", d.Kind, err)
+	}
+	out["deploy/rbac.yaml"] = rbac
+	return nil
+}
+
 // crdYAML is the YAML of r's CRD, as kind.go.tmpl's kube.Resource makes it.
 func crdYAML(r resource) ([]byte, error) {
+	crd, err := starter(r).CRD()
+	if err != nil {
+		return nil, err
+	}
+	return kube.MarshalCRD(crd)
+}
+
+// starter is r's kube.Resource, as kind.go.tmpl writes it.
+func starter(r resource) kube.Resource[starterSpec, starterStatus] {
 	var (
 		spec   starterSpec
 		status starterStatus
 	)
-	res := kube.Resource[starterSpec, starterStatus]{
+	return kube.Resource[starterSpec, starterStatus]{
 		Group: r.Group, Version: r.Version, Kind: r.Kind, Plural: r.Plural,
 		Scope: kube.Scope(r.Scope),
 		Columns: []kube.Column{
@@ -39,9 +70,32 @@ func crdYAML(r resource) ([]byte, error) {
 			kube.Rules(&status, kube.Field(&status.Conditions).ListMap("type")),
 		},
 	}
-	crd, err := res.CRD()
+}
+
+// rbacYAML is the RBAC app.Init's controller of r needs, in the
+// namespace d names, as the module's golden test derives it with
+// kube.MarshalRBAC: a controller built as app.go.tmpl builds it, with
+// the same parts in the same order, on a Client that opens no
+// connection.
+func rbacYAML(d data) ([]byte, error) {
+	s := &humus.Setup{Host: humus.OSHost()}
+	client, err := kube.NewClient(s, kube.Connection{Server: "10.96.0.1:443", TLS: &tls.Config{}})
 	if err != nil {
 		return nil, err
 	}
-	return kube.MarshalCRD(crd)
+	set := kube.DefaultSettings()
+	set.Name = d.AppName
+	set.LeaderElection.Namespace, set.LeaderElection.Identity = d.Namespace, d.AppName+"-0"
+	configMaps := corev1.SchemeGroupVersion.WithResource("configmaps")
+	ctrl, err := kube.NewController(s, client, set, starter(d.resource),
+		kube.ReconcilerFunc[starterSpec, starterStatus](func(context.Context, kube.Object[starterSpec, starterStatus]) (kube.Result[starterStatus], error) {
+			return kube.Result[starterStatus]{}, nil
+		}),
+		kube.Owns(configMaps),
+		kube.Writes(configMaps, kube.Apply),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return kube.MarshalRBAC(d.AppName, d.Namespace, ctrl)
 }

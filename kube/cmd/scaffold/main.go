@@ -23,7 +23,8 @@
 // and another version, it writes that version's types, copied from the
 // hub's, the two conversion functions and the resource's kube.Versions,
 // with a round-trip test. What the files you wrote need to use them (a
-// line of Init, a rule of deploy/rbac.yaml) it prints, for you to add.
+// line of Init, and the command that writes deploy/rbac.yaml again) it
+// prints, for you to add.
 //
 // Neither ever overwrites a file: when any file it would write exists, it
 // writes nothing and names every one. Every bad flag is named at once,

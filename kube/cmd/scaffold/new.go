@@ -63,7 +63,7 @@ func runNew(args []string, stdout, stderr io.Writer) error {
 		"app/app.go":                               "app.go",
 		"app/main_test.go":                         "main_test.go",
 		"app/app_test.go":                          "app_test.go",
-		"deploy/rbac.yaml":                         "rbac.yaml",
+		"app/rbac_test.go":                         "rbac_test.go",
 		"deploy/namespace.yaml":                    "namespace.yaml",
 		"deploy/deployment.yaml":                   "deployment.yaml",
 		"README.md":                                "README.md",
@@ -78,11 +78,9 @@ func runNew(args []string, stdout, stderr io.Writer) error {
 	if err := renderAll(out, d, paths); err != nil {
 		return err
 	}
-	crd, err := crdYAML(r)
-	if err != nil {
-		return fmt.Errorf("scaffold: the CRD of %s: %w", r.Kind, err)
+	if err := derive(out, d); err != nil {
+		return err
 	}
-	out[r.CRDFile()] = crd
 	if err := out.write(dir); err != nil {
 		return err
 	}
@@ -94,7 +92,7 @@ func runNew(args []string, stdout, stderr io.Writer) error {
 		msg += "go.mod requires humus's modules at " + develVersion + ": this scaffold was built from a checkout, not a release. Point them at it first:\n" +
 			"  go mod edit -replace github.com/z5labs/humus=PATH -replace github.com/z5labs/humus/kube=PATH/kube\n"
 	}
-	_, err = io.WriteString(stdout, msg)
+	_, err := io.WriteString(stdout, msg)
 	return err
 }
 

@@ -253,7 +253,7 @@ func TestScaffoldedModule(t *testing.T) {
 				args = append(args, "-short")
 			}
 			got := goCmd(t, dir, 30*time.Minute, args...)
-			want := []string{"--- PASS: TestWebsiteCRD", "--- PASS: TestWebsiteReconcileAppliesAConfigMapItControls",
+			want := []string{"--- PASS: TestWebsiteCRD", "--- PASS: TestRBAC", "--- PASS: TestWebsiteReconcileAppliesAConfigMapItControls",
 				"--- PASS: TestWebsiteReconcileReportsAFailedApply", "ok  \texample.com/website/app"}
 			if scope == "Namespaced" {
 				want = append(want, "--- PASS: TestBlogCRD", "--- PASS: TestBlogReconcileAppliesAConfigMapItControls",

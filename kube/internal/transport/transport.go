@@ -50,6 +50,11 @@ type Config struct {
 	// Log says what the Transport can't do as asked: a connection it can't
 	// abort, a token the API server refused. nil says nothing.
 	Log *slog.Logger
+	// Writes records every write of a resource it Owns, whatever the
+	// context it was sent with, deletes included: the Client's Ledger,
+	// which its Readers read their App's own writes through. nil records
+	// none.
+	Writes WriteRecorder
 }
 
 // New returns the Transport for c: the chain of round trippers every
@@ -103,7 +108,7 @@ func New(c Config) *Transport {
 		}
 		rt = &tokenTransport{tokens: tokens, next: rt}
 	}
-	rt = &writesTransport{next: rt}
+	rt = &writesTransport{next: rt, all: c.Writes}
 	tel := c.Telemetry.Resolved()
 	rt = otelhttp.NewTransport(rt,
 		otelhttp.WithTracerProvider(tel.TracerProvider),

@@ -32,6 +32,11 @@ type Answer struct {
 	Created         bool              // the write created the object: a 201
 	Writer          ManagedEntry      // the managedFields entry the writer owns
 	Labels          map[string]string // the object's, after the write
+	// Deleted is a DELETE's answer that the object is gone (not kept for
+	// its finalizers, which is an update): its UID, when the answer says,
+	// and its last resourceVersion.
+	Deleted bool
+	UID     string
 }
 
 // ManagedEntry names a managedFields entry as kube-apiserver keeps one for
@@ -57,9 +62,10 @@ func WritesFrom(ctx context.Context) WriteRecorder {
 }
 
 // writesTransport reads the answer of each write whose context carries a
-// WriteRecorder, and records it.
+// WriteRecorder, and of each write all records, and records it.
 type writesTransport struct {
 	next http.RoundTripper
+	all  WriteRecorder // records writes whatever their context; nil for none
 }
 
 // maxRecordedBytes bounds the answers read for a resourceVersion: etcd
@@ -68,17 +74,27 @@ const maxRecordedBytes = 3 << 20
 
 func (t *writesTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(r)
-	rec, ok := r.Context().Value(writeRecorderKey{}).(WriteRecorder)
-	if err != nil || !ok || resp.StatusCode/100 != 2 || resp.ContentLength > maxRecordedBytes {
+	if err != nil || resp.StatusCode/100 != 2 || resp.ContentLength > maxRecordedBytes {
 		return resp, err
 	}
+	del := r.Method == http.MethodDelete
 	switch r.Method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch:
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 	default:
 		return resp, err
 	}
-	gr, ok := resourceOf(r.URL.Path)
-	if !ok || !rec.Owns(gr) {
+	gr, segs, ok := splitPath(r.URL.Path)
+	if !ok || (del && len(segs) != 2) {
+		return resp, nil // not an object's write, such as a deletecollection
+	}
+	var recs []WriteRecorder
+	if rec, ok := r.Context().Value(writeRecorderKey{}).(WriteRecorder); ok && !del && rec.Owns(gr) {
+		recs = append(recs, rec)
+	}
+	if t.all != nil && t.all.Owns(gr) {
+		recs = append(recs, t.all)
+	}
+	if len(recs) == 0 {
 		return resp, nil // such as the controller's own status
 	}
 	mt, _, mtErr := mime.ParseMediaType(resp.Header.Get("Content-Type"))
@@ -98,15 +114,59 @@ func (t *writesTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, nil
 	}
-	if m, ok := metadataOf(mt, body); ok && m.Name != "" {
-		rec.RecordWrite(gr, m.Namespace, m.Name, Answer{
-			ResourceVersion: m.ResourceVersion,
-			Created:         resp.StatusCode == http.StatusCreated,
-			Writer:          writersEntry(r),
-			Labels:          m.Labels,
-		})
+	m, ok := metadataOf(mt, body)
+	a := Answer{
+		ResourceVersion: m.ResourceVersion,
+		Created:         resp.StatusCode == http.StatusCreated,
+		Writer:          writersEntry(r),
+		Labels:          m.Labels,
+	}
+	namespace, name := m.Namespace, m.Name
+	if del {
+		// Named by its path: the answer is the object, or a Status.
+		namespace, name = namespaceOf(r.URL.Path), segs[1]
+		if !ok || m.Name == "" || m.DeletionTimestamp == nil {
+			a = Answer{Deleted: true, UID: string(m.UID), ResourceVersion: m.ResourceVersion, Labels: m.Labels}
+			if m.Name == "" {
+				a = Answer{Deleted: true, UID: statusUID(mt, body)}
+			}
+		}
+	} else if !ok {
+		return resp, nil
+	}
+	if name == "" {
+		return resp, nil
+	}
+	for _, rec := range recs {
+		rec.RecordWrite(gr, namespace, name, a)
 	}
 	return resp, nil
+}
+
+// namespaceOf is the namespace an API path names, or "".
+func namespaceOf(path string) string {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	for i := 0; i+1 < len(segs); i++ {
+		if segs[i] == "namespaces" && i+2 < len(segs) {
+			return segs[i+1]
+		}
+	}
+	return ""
+}
+
+// statusUID is the UID a DELETE's Status answer names in its details, in
+// JSON; "" in protobuf, or when it names none.
+func statusUID(mediaType string, body []byte) string {
+	if mediaType != jsonType {
+		return ""
+	}
+	var st struct {
+		Details struct {
+			UID string `json:"uid"`
+		} `json:"details"`
+	}
+	_ = json.Unmarshal(body, &st)
+	return st.Details.UID
 }
 
 // writersEntry is the managedFields entry that r's writer owns, as

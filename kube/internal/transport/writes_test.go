@@ -247,3 +247,63 @@ func TestWritersEntry(t *testing.T) {
 		t.Errorf("maxFieldManager = %d, and the API server's FieldManagerMaxLength %d", maxFieldManager, metav1validation.FieldManagerMaxLength)
 	}
 }
+
+// deletesRecorded is a WriteRecorder of deployments that says what it
+// recorded of a delete too.
+type deletesRecorded []string
+
+func (r *deletesRecorded) Owns(gr schema.GroupResource) bool { return gr == deploymentsGR }
+
+func (r *deletesRecorded) RecordWrite(gr schema.GroupResource, namespace, name string, a Answer) {
+	s := namespace + "/" + name + " rv=" + a.ResourceVersion
+	if a.Deleted {
+		s += " deleted uid=" + a.UID
+	}
+	*r = append(*r, s)
+}
+
+// The transport's own recorder (Config.Writes, a Client's ledger) records
+// every write of what it Owns, with no recorder in the context, and a
+// DELETE's answer: the object gone (its UID, from the object or from the
+// Status answered), or kept for its finalizers, which is an update (issue
+// 44, point 2: deletes weren't recorded, nor writes outside a reconcile's
+// context).
+func TestTheTransportsRecorderRecordsEveryWriteAndDelete(t *testing.T) {
+	srv := writeAnswers(t, map[string]answer{
+		"d":       {jsonType, `{"metadata":{"name":"d","namespace":"default","resourceVersion":"7"}}`},
+		"gone":    {jsonType, `{"metadata":{"name":"gone","namespace":"default","uid":"u-gone","resourceVersion":"8"}}`},
+		"status":  {jsonType, `{"kind":"Status","apiVersion":"v1","status":"Success","details":{"name":"status","group":"apps","kind":"deployments","uid":"u-status"}}`},
+		"kept":    {jsonType, `{"metadata":{"name":"kept","namespace":"default","uid":"u-kept","resourceVersion":"9","deletionTimestamp":"2026-12-06T00:00:00Z"}}`},
+		"ignored": {jsonType, `{"metadata":{"name":"ignored","resourceVersion":"10"}}`},
+	})
+	var all deletesRecorded
+	client := &http.Client{Transport: &writesTransport{next: http.DefaultTransport, all: &all}}
+	for _, w := range []struct{ method, path string }{
+		{http.MethodPatch, "/apis/apps/v1/namespaces/default/deployments/d"},
+		{http.MethodDelete, "/apis/apps/v1/namespaces/default/deployments/gone"},
+		{http.MethodDelete, "/apis/apps/v1/namespaces/default/deployments/status"},
+		{http.MethodDelete, "/apis/apps/v1/namespaces/default/deployments/kept"},
+		{http.MethodDelete, "/apis/apps/v1/namespaces/default/deployments"}, // a deletecollection
+		{http.MethodPatch, "/api/v1/namespaces/default/configmaps/ignored"},
+	} {
+		req, err := http.NewRequestWithContext(t.Context(), w.method, srv.URL+w.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	want := deletesRecorded{
+		"default/d rv=7",
+		"default/gone rv=8 deleted uid=u-gone",
+		"default/status rv= deleted uid=u-status",
+		"default/kept rv=9",
+	}
+	if !slices.Equal(all, want) {
+		t.Errorf("recorded %q, want %q", all, want)
+	}
+}

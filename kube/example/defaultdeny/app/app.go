@@ -30,9 +30,14 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("app: the clientset: %w", err)
 	}
+	networkPolicies := networkingv1.SchemeGroupVersion.WithResource("networkpolicies")
+	configMaps := corev1.SchemeGroupVersion.WithResource("configmaps")
 	ctrl, err := kube.NewKindController(s, client, set.controller, Namespaces, DefaultDeny{Kube: kc},
-		kube.Owns(networkingv1.SchemeGroupVersion.WithResource("networkpolicies")),
-		kube.Owns(corev1.SchemeGroupVersion.WithResource("configmaps")),
+		kube.Owns(networkPolicies),
+		kube.Owns(configMaps),
+		// The Reconciler applies both in each namespace.
+		kube.Writes(networkPolicies, kube.Apply),
+		kube.Writes(configMaps, kube.Apply),
 	)
 	if err != nil {
 		return nil, err

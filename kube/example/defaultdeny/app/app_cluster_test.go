@@ -63,7 +63,10 @@ func startDefaultDeny(t *testing.T) *defaultDenyRun {
 	}
 	home := c.Namespace(t)
 	const pod = "default-deny-5c7b9-qx2lm"
-	host := c.PodHost(t, home, pod, app.Name, clustertest.RBACGrants(t, "../deploy/rbac.yaml", home)...)
+	grants := clustertest.RBACGrants(t, "../deploy/rbac.yaml", home)
+	host := c.PodHost(t, home, pod, app.Name, grants...)
+	// Over the whole run, no request refused, and no right unused.
+	c.CheckRights(t, home, app.Name, grants, clustertest.FailUnusedRights())
 	probes := host.Env["PROBES_ADDR"]
 
 	p := humustest.Start(t, host.Host(), app.Init)

@@ -4,8 +4,10 @@
 // so, and puts both back when they're changed or deleted.
 //
 // The Namespace is reconciled as client-go's own corev1.Namespace, through
-// kube.Kind, and has no status of the controller's. The RBAC it needs is
-// deploy/rbac.yaml, which the whole-App tests grant, and nothing more.
+// kube.Kind, and has no status of the controller's. The RBAC it needs,
+// deploy/rbac.yaml, is derived from what Init declares by a golden test
+// (kube.MarshalRBAC), and the whole-App tests grant it, and check from the
+// API server's audit log that they need nothing more, and nothing less.
 package app
 
 import (

@@ -50,6 +50,7 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 	ctrl, err := kube.NewController(s, client, set.controller, Memcached, rec,
 		kube.Owns(Deployments.GVR),
 		kube.Reads(deployments),
+		kube.Writes(Deployments.GVR, kube.Apply), // the Reconciler applies them
 		kube.Finalize(Finalizer, rec.Finalize),
 	)
 	if err != nil {

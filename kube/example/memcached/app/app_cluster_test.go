@@ -45,7 +45,7 @@ func TestClusterMemcached(t *testing.T) {
 	}{
 		{"reconciles into a Deployment it controls, and applies its status", r.reconcilesIntoADeployment},
 		{"serves the controller's metrics at /metrics, under the docs' names", r.servesMetrics},
-		{"undoes a hand-made scale of the Deployment", r.undoesAHandMadeScale},
+		{"undoes a hand-made scale of the Deployment, each time, and says so in an Event's series", r.undoesAHandMadeScale},
 		{"restarted, it reads the Deployment that is up to date from its cache, and writes nothing to it", r.restartsWithoutWriting},
 		{"deleting the Memcached finalizes it once, and garbage-collects its Deployment", r.finalizesOnce},
 		{"exits 0 on its signal, and releases the Lease", r.exitsAndReleasesTheLease},
@@ -83,7 +83,10 @@ func startMemcached(t *testing.T) *memcachedRun {
 	admin, dyn := adminClients(t, c)
 	installCRD(t, c)
 	ns := c.Namespace(t)
-	host := c.PodHost(t, ns, memcachedPod, app.Name, clustertest.RBACGrants(t, "../deploy/rbac.yaml", ns)...)
+	grants := clustertest.RBACGrants(t, "../deploy/rbac.yaml", ns)
+	host := c.PodHost(t, ns, memcachedPod, app.Name, grants...)
+	// Over the whole run, no request refused, and no right unused.
+	c.CheckRights(t, ns, app.Name, grants, clustertest.FailUnusedRights())
 	r := &memcachedRun{admin: admin, ns: ns, host: host, probes: host.Env["PROBES_ADDR"]}
 	r.start = func() *humustest.Process {
 		return humustest.Start(t, host.Host(), app.Init, humus.WithTelemetry(app.BuildTelemetry))
@@ -222,6 +225,26 @@ func (r *memcachedRun) servesMetrics(t *testing.T) {
 }
 
 func (r *memcachedRun) undoesAHandMadeScale(t *testing.T) {
+	// Twice: each time it is put back, the App records an Event, the
+	// second counted into the first's series, with a patch of it.
+	for range 2 {
+		r.scaleByHand(t)
+	}
+	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
+		reapplied, err := eventsOf(t, r.admin, r.ns, r.uid, "DeploymentReapplied")
+		if err != nil {
+			return err
+		}
+		if len(reapplied) != 1 || reapplied[0].Series == nil || reapplied[0].Series.Count != 2 {
+			return fmt.Errorf("DeploymentReapplied events = %+v, want one, of a series of 2", reapplied)
+		}
+		return nil
+	})
+}
+
+// scaleByHand scales the Deployment to 3, as kubectl scale does, and
+// waits for the App to put it back to the Memcached's 1.
+func (r *memcachedRun) scaleByHand(t *testing.T) {
 	// Through the scale subresource, as kubectl scale does.
 	deployments := r.admin.AppsV1().Deployments(r.ns)
 	scale, err := deployments.GetScale(t.Context(), "sessions", metav1.GetOptions{})
@@ -377,6 +400,8 @@ func TestClusterMemcachedInOneNamespace(t *testing.T) {
 	}
 	host := c.PodHost(t, ns, "memcached-controller-0", app.Name, grants...)
 	host.Env["WATCH_NAMESPACE"] = ns
+	// No request outside the namespace, which its grants would refuse.
+	c.CheckRights(t, ns, app.Name, grants)
 
 	p := humustest.Start(t, host.Host(), app.Init)
 

@@ -10,7 +10,7 @@ import (
 	"github.com/z5labs/humus/kube/example/memcached/app"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden CRD")
+var update = flag.Bool("update", false, "rewrite the golden files: the CRD and the RBAC")
 
 // The CRD that deploys with the controller is the one the Go types
 // reflect: a change to the types that isn't in the YAML fails go test, in

@@ -4,8 +4,10 @@
 //
 // There are no markers and no generated code. The CRD is reflected from
 // MemcachedSpec and MemcachedStatus, constrained by Memcached's Rules, and
-// checked into deploy/crds by a golden test. The RBAC it needs is
-// deploy/rbac.yaml, which the whole-App tests grant, and nothing more.
+// checked into deploy/crds by a golden test. The RBAC it needs,
+// deploy/rbac.yaml, is derived from what Init declares by a golden test
+// (kube.MarshalRBAC), and the whole-App tests grant it, and check from the
+// API server's audit log that they need nothing more, and nothing less.
 package app
 
 import (

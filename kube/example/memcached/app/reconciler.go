@@ -105,12 +105,17 @@ func (r Reconciler) Reconcile(ctx context.Context, m kube.Object[MemcachedSpec, 
 			return failed("ApplyFailed", err)
 		}
 		ready = applied.Status.ReadyReplicas
+		// A clientset's answer carries no kind: the reference to the
+		// Deployment is written out.
+		ref := &corev1.ObjectReference{
+			APIVersion: "apps/v1", Kind: "Deployment", Namespace: applied.Namespace, Name: applied.Name, UID: applied.UID,
+		}
 		if missing {
-			// A clientset's answer carries no kind: the reference to
-			// the Deployment is written out.
-			r.event(ctx, m, &corev1.ObjectReference{
-				APIVersion: "apps/v1", Kind: "Deployment", Namespace: applied.Namespace, Name: applied.Name, UID: applied.UID,
-			}, "DeploymentCreated", "Create", "Created Deployment "+applied.Name)
+			r.event(ctx, m, ref, "DeploymentCreated", "Create", "Created Deployment "+applied.Name)
+		} else {
+			// Such as after a hand-made scale: each time it is put back,
+			// the Recorder counts it into the Event's series.
+			r.event(ctx, m, ref, "DeploymentReapplied", "Apply", "Applied Deployment "+applied.Name+" again: it differed from the Memcached")
 		}
 	}
 	st.ReadyReplicas = ready

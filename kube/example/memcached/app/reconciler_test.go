@@ -175,8 +175,8 @@ func TestReconcileAppliesADeploymentThatDiffers(t *testing.T) {
 				d.Spec.Template.Labels["memcached"] != "sessions" || metav1.GetControllerOf(d) == nil {
 				t.Errorf("the Deployment = %+v, want it put back", d.Spec)
 			}
-			if got := rec.recorded; len(got) != 0 {
-				t.Errorf("events = %+v, want none: the Deployment was there already", got)
+			if got := rec.recorded; len(got) != 1 || got[0].Reason != "DeploymentReapplied" || got[0].Related == nil || got[0].Related.Name != "sessions" {
+				t.Errorf("events = %+v, want one, DeploymentReapplied, about the Deployment too: it was there already", got)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -13,10 +13,7 @@ import (
 	"github.com/z5labs/humus/kube/internal/elector"
 )
 
-// ErrLostLeadership is what Serve returns when the replica loses the Lease
-// while it serves: it couldn't renew it for RenewDeadline, or another
-// replica took it. The App exits 1, and Kubernetes restarts the pod, which
-// campaigns again.
+// ErrLostLeadership is kube.ErrLostLeadership.
 var ErrLostLeadership = errors.New("kube: lost the lease")
 
 // leader leads once the resources are served: it runs steps 2 to 5 of How
@@ -26,13 +23,13 @@ type leader interface {
 	serve(ctx, stopping context.Context, inf *informing) error
 	// each calls f with each work this replica has now: the one Lease's,
 	// or each held shard's whose caches have synced.
-	each(f func(*work))
+	each(f func(*Work))
 }
 
-// oneLease leads on the controller's one Lease, named Settings.Name: every
+// OneLease leads on the controller's one Lease, named Settings.Name: every
 // replica keeps caches of every object warm, and the Lease's holder
 // reconciles them, in one term of leading.
-type oneLease struct {
+type OneLease struct {
 	c *Controller
 	// blocked, when set, reports whether a held Lease that covers some of
 	// the objects keeps this replica from the one Lease: a shard's, during
@@ -42,21 +39,21 @@ type oneLease struct {
 	blocked  func(ctx context.Context) bool
 	gaveBack string
 
-	w atomic.Pointer[work] // from the start of its informers
+	W atomic.Pointer[Work] // from the start of its informers
 }
 
-func (l *oneLease) each(f func(*work)) {
-	if w := l.w.Load(); w != nil {
+func (l *OneLease) each(f func(*Work)) {
+	if w := l.W.Load(); w != nil {
 		f(w)
 	}
 }
 
 // serve runs steps 2 to 5 on the one Lease.
-func (l *oneLease) serve(ctx, stopping context.Context, inf *informing) error {
+func (l *OneLease) serve(ctx, stopping context.Context, inf *informing) error {
 	c := l.c
-	w := c.newWork(nil)
-	defer w.q.ShutDown()
-	defer w.later.stop()
+	w := c.NewWork(nil)
+	defer w.Q.ShutDown()
+	defer w.Later.Stop()
 
 	// 2 and 3. Start the informers, of every object, the resource's own
 	// and the shared ones of the resources it owns, and wait for the
@@ -65,8 +62,8 @@ func (l *oneLease) serve(ctx, stopping context.Context, inf *informing) error {
 	if err := c.handle([]toolscache.SharedIndexInformer{own}, w, inf.watch); err != nil {
 		return err
 	}
-	w.store = own.GetIndexer()
-	l.w.Store(w)
+	w.Store = own.GetIndexer()
+	l.W.Store(w)
 	owned, err := c.joinOwned(w, inf.watch)
 	if err != nil {
 		return err
@@ -75,7 +72,7 @@ func (l *oneLease) serve(ctx, stopping context.Context, inf *informing) error {
 	if !inf.start(inf.ctx, stopping, []toolscache.SharedIndexInformer{own}, owned...) {
 		return nil // shutdown began, or a resource stopped being served
 	}
-	c.synced.MarkHealthy()
+	c.Ready.MarkHealthy()
 
 	// 4 and 5. Campaign for the Lease, and reconcile while holding it.
 	return l.lead(ctx, stopping, w)
@@ -85,7 +82,7 @@ func (l *oneLease) serve(ctx, stopping context.Context, inf *informing) error {
 // leading on w until shutdown begins (stopping is done) or the Lease can no
 // longer be proven. A Lease this replica is forbidden to read or write
 // ends Serve with the API server's answer.
-func (l *oneLease) lead(ctx, stopping context.Context, w *work) error {
+func (l *OneLease) lead(ctx, stopping context.Context, w *Work) error {
 	c := l.c
 	leading := make(chan struct{})
 	campaigning, stopCampaigning := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), c.tel.logr))
@@ -136,7 +133,7 @@ func (l *oneLease) lead(ctx, stopping context.Context, w *work) error {
 func (c *Controller) electorConfig(name string) elector.Config {
 	le := c.settings.LeaderElection
 	return elector.Config{
-		Leases:        c.clients.leases.Leases(le.Namespace),
+		Leases:        c.API.Leases.Leases(le.Namespace),
 		Namespace:     le.Namespace,
 		Name:          name,
 		Identity:      le.Identity,
@@ -144,7 +141,7 @@ func (c *Controller) electorConfig(name string) elector.Config {
 		LeaseDuration: le.LeaseDuration,
 		RenewDeadline: le.RenewDeadline,
 		RetryPeriod:   le.RetryPeriod,
-		Grace:         unservedGrace,
+		Grace:         UnservedGrace,
 		Log:           c.tel.logr.WithValues("lock", le.Namespace+"/"+name),
 	}
 }

@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -15,23 +15,14 @@ var errNotServing = errors.New("kube: the controller isn't serving")
 // begins; any other cause but a done context is a failure Serve returns.
 var errShutdown = errors.New("kube: shutting down")
 
-// Serve runs the controller until its context is done, and then returns
-// nil once the reconciles in flight have finished and the Lease is
-// released. It returns an error naming the resource when the resource, or
-// one it owns, isn't served or may not be listed, such as when its CRD
-// isn't installed or is deleted while the controller runs; an error naming
-// the Lease when this replica may not read or write it; and
-// ErrLostLeadership when the replica loses the Lease.
-//
-// Every replica lists and watches, and keeps its caches warm; only the
-// Lease's holder reconciles, with Settings.Workers workers.
+// Serve runs the controller: kube.Controller.Serve.
 func (c *Controller) Serve(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return fmt.Errorf("kube: controller %s: Serve was called twice", c.name)
 	}
-	defer close(c.done)
+	defer close(c.Done)
 	defer c.closeConnections()
-	defer c.synced.MarkUnhealthy(errNotServing)
+	defer c.Ready.MarkUnhealthy(errNotServing)
 
 	ctx = klog.NewContext(ctx, c.tel.logr)
 	stopping, stop := context.WithCancelCause(ctx)
@@ -61,12 +52,12 @@ func (c *Controller) Serve(ctx context.Context) error {
 // last stream is still being forgotten isn't idle yet, so while any is
 // open, it is closed on a second pass, a moment later.
 func (c *Controller) closeConnections() {
-	c.clients.closeIdle()
-	if c.clients.open() == 0 {
+	c.API.CloseIdle()
+	if c.API.Open() == 0 {
 		return
 	}
 	time.Sleep(closeIdleAgain)
-	c.clients.closeIdle()
+	c.API.CloseIdle()
 }
 
 // closeIdleAgain is how long after its first pass closeConnections makes its
@@ -104,7 +95,7 @@ func (c *Controller) serve(ctx, stopping context.Context, fail context.CancelCau
 	if len(reads) > 0 && !inf.start(running, stopping, nil, reads...) {
 		return nil // shutdown began, or a resource stopped being served
 	}
-	return c.leader.serve(ctx, stopping, inf)
+	return c.Leader.serve(ctx, stopping, inf)
 }
 
 // Shutdown, and the end of a term of leading, run on these signals. Each
@@ -135,23 +126,14 @@ func (c *Controller) serve(ctx, stopping context.Context, fail context.CancelCau
 // cancelled, the elector stops, the connections are aborted, and Serve
 // returns ErrLostLeadership by the lost deadline.
 
-// Shutdown finishes the controller's shutdown within ctx. Shutdown begins
-// when Serve's context is done, or when Shutdown is called: the controller
-// stops taking keys, lets the reconciles in flight finish, releases the
-// Lease and stops its informers, leaving its backlog for the next leader,
-// and Serve returns nil. When ctx ends first, Shutdown cancels the
-// reconciles in flight and the Lease's release, waits for the reconciles
-// to return, and returns an error wrapping ctx's: it never waits on the API
-// server, however slow the release or the informers are. A Reconciler that
-// ignores its cancelled context holds Shutdown, and humus.Main's grace
-// period bounds that.
+// Shutdown begins the controller's shutdown: kube.Controller.Shutdown.
 func (c *Controller) Shutdown(ctx context.Context) error {
-	c.beginShutdown()
+	c.BeginShutdown()
 	if !c.started.Load() {
 		return nil
 	}
 	select {
-	case <-c.done:
+	case <-c.Done:
 		return nil
 	case <-ctx.Done():
 	}
@@ -160,7 +142,8 @@ func (c *Controller) Shutdown(ctx context.Context) error {
 	return fmt.Errorf("kube: controller %s: shutting down: %w", c.name, ctx.Err())
 }
 
-func (c *Controller) beginShutdown() { c.stopOnce.Do(func() { close(c.stop) }) }
+// BeginShutdown begins shutdown: it stops taking keys.
+func (c *Controller) BeginShutdown() { c.stopOnce.Do(func() { close(c.stop) }) }
 
 func (c *Controller) stopped() bool {
 	select {

@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -26,22 +26,22 @@ import (
 )
 
 // scope is the instrumentation scope of everything the module records.
-const scope = "github.com/z5labs/humus/kube"
+const InstrumentationScope = "github.com/z5labs/humus/kube"
 
 // The names of the attributes the module records. The first two are
 // OpenTelemetry's own; the rest are humus's, and start with humus.
 const (
-	attrNamespace     = "k8s.namespace.name"
-	attrObjectName    = "humus.kube.object.name"
-	attrController    = "humus.kube.controller.name"
-	attrResource      = "humus.kube.resource"
-	attrOutcome       = "humus.kube.controller.reconcile.outcome"
-	attrShard         = "humus.kube.controller.shard"
-	attrPriority      = "humus.kube.controller.queue.priority"
-	attrExcType       = "exception.type"
-	attrExcMessage    = "exception.message"
-	attrExcStacktrace = "exception.stacktrace"
-	attrFailures      = "failures" // on a failure's record: the failures it counts
+	AttrNamespace     = "k8s.namespace.name"
+	AttrObjectName    = "humus.kube.object.name"
+	AttrController    = "humus.kube.controller.name"
+	AttrResource      = "humus.kube.resource"
+	AttrOutcome       = "humus.kube.controller.reconcile.outcome"
+	AttrShard         = "humus.kube.controller.shard"
+	AttrPriority      = "humus.kube.controller.queue.priority"
+	AttrExcType       = "exception.type"
+	AttrExcMessage    = "exception.message"
+	AttrExcStacktrace = "exception.stacktrace"
+	AttrFailures      = "failures" // on a failure's record: the failures it counts
 	// On a reconcile that succeeded after Settings.ReconcileTimeout: its
 	// span event, the bound, and how long it ran.
 	eventOverran = "humus.kube.reconcile.overran"
@@ -57,43 +57,43 @@ type telemetry struct {
 	logr        logr.Logger // client-go's records, through the logger in their context
 	instruments *instruments
 	controller  attribute.KeyValue
-	failures    *failureLog
+	failures    *FailureLog
 }
 
-// newTelemetry returns the telemetry of the controller named name, of
+// NewTelemetry returns the telemetry of the controller named name, of
 // resource. Every record it writes, and every one client-go writes through
 // its logr logger, names both, humus.kube.controller.name and
 // humus.kube.resource, so two controllers' records in one App, or of two
 // kinds' objects of one name, are told apart.
-func newTelemetry(t humus.Telemetry, name string, resource schema.GroupResource) (*telemetry, error) {
+func NewTelemetry(t humus.Telemetry, name string, resource schema.GroupResource) (*telemetry, error) {
 	t = t.Resolved()
-	handler := otelslog.NewHandler(scope, otelslog.WithLoggerProvider(t.LoggerProvider)).WithAttrs([]slog.Attr{
-		slog.String(attrController, name),
-		slog.String(attrResource, resource.String()),
+	handler := otelslog.NewHandler(InstrumentationScope, otelslog.WithLoggerProvider(t.LoggerProvider)).WithAttrs([]slog.Attr{
+		slog.String(AttrController, name),
+		slog.String(AttrResource, resource.String()),
 	})
-	inst, err := newInstruments(t.MeterProvider.Meter(scope))
+	inst, err := NewInstruments(t.MeterProvider.Meter(InstrumentationScope))
 	if err != nil {
 		return nil, err
 	}
 	return &telemetry{
-		tracer:      t.TracerProvider.Tracer(scope),
+		tracer:      t.TracerProvider.Tracer(InstrumentationScope),
 		log:         slog.New(handler),
-		logr:        logr.FromSlogHandler(verbosity{Handler: handler}),
+		logr:        logr.FromSlogHandler(Verbosity{Handler: handler}),
 		instruments: inst,
-		controller:  attribute.String(attrController, name),
-		failures:    newFailureLog(),
+		controller:  attribute.String(AttrController, name),
+		failures:    NewFailureLog(),
 	}, nil
 }
 
-// informerLogger is the logger a shared informer of key runs with, from
+// InformerLogger is the logger a shared informer of key runs with, from
 // the Client's handler: the informer is the Client's, shared by its
 // controllers, so its records (the reflector's, its watch errors') name
 // its resource, humus.kube.resource, and no one controller.
-func informerLogger(h slog.Handler, key cache.Key) logr.Logger {
-	return logr.FromSlogHandler(verbosity{Handler: h.WithAttrs([]slog.Attr{slog.String(attrResource, key.GVR.GroupResource().String())})})
+func InformerLogger(h slog.Handler, key cache.Key) logr.Logger {
+	return logr.FromSlogHandler(Verbosity{Handler: h.WithAttrs([]slog.Attr{slog.String(AttrResource, key.GVR.GroupResource().String())})})
 }
 
-// verbosity keeps client-go's records up to its V(2), "useful steady state
+// Verbosity keeps client-go's records up to its V(2), "useful steady state
 // information", and drops its debugging levels, such as leader election's
 // V(5) record of every renewal, for a LoggerProvider that takes records of
 // every severity, as the SDK's does with its batch processor. A
@@ -101,24 +101,24 @@ func informerLogger(h slog.Handler, key cache.Key) logr.Logger {
 // each level: such as telemetry.Build's, by its Verbosity option, or one
 // with contrib's minsev processor. That is one that takes no record below
 // every severity (anySeverity).
-type verbosity struct{ slog.Handler }
+type Verbosity struct{ slog.Handler }
 
 // anySeverity is a level below any that a record has: V(1048576).
 const anySeverity = slog.Level(-1 << 20)
 
-func (v verbosity) Enabled(ctx context.Context, l slog.Level) bool {
+func (v Verbosity) Enabled(ctx context.Context, l slog.Level) bool {
 	if !v.Handler.Enabled(ctx, l) {
 		return false
 	}
 	return l >= slog.Level(-2) || !v.Handler.Enabled(ctx, anySeverity)
 }
 
-func (v verbosity) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return verbosity{Handler: v.Handler.WithAttrs(attrs)}
+func (v Verbosity) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return Verbosity{Handler: v.Handler.WithAttrs(attrs)}
 }
 
-func (v verbosity) WithGroup(name string) slog.Handler {
-	return verbosity{Handler: v.Handler.WithGroup(name)}
+func (v Verbosity) WithGroup(name string) slog.Handler {
+	return Verbosity{Handler: v.Handler.WithGroup(name)}
 }
 
 // reconcileRecord is one reconcile's span, and what is recorded at its
@@ -142,26 +142,26 @@ func (t *telemetry) start(ctx context.Context, kind string, u metav1.Object, sha
 		logAttrs = append(logAttrs, slog.String(string(a.Key), a.Value.String()))
 	}
 	if ns := u.GetNamespace(); ns != "" {
-		attrs = append(attrs, attribute.String(attrNamespace, ns))
-		logAttrs = append(logAttrs, slog.String(attrNamespace, ns))
+		attrs = append(attrs, attribute.String(AttrNamespace, ns))
+		logAttrs = append(logAttrs, slog.String(AttrNamespace, ns))
 	}
-	attrs = append(attrs, attribute.String(attrObjectName, u.GetName()))
-	logAttrs = append(logAttrs, slog.String(attrObjectName, u.GetName()))
+	attrs = append(attrs, attribute.String(AttrObjectName, u.GetName()))
+	logAttrs = append(logAttrs, slog.String(AttrObjectName, u.GetName()))
 	now := time.Now()
 	ctx, span := t.tracer.Start(ctx, "reconcile "+kind, trace.WithNewRoot(), trace.WithTimestamp(now),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return ctx, &reconcileRecord{tel: t, ctx: ctx, span: span, start: now, key: key(u), attrs: logAttrs, shard: shard}
+	return ctx, &reconcileRecord{tel: t, ctx: ctx, span: span, start: now, key: Key(u), attrs: logAttrs, shard: shard}
 }
 
-func (r *reconcileRecord) succeeded() { r.end(success) }
+func (r *reconcileRecord) succeeded() { r.end(Success) }
 
 // stale records a write refused because the object it was computed from is
 // gone: one INFO record and a span event, and the outcome success, since
 // nothing retries it.
 func (r *reconcileRecord) stale(err error) {
-	r.span.AddEvent("stale object", trace.WithAttributes(attribute.String(attrExcMessage, err.Error())))
+	r.span.AddEvent("stale object", trace.WithAttributes(attribute.String(AttrExcMessage, err.Error())))
 	r.tel.log.DebugContext(r.ctx, "reconcile skipped a stale object", append(r.attrs, slog.String("error", err.Error()))...)
-	r.end(success)
+	r.end(Success)
 }
 
 // failed records an error that retries the key: Reconcile's own, or a
@@ -172,7 +172,7 @@ func (r *reconcileRecord) failed(err error) {
 	r.span.RecordError(err)
 	r.span.SetStatus(codes.Error, err.Error())
 	r.warn("reconcile failed", err)
-	r.end(failure)
+	r.end(Failure)
 }
 
 // timedOut records a reconcile that Settings.ReconcileTimeout ended: as
@@ -181,7 +181,7 @@ func (r *reconcileRecord) timedOut(err error) {
 	r.span.RecordError(err)
 	r.span.SetStatus(codes.Error, err.Error())
 	r.warn("reconcile timed out", err)
-	r.end(timedOut)
+	r.end(TimedOut)
 }
 
 // overran records a reconcile or a Finalize's f that returned nil after
@@ -198,44 +198,44 @@ func (t *telemetry) overran(ctx context.Context, bound, took time.Duration) {
 // err and the failures it counts, unless the key's failureLog holds it
 // back.
 func (r *reconcileRecord) warn(msg string, err error) {
-	n, ok := r.tel.failures.failed(r.key, time.Now())
+	n, ok := r.tel.failures.Failed(r.key, time.Now())
 	if !ok {
 		return
 	}
-	r.tel.log.WarnContext(r.ctx, msg, append(r.attrs, slog.String("error", err.Error()), slog.Int(attrFailures, n))...)
+	r.tel.log.WarnContext(r.ctx, msg, append(r.attrs, slog.String("error", err.Error()), slog.Int(AttrFailures, n))...)
 }
 
 // panicked records a recovered panic: an exception event on the span, an
 // Error status, and one ERROR record, each with the exception's type,
 // message and stack.
-func (r *reconcileRecord) panicked(pv *panicValue) {
-	typ, msg, stack := fmt.Sprintf("%T", pv.value), fmt.Sprint(pv.value), string(pv.stack)
-	if err, ok := pv.value.(error); ok {
+func (r *reconcileRecord) panicked(pv *PanicValue) {
+	typ, msg, stack := fmt.Sprintf("%T", pv.Value), fmt.Sprint(pv.Value), string(pv.Stack)
+	if err, ok := pv.Value.(error); ok {
 		msg = err.Error()
 	}
 	r.span.AddEvent("exception", trace.WithAttributes(
-		attribute.String(attrExcType, typ),
-		attribute.String(attrExcMessage, msg),
-		attribute.String(attrExcStacktrace, stack),
+		attribute.String(AttrExcType, typ),
+		attribute.String(AttrExcMessage, msg),
+		attribute.String(AttrExcStacktrace, stack),
 	))
 	r.span.SetStatus(codes.Error, "panic: "+msg)
 	r.tel.log.ErrorContext(r.ctx, "reconcile panicked", append(r.attrs,
-		slog.String(attrExcType, typ),
-		slog.String(attrExcMessage, msg),
-		slog.String(attrExcStacktrace, stack),
+		slog.String(AttrExcType, typ),
+		slog.String(AttrExcMessage, msg),
+		slog.String(AttrExcStacktrace, stack),
 	)...)
-	r.end(panicked)
+	r.end(Panicked)
 }
 
 // end ends the span, and records reconcile.duration over the same time.
-func (r *reconcileRecord) end(o outcome) {
+func (r *reconcileRecord) end(o Outcome) {
 	now := time.Now()
 	r.span.End(trace.WithTimestamp(now))
 	r.tel.instruments.reconcileDuration.Record(context.WithoutCancel(r.ctx), now.Sub(r.start).Seconds(),
-		metric.WithAttributes(append([]attribute.KeyValue{r.tel.controller, attribute.String(attrOutcome, string(o))}, r.shard...)...))
+		metric.WithAttributes(append([]attribute.KeyValue{r.tel.controller, attribute.String(AttrOutcome, string(o))}, r.shard...)...))
 }
 
-// failureLog keeps a key that keeps failing from flooding the log, as
+// FailureLog keeps a key that keeps failing from flooding the log, as
 // client-go keeps its own repeated errors from doing: a key's first failure
 // is recorded at once, and each later one only once a wait has passed
 // since the key's last record, a wait that doubles from a second with each
@@ -249,9 +249,9 @@ func (r *reconcileRecord) end(o outcome) {
 // the object gone), so its next failure is recorded at once, and once it
 // hasn't failed for an hour, as a key of a shard this replica no longer
 // holds.
-type failureLog struct {
+type FailureLog struct {
 	mu    sync.Mutex
-	keys  map[string]*keyFailures
+	Keys  map[string]*keyFailures
 	swept time.Time // when keys last forgot those that stopped failing
 }
 
@@ -269,19 +269,19 @@ const (
 	failureMemory    = time.Hour       // how long a key that stops failing is kept
 )
 
-func newFailureLog() *failureLog { return &failureLog{keys: map[string]*keyFailures{}} }
+func NewFailureLog() *FailureLog { return &FailureLog{Keys: map[string]*keyFailures{}} }
 
-// failed counts a failure of key at now, and reports whether to record it,
+// Failed counts a failure of key at now, and reports whether to record it,
 // and how many failures the record counts: this one, and those since the
 // key's last record.
-func (l *failureLog) failed(key string, now time.Time) (int, bool) {
+func (l *FailureLog) Failed(key string, now time.Time) (int, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sweep(now)
-	f := l.keys[key]
+	f := l.Keys[key]
 	if f == nil {
 		f = &keyFailures{wait: firstFailureWait}
-		l.keys[key] = f
+		l.Keys[key] = f
 	}
 	f.unsaid++
 	f.last = now
@@ -293,48 +293,48 @@ func (l *failureLog) failed(key string, now time.Time) (int, bool) {
 	return n, true
 }
 
-// forget forgets key's failures: it settled.
-func (l *failureLog) forget(key string) {
+// Forget forgets key's failures: it settled.
+func (l *FailureLog) Forget(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.keys, key)
+	delete(l.Keys, key)
 }
 
 // sweep forgets, at most once every failureMemory, the keys that haven't
 // failed for that long: those that stopped failing without settling here.
-func (l *failureLog) sweep(now time.Time) {
+func (l *FailureLog) sweep(now time.Time) {
 	if now.Sub(l.swept) < failureMemory {
 		return
 	}
 	l.swept = now
-	for k, f := range l.keys {
+	for k, f := range l.Keys {
 		if now.Sub(f.last) >= failureMemory {
-			delete(l.keys, k)
+			delete(l.Keys, k)
 		}
 	}
 }
 
-// outcome is how a reconcile ended, for step 7 of How one key is
+// Outcome is how a reconcile ended, for step 7 of How one key is
 // reconciled (package doc) and the telemetry.
-type outcome string
+type Outcome string
 
 const (
-	success  outcome = "success"
-	failure  outcome = "error"
-	panicked outcome = "panic"
-	timedOut outcome = "timeout"
+	Success  Outcome = "success"
+	Failure  Outcome = "error"
+	Panicked Outcome = "panic"
+	TimedOut Outcome = "timeout"
 )
 
-// panicValue is a recovered panic, and where it happened.
-type panicValue struct {
-	value any
-	stack []byte
+// PanicValue is a recovered panic, and where it happened.
+type PanicValue struct {
+	Value any
+	Stack []byte
 }
 
-// durationBuckets is OpenTelemetry's advice for a duration in seconds, as
+// DurationBuckets is OpenTelemetry's advice for a duration in seconds, as
 // http.server.request.duration takes it. The SDK's default boundaries are
 // for milliseconds.
-var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
 // instruments are the controller's eight: the proposal's six, and the two
 // of the latency a change sees.
@@ -349,7 +349,7 @@ type instruments struct {
 	changeLatency      metric.Float64Histogram
 }
 
-func newInstruments(m metric.Meter) (*instruments, error) {
+func NewInstruments(m metric.Meter) (*instruments, error) {
 	var errs []error
 	check := func(name string, err error) {
 		if err != nil {
@@ -368,11 +368,11 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	check(p+"queue.adds", err)
 	i.queueDuration, err = m.Float64Histogram(p+"queue.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long an object waited in the work queue for a worker."),
-		metric.WithExplicitBucketBoundaries(durationBuckets...))
+		metric.WithExplicitBucketBoundaries(DurationBuckets...))
 	check(p+"queue.duration", err)
 	i.reconcileDuration, err = m.Float64Histogram(p+"reconcile.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long each reconcile took, by its outcome."),
-		metric.WithExplicitBucketBoundaries(durationBuckets...))
+		metric.WithExplicitBucketBoundaries(DurationBuckets...))
 	check(p+"reconcile.duration", err)
 	i.unfinishedDuration, err = m.Float64Gauge(p+"reconcile.unfinished_duration", metric.WithUnit("s"),
 		metric.WithDescription("How long the reconciles in flight have run, added together."))
@@ -385,7 +385,7 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	check(p+"queue.oldest_wait", err)
 	i.changeLatency, err = m.Float64Histogram(p+"reconcile.change_latency", metric.WithUnit("s"),
 		metric.WithDescription("How long from a change's write, as the API server stamped it, to the end of the reconcile that handled it."),
-		metric.WithExplicitBucketBoundaries(durationBuckets...))
+		metric.WithExplicitBucketBoundaries(DurationBuckets...))
 	check(p+"reconcile.change_latency", err)
 
 	if err := errors.Join(errs...); err != nil {
@@ -404,15 +404,15 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 type queueMetrics struct {
 	inst       *instruments
 	attrs      []attribute.KeyValue // the shard's
-	byPriority map[priority]metric.MeasurementOption
+	byPriority map[Priority]metric.MeasurementOption
 }
 
 // newQueueMetrics returns the queue's provider for the controller named
 // name, with the shard's attributes.
 func newQueueMetrics(inst *instruments, name string, attrs []attribute.KeyValue) *queueMetrics {
-	p := &queueMetrics{inst: inst, attrs: attrs, byPriority: map[priority]metric.MeasurementOption{}}
+	p := &queueMetrics{inst: inst, attrs: attrs, byPriority: map[Priority]metric.MeasurementOption{}}
 	for _, pr := range priorityqueue.Priorities {
-		p.byPriority[pr] = p.byController(name, attribute.String(attrPriority, pr.String()))
+		p.byPriority[pr] = p.byController(name, attribute.String(AttrPriority, pr.String()))
 	}
 	return p
 }
@@ -444,12 +444,12 @@ func (p *queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) work
 func (p *queueMetrics) NewRetriesMetric(string) workqueue.CounterMetric { return noop{} }
 
 func (p *queueMetrics) byController(name string, more ...attribute.KeyValue) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue{attribute.String(attrController, name)}, p.attrs...), more...)...))
+	return metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue{attribute.String(AttrController, name)}, p.attrs...), more...)...))
 }
 
 // oldestWait records queue.oldest_wait for p: the queue calls it every
 // 500ms, as it sets the work in flight, and with 0 once it shuts down.
-func (p *queueMetrics) oldestWait(pr priority, wait time.Duration) {
+func (p *queueMetrics) oldestWait(pr Priority, wait time.Duration) {
 	p.inst.oldestWait.Record(context.Background(), wait.Seconds(), p.byPriority[pr])
 }
 

@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"time"
@@ -16,23 +16,23 @@ import (
 // place of any wait for Result.After or a backoff that the key had, and
 // with the time the API server stamped the change with.
 
-// objectKeys queues an object's key on every change to it, its deletion
+// ObjectKeys queues an object's key on every change to it, its deletion
 // and each resync, but for the change that is a reconcile's own write: at
 // low priority when the initial list adds it, or an update brings nothing
 // the controller reads (changed); otherwise at normal. A relist that finds
 // the object unchanged (a watch expired, listed again) queues nothing: a
 // resync hands the cache's own object again, a relist a new one of the
 // same resourceVersion.
-func (c *Controller) objectKeys(w *work) toolscache.ResourceEventHandler {
+func (c *Controller) ObjectKeys(w *Work) toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			k, err := toolscache.MetaNamespaceKeyFunc(obj)
 			switch {
 			case err != nil:
 			case initial:
-				c.queueNow(w, k, low, time.Time{})
+				c.queueNow(w, k, Low, time.Time{})
 			default:
-				c.queueNow(w, k, normal, writtenAt(obj))
+				c.queueNow(w, k, Normal, writtenAt(obj))
 			}
 		},
 		UpdateFunc: func(old, obj any) {
@@ -44,18 +44,18 @@ func (c *Controller) objectKeys(w *work) toolscache.ResourceEventHandler {
 			if old != obj && sameVersion(old, obj) {
 				return // a relist that found it unchanged
 			}
-			p, at := low, time.Time{}
+			p, at := Low, time.Time{}
 			if was, ok := old.(metav1.Object); !ok || c.changed(was, m) {
-				p, at = normal, writtenAt(obj)
+				p, at = Normal, writtenAt(obj)
 			}
-			c.queueUnlessOwn(w, k, p, at, func() bool { return c.versions.redundant(k, m, c.finalizer) })
+			c.queueUnlessOwn(w, k, p, at, func() bool { return c.Versions.redundant(k, m, c.Finalizer) })
 		},
 		DeleteFunc: func(obj any) {
 			if k, err := toolscache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-				c.queueNow(w, k, normal, time.Now())
-				for _, rel := range c.relations {
-					if rel.index != nil {
-						rel.failed.forget(k) // its References' failure, if any
+				c.queueNow(w, k, Normal, time.Now())
+				for _, rel := range c.Relations {
+					if rel.Index != nil {
+						rel.Failed.Forget(k) // its References' failure, if any
 					}
 				}
 			}
@@ -112,41 +112,41 @@ func stampOf(obj any) time.Time {
 	return at
 }
 
-// ownerKeys queues the owner of an owned resource of gr that changes: the
+// OwnerKeys queues the owner of an owned resource of gr that changes: the
 // object its controller owner reference names, when that reference names
 // the controller's group and kind; but for the change that is a
 // reconcile's own write. The initial list, and an update that brings the
 // same resourceVersion, queue it at low priority; any other change at
 // normal.
-func (c *Controller) ownerKeys(w *work, gr schema.GroupResource) toolscache.ResourceEventHandler {
-	queueOwner := func(old, obj any, p priority) {
+func (c *Controller) OwnerKeys(w *Work, gr schema.GroupResource) toolscache.ResourceEventHandler {
+	queueOwner := func(old, obj any, p Priority) {
 		m, ok := obj.(metav1.Object)
-		k, owned := c.ownerKey(obj)
+		k, owned := c.OwnerKey(obj)
 		if !ok || !owned {
 			return
 		}
 		before, _ := old.(metav1.Object)
 		var at time.Time
-		if p == normal {
+		if p == Normal {
 			at = writtenAt(obj)
 		}
-		c.queueUnlessOwn(w, k, p, at, func() bool { return c.ownWrites.redundant(gr, before, m) })
+		c.queueUnlessOwn(w, k, p, at, func() bool { return c.OwnWrites.redundant(gr, before, m) })
 	}
 	return toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if initial {
-				queueOwner(nil, obj, low)
+				queueOwner(nil, obj, Low)
 				return
 			}
-			queueOwner(nil, obj, normal)
+			queueOwner(nil, obj, Normal)
 		},
 		UpdateFunc: func(old, obj any) {
 			// A change of owner reconciles the old owner too. The same owner
 			// is queued once: queued twice, a worker could take it between
 			// the two, and reconcile it twice for one change.
-			if k, ok := c.ownerKey(old); ok {
-				if now, ok := c.ownerKey(obj); !ok || now != k {
-					c.queueNow(w, k, normal, writtenAt(obj))
+			if k, ok := c.OwnerKey(old); ok {
+				if now, ok := c.OwnerKey(obj); !ok || now != k {
+					c.queueNow(w, k, Normal, writtenAt(obj))
 				}
 			}
 			// An owned informer has no resync: the same version again is a
@@ -154,11 +154,11 @@ func (c *Controller) ownerKeys(w *work, gr schema.GroupResource) toolscache.Reso
 			if sameVersion(old, obj) {
 				return
 			}
-			queueOwner(old, obj, normal)
+			queueOwner(old, obj, Normal)
 		},
 		DeleteFunc: func(obj any) {
-			if k, ok := c.ownerKey(obj); ok {
-				c.queueNow(w, k, normal, time.Now())
+			if k, ok := c.OwnerKey(obj); ok {
+				c.queueNow(w, k, Normal, time.Now())
 			}
 		},
 	}
@@ -173,7 +173,7 @@ func sameVersion(old, obj any) bool {
 	return ok && ok2 && was.GetResourceVersion() != "" && was.GetResourceVersion() == now.GetResourceVersion()
 }
 
-func (c *Controller) ownerKey(obj any) (string, bool) {
+func (c *Controller) OwnerKey(obj any) (string, bool) {
 	if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
@@ -185,7 +185,7 @@ func (c *Controller) ownerKey(obj any) (string, bool) {
 	if ref == nil {
 		return "", false
 	}
-	if c.scope == Cluster {
+	if c.Scope == Cluster {
 		return ref.Name, true
 	}
 	return m.GetNamespace() + "/" + ref.Name, true
@@ -195,11 +195,11 @@ func (c *Controller) ownerKey(obj any) (string, bool) {
 // of the controller's group and kind, or nil.
 func (c *Controller) controllerRef(m metav1.Object) *metav1.OwnerReference {
 	ref := metav1.GetControllerOfNoCopy(m)
-	if ref == nil || ref.Kind != c.kind {
+	if ref == nil || ref.Kind != c.Kind {
 		return nil
 	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil || gv.Group != c.group {
+	if err != nil || gv.Group != c.Group {
 		return nil
 	}
 	return ref

@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -24,23 +24,9 @@ import (
 	"github.com/z5labs/humus/kube/internal/shard"
 )
 
-// ShardKey is the field of an object whose hash puts it in a shard.
-type ShardKey string
-
-const (
-	// ShardByUID divides the objects by their metadata.uid: evenly,
-	// whatever their namespaces. An owned object belongs to the shard of
-	// its controller owner's UID.
-	ShardByUID ShardKey = "uid"
-	// ShardByNamespace divides them by their metadata.namespace: every
-	// object of a namespace in one shard, owned objects with their owners,
-	// filtered by the API server too.
-	ShardByNamespace ShardKey = "namespace"
-)
-
-// maxShards bounds Settings.Shards: each shard is a Lease, and a list and a
+// MaxShards bounds Settings.Shards: each shard is a Lease, and a list and a
 // watch of each resource on the replica that holds it.
-const maxShards = 256
+const MaxShards = 256
 
 // With Settings.Shards above 1, the objects are divided into that many
 // ranges of their hash (internal/shard), each with a Lease of its own, and the
@@ -89,14 +75,14 @@ const annotationWantedBy = "kube.humus.z5labs.dev/wanted-by"
 // Lease of the shards covers some of its objects.
 func newLeader(c *Controller) leader {
 	if c.settings.Shards > 1 {
-		return &shardManager{c: c, terms: map[int]*shardTerm{}}
+		return &ShardManager{c: c, Terms: map[int]*shardTerm{}}
 	}
-	return &oneLease{c: c, blocked: shardLeasesHeld(c), gaveBack: "Gave the lease back: a replica of another shard count holds a shard's"}
+	return &OneLease{c: c, blocked: shardLeasesHeld(c), gaveBack: "Gave the lease back: a replica of another shard count holds a shard's"}
 }
 
-// shardManager runs a sharded controller's terms: one for each shard this
+// ShardManager runs a sharded controller's terms: one for each shard this
 // replica holds.
-type shardManager struct {
+type ShardManager struct {
 	c        *Controller
 	ctx      context.Context // Serve's
 	stopping context.Context
@@ -107,31 +93,31 @@ type shardManager struct {
 	honoured sync.Once
 	refusal  elector.Refusal // of the Lease list's answers
 
-	mu    sync.Mutex
-	terms map[int]*shardTerm
+	Mu    sync.Mutex
+	Terms map[int]*shardTerm
 }
 
 // shardTerm is one term of holding one shard.
 type shardTerm struct {
 	r         shard.Range
-	w         *work
-	informers []toolscache.SharedIndexInformer
+	w         *Work
+	Informers []toolscache.SharedIndexInformer
 	el        *elector.Elector
-	synced    atomic.Bool
+	Synced    atomic.Bool
 	asked     chan struct{} // closed when another replica asks for the shard, or the term is to end
 	askOnce   sync.Once
 	over      chan struct{} // closed when the term has ended
 }
 
-func (m *shardManager) each(f func(*work)) {
-	m.mu.Lock()
-	var works []*work
-	for _, t := range m.terms {
-		if t.synced.Load() {
+func (m *ShardManager) each(f func(*Work)) {
+	m.Mu.Lock()
+	var works []*Work
+	for _, t := range m.Terms {
+		if t.Synced.Load() {
 			works = append(works, t.w)
 		}
 	}
-	m.mu.Unlock()
+	m.Mu.Unlock()
 	for _, w := range works {
 		f(w)
 	}
@@ -140,13 +126,13 @@ func (m *shardManager) each(f func(*work)) {
 // serve runs steps 2 to 5 of a sharded controller: it takes shards, lists
 // and watches each from when it takes it, and reconciles each while
 // holding it, until shutdown begins.
-func (m *shardManager) serve(ctx, stopping context.Context, inf *informing) error {
+func (m *ShardManager) serve(ctx, stopping context.Context, inf *informing) error {
 	c := m.c
 	n := c.settings.Shards
 	m.ctx, m.stopping, m.inf = ctx, stopping, inf
 	m.foreign = shard.NewForeign(c.name, string(c.settings.ShardBy), c.settings.LeaderElection.LeaseDuration)
 	m.ended = make(chan int, n)
-	m.refusal = elector.Refusal{Grace: unservedGrace}
+	m.refusal = elector.Refusal{Grace: UnservedGrace}
 	for i := range n {
 		cfg := c.electorConfig(shard.LeaseName(c.name, string(c.settings.ShardBy), i, n))
 		cfg.Taking = func(l *coordinationv1.Lease) {
@@ -186,7 +172,7 @@ func (m *shardManager) serve(ctx, stopping context.Context, inf *informing) erro
 // read or write is an error, and the shards it has just taken, whose terms
 // haven't begun, it gives back first: Serve ends, and no other replica
 // should wait them out.
-func (m *shardManager) look() (time.Time, error) {
+func (m *ShardManager) look() (time.Time, error) {
 	le := m.c.settings.LeaderElection
 	next := time.Now().Add(le.RetryPeriod)
 	leases, ok, err := m.list()
@@ -238,23 +224,23 @@ func (m *shardManager) look() (time.Time, error) {
 
 // giveBack releases the Leases of the shards taken, whose terms haven't
 // begun.
-func (m *shardManager) giveBack(taken []int) {
+func (m *ShardManager) giveBack(taken []int) {
 	for _, i := range taken {
 		m.c.release(m.electors[i])
 	}
 }
 
-func (m *shardManager) campaigning() context.Context {
+func (m *ShardManager) campaigning() context.Context {
 	return klog.NewContext(context.WithoutCancel(m.ctx), m.c.tel.logr)
 }
 
 // list lists the Leases in the Lease's namespace. It returns false and no
 // error when the list failed and may succeed next time.
-func (m *shardManager) list() ([]coordinationv1.Lease, bool, error) {
+func (m *ShardManager) list() ([]coordinationv1.Lease, bool, error) {
 	le := m.c.settings.LeaderElection
 	ctx, cancel := context.WithTimeout(m.campaigning(), le.RenewDeadline)
 	defer cancel()
-	list, err := m.c.clients.leases.Leases(le.Namespace).List(ctx, metav1.ListOptions{})
+	list, err := m.c.API.Leases.Leases(le.Namespace).List(ctx, metav1.ListOptions{})
 	switch {
 	case m.refusal.Final(err, elector.Incurable(err, false)):
 		return nil, false, fmt.Errorf("kube: listing the Leases in %s: %w", le.Namespace, err)
@@ -268,19 +254,19 @@ func (m *shardManager) list() ([]coordinationv1.Lease, bool, error) {
 // states reads the Leases as plan takes them: each shard's, as its
 // elector sees it; and when the first of those held by another replica
 // expires, unless renewed first.
-func (m *shardManager) states(leases []coordinationv1.Lease) (states []shard.State, expiry time.Time) {
+func (m *ShardManager) states(leases []coordinationv1.Lease) (states []shard.State, expiry time.Time) {
 	byName := map[string]*coordinationv1.Lease{}
 	for i := range leases {
 		byName[leases[i].Name] = &leases[i]
 	}
 	blocked := m.blockedShards(leases)
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
 	states = make([]shard.State, len(m.electors))
 	for i, el := range m.electors {
 		s := &states[i]
 		s.Blocked = blocked[i]
-		if _, ok := m.terms[i]; ok {
+		if _, ok := m.Terms[i]; ok {
 			s.Running = true
 			continue
 		}
@@ -302,13 +288,13 @@ func (m *shardManager) states(leases []coordinationv1.Lease) (states []shard.Sta
 // blockedShards says which shards a held Lease of another shard count
 // covers some of: the unsharded controller's one Lease, named Name,
 // covers all.
-func (m *shardManager) blockedShards(leases []coordinationv1.Lease) map[int]bool {
+func (m *ShardManager) blockedShards(leases []coordinationv1.Lease) map[int]bool {
 	return m.foreign.Blocked(leases, len(m.electors))
 }
 
 // askFor asks the holder of the i-th shard for it: an update of its Lease,
 // conditioned on the version this replica saw, naming this replica.
-func (m *shardManager) askFor(i int) {
+func (m *ShardManager) askFor(i int) {
 	el := m.electors[i]
 	asked, err := el.Annotate(m.campaigning(), annotationWantedBy, m.c.settings.LeaderElection.Identity)
 	switch {
@@ -324,22 +310,22 @@ func (m *shardManager) askFor(i int) {
 // start begins a term of the i-th shard, whose Lease this replica has just
 // taken: it renews the Lease, starts the shard's informers and, once they
 // have synced, its workers.
-func (m *shardManager) start(i int) {
+func (m *ShardManager) start(i int) {
 	r := shard.NewRange(i, len(m.electors))
 	t := &shardTerm{
-		r: r, w: m.c.newWork([]attribute.KeyValue{attribute.String(attrShard, r.String())}), el: m.electors[i],
+		r: r, w: m.c.NewWork([]attribute.KeyValue{attribute.String(AttrShard, r.String())}), el: m.electors[i],
 		asked: make(chan struct{}), over: make(chan struct{}),
 	}
-	m.mu.Lock()
-	m.terms[i] = t
-	m.mu.Unlock()
+	m.Mu.Lock()
+	m.Terms[i] = t
+	m.Mu.Unlock()
 	m.markSynced()
 	go m.run(t)
 }
 
 // run is one term of a shard, until it is lost, handed to the replica
 // that asked for it, or shutdown begins.
-func (m *shardManager) run(t *shardTerm) {
+func (m *ShardManager) run(t *shardTerm) {
 	c, el := m.c, t.el
 	defer m.end(t)
 
@@ -364,7 +350,7 @@ func (m *shardManager) run(t *shardTerm) {
 	if !m.cache(t, lt, running) {
 		return
 	}
-	if t.synced.Load() {
+	if t.Synced.Load() {
 		lt.lead()
 	}
 	if !lt.serve(m.stopping.Done(), t.asked) {
@@ -384,7 +370,7 @@ func (m *shardManager) run(t *shardTerm) {
 // and waits for their caches to sync, until the term is lost or handed
 // back, or shutdown begins. It reports false, having released the Lease,
 // when the informers can't be started.
-func (m *shardManager) cache(t *shardTerm, lt *term, running context.Context) bool {
+func (m *ShardManager) cache(t *shardTerm, lt *term, running context.Context) bool {
 	c := m.c
 	informers := c.shardInformers(t.r, m.notHonoured(t.r))
 	if err := c.handle(informers, t.w, m.inf.watch); err != nil {
@@ -393,10 +379,10 @@ func (m *shardManager) cache(t *shardTerm, lt *term, running context.Context) bo
 		lt.release()
 		return false
 	}
-	t.w.store = informers[0].GetIndexer()
-	m.mu.Lock()
-	t.informers = informers
-	m.mu.Unlock()
+	t.w.Store = informers[0].GetIndexer()
+	m.Mu.Lock()
+	t.Informers = informers
+	m.Mu.Unlock()
 	syncing, stopSyncing := context.WithCancel(m.stopping)
 	defer stopSyncing()
 	go func() {
@@ -408,7 +394,7 @@ func (m *shardManager) cache(t *shardTerm, lt *term, running context.Context) bo
 		stopSyncing()
 	}()
 	if m.inf.start(running, syncing, informers) {
-		t.synced.Store(true)
+		t.Synced.Store(true)
 		m.markSynced()
 	}
 	return true
@@ -417,8 +403,8 @@ func (m *shardManager) cache(t *shardTerm, lt *term, running context.Context) bo
 // end ends a term, once its workers have returned: it drops what the
 // controller keeps of each key of the term (forgetKeys), and tells the
 // manager.
-func (m *shardManager) end(t *shardTerm) {
-	t.w.later.stop()
+func (m *ShardManager) end(t *shardTerm) {
+	t.w.Later.Stop()
 	m.forgetKeys(t.w)
 	close(t.over)
 	m.ended <- t.r.Index
@@ -428,16 +414,16 @@ func (m *shardManager) end(t *shardTerm) {
 // has ended, once its workers have returned: its writes and its backoff,
 // which another replica's term of the shard makes stale; and whatever is
 // left in its queue, so the queue's depth goes back to none.
-func (m *shardManager) forgetKeys(w *work) {
-	if w.store != nil {
-		for _, k := range w.store.ListKeys() {
-			m.c.versions.forget(k)
+func (m *ShardManager) forgetKeys(w *Work) {
+	if w.Store != nil {
+		for _, k := range w.Store.ListKeys() {
+			m.c.Versions.Forget(k)
 			m.c.retry.Forget(k)
 		}
 	}
-	for w.q.Len() > 0 {
-		item, _ := w.q.Get()
-		w.q.Done(item.Key)
+	for w.Q.Len() > 0 {
+		item, _ := w.Q.Get()
+		w.Q.Done(item.Key)
 	}
 }
 
@@ -446,22 +432,22 @@ func (m *shardManager) forgetKeys(w *work) {
 func (t *shardTerm) ask() { t.askOnce.Do(func() { close(t.asked) }) }
 
 // forget drops the i-th shard's term, which has ended.
-func (m *shardManager) forget(i int) {
-	m.mu.Lock()
-	delete(m.terms, i)
-	m.mu.Unlock()
+func (m *ShardManager) forget(i int) {
+	m.Mu.Lock()
+	delete(m.Terms, i)
+	m.Mu.Unlock()
 	m.markSynced()
 }
 
 // current is the terms running or ending now.
-func (m *shardManager) current() []*shardTerm {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Collect(maps.Values(m.terms))
+func (m *ShardManager) current() []*shardTerm {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	return slices.Collect(maps.Values(m.Terms))
 }
 
 // awaitTerms waits for every term to end, once shutdown has begun.
-func (m *shardManager) awaitTerms() {
+func (m *ShardManager) awaitTerms() {
 	for _, t := range m.current() {
 		<-t.over
 	}
@@ -469,7 +455,7 @@ func (m *shardManager) awaitTerms() {
 
 // stopAll ends every term, as shutdown does, and returns once they have
 // ended.
-func (m *shardManager) stopAll() {
+func (m *ShardManager) stopAll() {
 	for _, t := range m.current() {
 		t.ask()
 		<-t.over
@@ -478,22 +464,22 @@ func (m *shardManager) stopAll() {
 
 // markSynced makes Synced healthy when the caches of every shard this
 // replica holds have synced, holding none included.
-func (m *shardManager) markSynced() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i, t := range m.terms {
-		if !t.synced.Load() {
-			m.c.synced.MarkUnhealthy(fmt.Errorf("kube: controller %s: the caches of shard %s haven't synced", m.c.name, shard.NewRange(i, len(m.electors))))
+func (m *ShardManager) markSynced() {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	for i, t := range m.Terms {
+		if !t.Synced.Load() {
+			m.c.Ready.MarkUnhealthy(fmt.Errorf("kube: controller %s: the caches of shard %s haven't synced", m.c.name, shard.NewRange(i, len(m.electors))))
 			return
 		}
 	}
-	m.c.synced.MarkHealthy()
+	m.c.Ready.MarkHealthy()
 }
 
 // notHonoured returns what the shard's filter calls when the API server
 // sends an object of another shard: it doesn't filter by shard, such as
 // without the ShardedListAndWatch feature gate. It says so once.
-func (m *shardManager) notHonoured(r shard.Range) func() {
+func (m *ShardManager) notHonoured(r shard.Range) func() {
 	return func() {
 		m.honoured.Do(func() {
 			m.c.tel.log.WarnContext(m.ctx, "the API server doesn't filter lists and watches by shard: this replica receives every shard's objects and keeps only its own",
@@ -516,7 +502,7 @@ func (c *Controller) shardInformers(r shard.Range, foreign func()) []toolscache.
 		field = func(o metav1.Object) (string, bool) { return o.GetNamespace(), true }
 		ownerField = field
 	}
-	res := c.clients.Objects(c.gvr, ns)
+	res := c.API.Objects(c.gvr, ns)
 	list, watch := cache.Selecting(c.watched[0], res.List, res.Watch)
 	lw := &shard.ListWatch{
 		List:     list,
@@ -524,9 +510,9 @@ func (c *Controller) shardInformers(r shard.Range, foreign func()) []toolscache.
 		Filter:   shard.Filter{Range: r, Key: field, Foreign: foreign},
 		Selector: r.Selector(string(by)),
 	}
-	infs := []toolscache.SharedIndexInformer{shardInformer(lw, c.clients.Dynamic, c.gvr, &cache.Object{}, c.settings.Resync, c.indexers())}
+	infs := []toolscache.SharedIndexInformer{shardInformer(lw, c.API.Dynamic, c.gvr, &cache.Object{}, c.settings.Resync, c.Indexers())}
 	for i, gvr := range c.owned {
-		md := c.clients.Metadata.Resource(gvr).Namespace(ns)
+		md := c.API.Metadata.Resource(gvr).Namespace(ns)
 		list, watch := cache.Selecting(c.watched[1+i], md.List, md.Watch)
 		lw := &shard.ListWatch{
 			List:   list,
@@ -536,7 +522,7 @@ func (c *Controller) shardInformers(r shard.Range, foreign func()) []toolscache.
 		if by == ShardByNamespace {
 			lw.Selector, lw.Filter.Foreign = r.Selector(string(by)), foreign
 		}
-		inf := shardInformer(lw, c.clients.Metadata, gvr, &metav1.PartialObjectMetadata{}, 0, toolscache.Indexers{})
+		inf := shardInformer(lw, c.API.Metadata, gvr, &metav1.PartialObjectMetadata{}, 0, toolscache.Indexers{})
 		lw.Known = func(obj any) (any, bool) {
 			o, ok, err := inf.GetStore().Get(obj)
 			return o, ok && err == nil
@@ -561,9 +547,9 @@ func (c *Controller) ownerUID(o metav1.Object) (string, bool) {
 	return "", false
 }
 
-// guardOff is the WARN record of a replica with one shard that may not
+// GuardOff is the WARN record of a replica with one shard that may not
 // list the Leases: it can't see a shard's Lease still held.
-const guardOff = "this replica may not list the Leases: a rollout from several shards back to one can have two writers"
+const GuardOff = "this replica may not list the Leases: a rollout from several shards back to one can have two writers"
 
 // shardLeasesHeld returns what reports whether a held Lease of c's shards
 // keeps a replica with one shard from the one Lease: when Settings.Shards
@@ -582,11 +568,11 @@ func shardLeasesHeld(c *Controller) func(ctx context.Context) bool {
 		le := c.settings.LeaderElection
 		ctx, cancel := context.WithTimeout(ctx, le.RenewDeadline)
 		defer cancel()
-		list, err := c.clients.leases.Leases(le.Namespace).List(ctx, metav1.ListOptions{})
+		list, err := c.API.Leases.Leases(le.Namespace).List(ctx, metav1.ListOptions{})
 		switch {
 		case apierrors.IsForbidden(err):
 			warned.Do(func() {
-				c.tel.log.WarnContext(ctx, guardOff, "missing", "list on leases.coordination.k8s.io in "+le.Namespace, "error", err.Error())
+				c.tel.log.WarnContext(ctx, GuardOff, "missing", "list on leases.coordination.k8s.io in "+le.Namespace, "error", err.Error())
 			})
 			return false
 		case err != nil:

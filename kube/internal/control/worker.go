@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -23,26 +23,26 @@ import (
 // one key is reconciled, in the steps the package doc names (reconcile).
 // What a user writes, the Reconciler, is in reconciler.go.
 
-// work is what a term of leading's workers work on: its queue of keys,
+// Work is what a term of leading's workers work on: its queue of keys,
 // the waits of its keys, and the resource's cache they read. The one
 // Lease's is the replica's from its start, queued while it stands by; a
 // shard's is its term's own. A shard's term that ends stops taking keys
 // without shutting the controller down.
-type work struct {
-	q     queue
-	later *later
-	store toolscache.Indexer
+type Work struct {
+	Q     Queue
+	Later *later
+	Store toolscache.Indexer
 	attrs []attribute.KeyValue // on its spans and instruments: a shard's, or none
 
-	stop     chan struct{} // closed when its workers are to take no more keys
+	Stop     chan struct{} // closed when its workers are to take no more keys
 	stopOnce sync.Once
 }
 
-// newWork returns a term's work, with a queue of its own, whose spans and
+// NewWork returns a term's work, with a queue of its own, whose spans and
 // instruments carry attrs.
-func (c *Controller) newWork(attrs []attribute.KeyValue) *work {
-	q := newQueue(c.name, c.settings.LowPriorityMaxWait, newQueueMetrics(c.tel.instruments, c.name, attrs))
-	return &work{q: q, later: newLater(q), attrs: attrs, stop: make(chan struct{})}
+func (c *Controller) NewWork(attrs []attribute.KeyValue) *Work {
+	q := NewQueue(c.name, c.settings.LowPriorityMaxWait, newQueueMetrics(c.tel.instruments, c.name, attrs))
+	return &Work{Q: q, Later: NewLater(q), attrs: attrs, Stop: make(chan struct{})}
 }
 
 // lead begins a term of leading: the workers are about to start. Keys that
@@ -50,19 +50,19 @@ func (c *Controller) newWork(attrs []attribute.KeyValue) *work {
 // former leader's to handle, move down to low priority, as the new
 // leader's backlog; those queued since then, which the former leader may
 // never have taken, stay.
-func (w *work) lead(le LeaderElection) { w.q.Lead(time.Now(), le.LeaseDuration) }
+func (w *Work) lead(le LeaderElection) { w.Q.Lead(time.Now(), le.LeaseDuration) }
 
 // stopTaking makes the workers take no more keys, and shuts the queue down
 // with ShutDown, never ShutDownWithDrain: draining would hand the workers
 // the backlog. ShutDown also stops the queue's own goroutines at once.
-func (w *work) stopTaking() {
-	w.stopOnce.Do(func() { close(w.stop) })
-	w.q.ShutDown()
+func (w *Work) stopTaking() {
+	w.stopOnce.Do(func() { close(w.Stop) })
+	w.Q.ShutDown()
 }
 
-func (w *work) stopped() bool {
+func (w *Work) stopped() bool {
 	select {
-	case <-w.stop:
+	case <-w.Stop:
 		return true
 	default:
 		return false
@@ -87,7 +87,7 @@ func newCrew(workers int) *crew { return &crew{tokens: make(chan struct{}, worke
 // Settings.Workers workers on it, reconciling with ctx; unless Shutdown
 // waits for every worker already: then w takes no key. The channel it
 // returns is closed once its workers have returned.
-func (c *Controller) startWorkers(ctx context.Context, w *work) <-chan struct{} {
+func (c *Controller) startWorkers(ctx context.Context, w *Work) <-chan struct{} {
 	var workers sync.WaitGroup
 	c.crew.mu.Lock()
 	if c.crew.closed {
@@ -122,7 +122,7 @@ func (cr *crew) wait() {
 
 // acquire takes a token for a reconcile of w's, waiting while every one is
 // taken, unless w stops taking keys or ctx ends first.
-func (cr *crew) acquire(ctx context.Context, w *work) bool {
+func (cr *crew) acquire(ctx context.Context, w *Work) bool {
 	select {
 	case cr.tokens <- struct{}{}:
 		return true
@@ -131,7 +131,7 @@ func (cr *crew) acquire(ctx context.Context, w *work) bool {
 	select {
 	case cr.tokens <- struct{}{}:
 		return true
-	case <-w.stop:
+	case <-w.Stop:
 		return false
 	case <-ctx.Done():
 		return false
@@ -144,31 +144,31 @@ func (cr *crew) release() { <-cr.tokens }
 // worker takes keys from w's queue and reconciles them until it shuts
 // down: the canonical controller loop. A key taken once shutdown has begun
 // is marked done unreconciled, and left for the next leader.
-func (c *Controller) worker(ctx context.Context, w *work) {
+func (c *Controller) worker(ctx context.Context, w *Work) {
 	for {
-		item, shutdown := w.q.Get()
+		item, shutdown := w.Q.Get()
 		if shutdown {
 			return
 		}
 		if c.stopped() || w.stopped() || ctx.Err() != nil || !c.crew.acquire(ctx, w) {
-			w.q.Done(item.Key)
+			w.Q.Done(item.Key)
 			continue
 		}
-		c.process(ctx, w, item)
+		c.Process(ctx, w, item)
 		c.crew.release()
 	}
 }
 
-// process reconciles one key: steps 1 to 7 of How one key is reconciled,
+// Process reconciles one key: steps 1 to 7 of How one key is reconciled,
 // in the package doc, which the step comments below name.
-func (c *Controller) process(ctx context.Context, w *work, item priorityqueue.Item) {
+func (c *Controller) Process(ctx context.Context, w *Work, item priorityqueue.Item) {
 	key := item.Key
-	defer w.q.Done(key)
-	c.inFlight.begin(key)
+	defer w.Q.Done(key)
+	c.InFlight.Begin(key)
 	defer func() {
 		// An event held while the key was reconciled, and not of its own
 		// writes, queues it again at once.
-		if again, p, changed := c.inFlight.end(key); again {
+		if again, p, changed := c.InFlight.End(key); again {
 			c.queueNow(w, key, p, changed)
 		}
 	}()
@@ -176,10 +176,10 @@ func (c *Controller) process(ctx context.Context, w *work, item priorityqueue.It
 	// 1. Look it up in the cache. An object that is gone needs nothing: its
 	// owned resources are garbage collected, through their owner
 	// references.
-	cached, exists, err := w.store.GetByKey(key)
+	cached, exists, err := w.Store.GetByKey(key)
 	if err != nil || !exists {
 		c.settle(w, key)
-		c.versions.forget(key)
+		c.Versions.Forget(key)
 		c.tel.handled(ctx, item.Changed, w.attrs)
 		return
 	}
@@ -190,14 +190,14 @@ func (c *Controller) process(ctx context.Context, w *work, item priorityqueue.It
 	// that brings the write queues the key again; should none come, such
 	// as after the API server's resourceVersions went backwards, the write
 	// is forgotten after rywBound, and the key reconciled then.
-	if left, ahead := c.versions.aheadFor(key, u.GetResourceVersion()); ahead {
-		w.q.Restamp(key, item.Changed)
-		w.later.add(key, left, item.Priority)
+	if left, ahead := c.Versions.AheadFor(key, u.GetResourceVersion()); ahead {
+		w.Q.Restamp(key, item.Changed)
+		w.Later.add(key, left, item.Priority)
 		return
 	}
 
-	ctx, record := c.tel.start(ctx, c.kind, u, w.attrs)
-	ctx = recordingWrites(ctx, c.ownWrites)
+	ctx, record := c.tel.start(ctx, c.Kind, u, w.attrs)
+	ctx = RecordingWrites(ctx, c.OwnWrites)
 	after, pv, err := c.reconcileOrPanic(ctx, u)
 	c.conclude(ctx, w, item, record, after, pv, err)
 }
@@ -206,7 +206,7 @@ func (c *Controller) process(ctx context.Context, w *work, item priorityqueue.It
 // settles its key, or waits to reconcile it again, at the priority it was
 // taken at. The change the key was queued for is handled by a reconcile
 // that succeeds; any other keeps its time for the next.
-func (c *Controller) conclude(ctx context.Context, w *work, item priorityqueue.Item, record *reconcileRecord, after time.Duration, pv *panicValue, err error) {
+func (c *Controller) conclude(ctx context.Context, w *Work, item priorityqueue.Item, record *reconcileRecord, after time.Duration, pv *PanicValue, err error) {
 	key := item.Key
 	switch {
 	case pv != nil:
@@ -214,46 +214,46 @@ func (c *Controller) conclude(ctx context.Context, w *work, item priorityqueue.I
 		// the same code on the same object, and panic the same way.
 		record.panicked(pv)
 		c.settle(w, key)
-	case errors.Is(err, errStale):
+	case errors.Is(err, ErrStale):
 		// The cache's object was deleted, or replaced by a new one of the
 		// same name: the watch event that says so queues the key again.
 		record.stale(err)
-		w.q.Restamp(key, item.Changed)
+		w.Q.Restamp(key, item.Changed)
 		c.settle(w, key)
 	case errors.As(err, new(*timeoutError)):
 		// 7. A reconcile that ran past Settings.ReconcileTimeout and failed
 		// is retried as an error is (one that returned nil late succeeded).
 		record.timedOut(err)
-		w.q.Restamp(key, item.Changed)
-		w.later.add(key, c.retry.When(key), item.Priority)
+		w.Q.Restamp(key, item.Changed)
+		w.Later.add(key, c.retry.When(key), item.Priority)
 	case err != nil:
 		// 7. An error retries the object after a backoff of its own.
 		record.failed(err)
-		w.q.Restamp(key, item.Changed)
-		w.later.add(key, c.retry.When(key), item.Priority)
+		w.Q.Restamp(key, item.Changed)
+		w.Later.add(key, c.retry.When(key), item.Priority)
 	default:
 		record.succeeded()
 		c.tel.handled(ctx, item.Changed, w.attrs)
 		c.settle(w, key)
 		if after > 0 {
-			w.later.add(key, after, item.Priority)
+			w.Later.add(key, after, item.Priority)
 		}
 	}
 }
 
 // settle forgets key's backoff, its failures' records and any wait it had.
-func (c *Controller) settle(w *work, key string) {
+func (c *Controller) settle(w *Work, key string) {
 	c.retry.Forget(key)
-	c.tel.failures.forget(key)
-	w.later.cancel(key)
+	c.tel.failures.Forget(key)
+	w.Later.cancel(key)
 }
 
 // reconcileOrPanic runs steps 2 to 6, recovering a panic in the end user's
 // code.
-func (c *Controller) reconcileOrPanic(ctx context.Context, u *cache.Object) (after time.Duration, pv *panicValue, err error) {
+func (c *Controller) reconcileOrPanic(ctx context.Context, u *cache.Object) (after time.Duration, pv *PanicValue, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			pv = &panicValue{value: r, stack: debug.Stack()}
+			pv = &PanicValue{Value: r, Stack: debug.Stack()}
 		}
 	}()
 	after, err = c.reconcile(ctx, u)
@@ -264,7 +264,7 @@ func (c *Controller) reconcileOrPanic(ctx context.Context, u *cache.Object) (aft
 // Reconciler and the status.
 func (c *Controller) reconcile(ctx context.Context, u *cache.Object) (time.Duration, error) {
 	deleting := u.GetDeletionTimestamp() != nil
-	hasFinalizer := c.finalizer != "" && slices.Contains(u.GetFinalizers(), c.finalizer)
+	hasFinalizer := c.Finalizer != "" && slices.Contains(u.GetFinalizers(), c.Finalizer)
 	if deleting && !hasFinalizer {
 		// 4. Leave an object that is being deleted alone: without Finalize,
 		// or once its finalizer has run, there is nothing to do, not even a
@@ -275,11 +275,11 @@ func (c *Controller) reconcile(ctx context.Context, u *cache.Object) (time.Durat
 	// 2. Decode it: the copy is the end user's. An object that can't be
 	// decoded gets no finalizer, and a deleting one keeps it: either is
 	// retried with backoff, its error naming the object and the field.
-	obj, err := c.objType.decode(u)
+	obj, err := c.objType.Decode(u)
 	if err != nil {
 		return 0, err
 	}
-	if err := obj.statusErr(); err != nil {
+	if err := obj.StatusErr(); err != nil {
 		// The status is the controller's own output: the status apply
 		// mends it.
 		c.tel.log.WarnContext(ctx, "the status can't be decoded: reconciling from a zero status", "error", err.Error())
@@ -288,34 +288,34 @@ func (c *Controller) reconcile(ctx context.Context, u *cache.Object) (time.Durat
 	// 3. Handle the finalizer: one arm for each of its states.
 	rv := u.GetResourceVersion()
 	switch {
-	case c.finalizer == "":
+	case c.Finalizer == "":
 		// No Finalize: nothing to add, nothing to run.
 	case deleting && hasFinalizer:
 		// Finalize instead of reconciling, then remove the finalizer.
 		bounded, end := c.bounded(ctx)
-		if err := end(obj.finalize(bounded)); err != nil {
+		if err := end(obj.Finalize(bounded)); err != nil {
 			return 0, err
 		}
-		_, err := c.applyFinalizer(ctx, u, false)
+		_, err := c.ApplyFinalizer(ctx, u, false)
 		return 0, err
 	case hasFinalizer:
 		// Not being deleted, and the finalizer is there: reconcile.
 	default:
 		// Not being deleted, without the finalizer: add it before the
 		// first reconcile.
-		if rv, err = c.applyFinalizer(ctx, u, true); err != nil {
+		if rv, err = c.ApplyFinalizer(ctx, u, true); err != nil {
 			return 0, err
 		}
 	}
 
 	// 5. Call the Reconciler, within Settings.ReconcileTimeout.
 	bounded, end := c.bounded(ctx)
-	status, after, err := obj.reconcile(bounded)
+	status, after, err := obj.Reconcile(bounded)
 	err = end(err)
 
 	// 6. Apply the status, whether or not Reconcile returned an error.
 	if status != nil {
-		if applyErr := c.applyStatus(ctx, u, rv, status); applyErr != nil {
+		if applyErr := c.ApplyStatus(ctx, u, rv, status); applyErr != nil {
 			err = errors.Join(err, applyErr)
 		}
 	}
@@ -367,8 +367,8 @@ func (e *timeoutError) Error() string {
 
 func (e *timeoutError) Unwrap() error { return e.err }
 
-// key is u's key in the queue and the cache.
-func key(u metav1.Object) string {
+// Key is u's key in the queue and the cache.
+func Key(u metav1.Object) string {
 	if ns := u.GetNamespace(); ns != "" {
 		return ns + "/" + u.GetName()
 	}
@@ -377,5 +377,5 @@ func key(u metav1.Object) string {
 
 // wrapf names the object an error is about.
 func wrapf(u *cache.Object, err error, format string) error {
-	return fmt.Errorf("kube: "+format+" %s: %w", describe(u), err)
+	return fmt.Errorf("kube: "+format+" %s: %w", Describe(u), err)
 }

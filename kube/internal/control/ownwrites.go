@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -34,14 +34,14 @@ import (
 //   - cache.MarkingListed, which marks the versions a list brought, which are
 //     never own writes.
 
-// rywBound is how long a write is remembered for reading one's own writes.
+// RYWBound is how long a write is remembered for reading one's own writes.
 // The watch event that brings it normally comes within a second; a
 // remembered version that never comes, such as after etcd was restored and
 // the API server's resourceVersions went backwards, holds its key back no
 // longer than this.
-const rywBound = 30 * time.Second
+const RYWBound = 30 * time.Second
 
-// writtenVersions keeps, per key, the resourceVersions of the
+// WrittenVersions keeps, per key, the resourceVersions of the
 // controller's own writes: the last one, to read one's own writes, and
 // those whose watch events are still to come, which queue nothing.
 //
@@ -59,8 +59,8 @@ const rywBound = 30 * time.Second
 // finalizers. That catches a change of someone else's that a relist folded
 // into the event of the controller's write, and would otherwise go
 // unreconciled until the resync.
-type writtenVersions struct {
-	manager string // the controller's field manager: its name
+type WrittenVersions struct {
+	Manager string // the controller's field manager: its name
 
 	mu sync.Mutex
 	m  map[string]written
@@ -79,9 +79,9 @@ type ownWrite struct {
 	input metav1.Object
 }
 
-// wrote records a write of the reconcile that started from input, which
+// Wrote records a write of the reconcile that started from input, which
 // returned rv.
-func (w *writtenVersions) wrote(key, rv string, input metav1.Object) {
+func (w *WrittenVersions) Wrote(key, rv string, input metav1.Object) {
 	if rv == "" {
 		return
 	}
@@ -96,17 +96,17 @@ func (w *writtenVersions) wrote(key, rv string, input metav1.Object) {
 	w.m[key] = wr
 }
 
-// aheadFor reports whether key's last write is newer than cached, and for
+// AheadFor reports whether key's last write is newer than cached, and for
 // how long it is remembered still. A cache past the last write, or a write
 // older than rywBound, forgets the key's writes.
-func (w *writtenVersions) aheadFor(key, cached string) (time.Duration, bool) {
+func (w *WrittenVersions) AheadFor(key, cached string) (time.Duration, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wr, ok := w.m[key]
 	if !ok {
 		return 0, false
 	}
-	if left := rywBound - time.Since(wr.at); left > 0 {
+	if left := RYWBound - time.Since(wr.at); left > 0 {
 		cmp, err := resourceversion.CompareResourceVersion(cached, wr.rv)
 		switch {
 		case err != nil:
@@ -124,7 +124,7 @@ func (w *writtenVersions) aheadFor(key, cached string) (time.Duration, bool) {
 // key, would only reconcile what a reconcile already did: obj is that
 // reconcile's own write, and nothing but its status and the controller's
 // finalizer changed since the reconcile's object.
-func (w *writtenVersions) redundant(key string, obj metav1.Object, finalizer string) bool {
+func (w *WrittenVersions) redundant(key string, obj metav1.Object, finalizer string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wr, ok := w.m[key]
@@ -150,12 +150,12 @@ func (w *writtenVersions) redundant(key string, obj metav1.Object, finalizer str
 	} else {
 		w.m[key] = wr
 	}
-	return !cache.Listed(obj) && unchangedButOwn(input, obj, finalizer, w.manager)
+	return !cache.Listed(obj) && unchangedButOwn(input, obj, finalizer, w.Manager)
 }
 
-// forget forgets key's writes: its object is gone, or its shard's term
+// Forget forgets key's writes: its object is gone, or its shard's term
 // ended.
-func (w *writtenVersions) forget(key string) {
+func (w *WrittenVersions) Forget(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.m, key)
@@ -198,7 +198,7 @@ func (c *Controller) changed(was, now metav1.Object) bool {
 	if now.GetGeneration() == 0 {
 		return true
 	}
-	return !unchangedButOwn(was, now, c.finalizer, c.name)
+	return !unchangedButOwn(was, now, c.Finalizer, c.name)
 }
 
 // A reconcile's writes to the resources its controller Owns are its own
@@ -226,26 +226,26 @@ func (c *Controller) changed(was, now metav1.Object) bool {
 // the writer's within the second of its last one, to fields it already
 // owned, is taken for someone else's: one reconcile more, never one less.
 
-// ownedAnswer is what a write's answer says of it: the object's
+// OwnedAnswer is what a write's answer says of it: the object's
 // resourceVersion after it, whether it created the object, which
 // managedFields entry is the writer's (managedKey), and the object's
 // labels, which say whether a Reader's selector keeps it.
-type ownedAnswer struct {
-	rv      string
-	created bool
-	entry   uint64
-	labels  map[string]string
+type OwnedAnswer struct {
+	RV      string
+	Created bool
+	Entry   uint64
+	Labels  map[string]string
 }
 
-// recordingWrites returns ctx carrying w, so the writes a reconcile makes
+// RecordingWrites returns ctx carrying w, so the writes a reconcile makes
 // with it through the Client's transport are recorded in w.
-func recordingWrites(ctx context.Context, w *ownedWrites) context.Context {
+func RecordingWrites(ctx context.Context, w *OwnedWrites) context.Context {
 	return transport.RecordingWrites(ctx, w)
 }
 
-// ownedWrites keeps the writes that a controller's reconciles made to the
+// OwnedWrites keeps the writes that a controller's reconciles made to the
 // resources it Owns, until their events come, or for rywBound.
-type ownedWrites struct {
+type OwnedWrites struct {
 	owned []schema.GroupResource
 
 	mu    sync.Mutex
@@ -259,12 +259,12 @@ type ownedKey struct {
 }
 
 type ownedWrite struct {
-	writes []ownedAnswer // in the order written
+	writes []OwnedAnswer // in the order written
 	at     time.Time
 }
 
-func newOwnedWrites(owned []schema.GroupVersionResource) *ownedWrites {
-	w := &ownedWrites{m: map[ownedKey]ownedWrite{}}
+func NewOwnedWrites(owned []schema.GroupVersionResource) *OwnedWrites {
+	w := &OwnedWrites{m: map[ownedKey]ownedWrite{}}
 	for _, gvr := range owned {
 		w.owned = append(w.owned, gvr.GroupResource())
 	}
@@ -273,29 +273,29 @@ func newOwnedWrites(owned []schema.GroupVersionResource) *ownedWrites {
 
 // Owns reports whether w records the writes to gr: whether gr is one of
 // the resources the controller Owns.
-func (w *ownedWrites) Owns(gr schema.GroupResource) bool {
+func (w *OwnedWrites) Owns(gr schema.GroupResource) bool {
 	return w != nil && slices.Contains(w.owned, gr)
 }
 
 // RecordWrite records a write's answer, as the Client's transport reads
 // it.
-func (w *ownedWrites) RecordWrite(gr schema.GroupResource, namespace, name string, a transport.Answer) {
+func (w *OwnedWrites) RecordWrite(gr schema.GroupResource, namespace, name string, a transport.Answer) {
 	e := a.Writer
-	w.recordWrite(gr, namespace, name, ownedAnswer{rv: a.ResourceVersion, created: a.Created, entry: cache.ManagedKey(e.Manager, e.Operation, e.Subresource), labels: a.Labels})
+	w.RecordAnswer(gr, namespace, name, OwnedAnswer{RV: a.ResourceVersion, Created: a.Created, Entry: cache.ManagedKey(e.Manager, e.Operation, e.Subresource), Labels: a.Labels})
 }
 
-func (w *ownedWrites) recordWrite(gr schema.GroupResource, namespace, name string, wr ownedAnswer) {
-	if wr.rv == "" || !w.Owns(gr) {
+func (w *OwnedWrites) RecordAnswer(gr schema.GroupResource, namespace, name string, wr OwnedAnswer) {
+	if wr.RV == "" || !w.Owns(gr) {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	if now.Sub(w.swept) > rywBound {
+	if now.Sub(w.swept) > RYWBound {
 		// Forget the writes whose events never came, such as those a
 		// relist folded into a later version's.
 		for k, ow := range w.m {
-			if now.Sub(ow.at) > rywBound {
+			if now.Sub(ow.at) > RYWBound {
 				delete(w.m, k)
 			}
 		}
@@ -309,29 +309,29 @@ func (w *ownedWrites) recordWrite(gr schema.GroupResource, namespace, name strin
 
 // lastWrite is the answer to the last write of the object of gr named
 // namespace and name whose event hasn't come, if any.
-func (w *ownedWrites) lastWrite(gr schema.GroupResource, namespace, name string) (ownedAnswer, bool) {
+func (w *OwnedWrites) lastWrite(gr schema.GroupResource, namespace, name string) (OwnedAnswer, bool) {
 	if w == nil {
-		return ownedAnswer{}, false
+		return OwnedAnswer{}, false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ow, ok := w.m[ownedKey{gr, namespace, name}]
-	if !ok || len(ow.writes) == 0 || time.Since(ow.at) > rywBound {
-		return ownedAnswer{}, false
+	if !ok || len(ow.writes) == 0 || time.Since(ow.at) > RYWBound {
+		return OwnedAnswer{}, false
 	}
 	return ow.writes[len(ow.writes)-1], true
 }
 
 // pendingIn calls f with the answer to the last write of each object of gr
 // whose event hasn't come, within rywBound.
-func (w *ownedWrites) pendingIn(gr schema.GroupResource, f func(namespace, name string, last ownedAnswer)) {
+func (w *OwnedWrites) pendingIn(gr schema.GroupResource, f func(namespace, name string, last OwnedAnswer)) {
 	if w == nil {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for k, ow := range w.m {
-		if k.gr == gr && len(ow.writes) > 0 && time.Since(ow.at) <= rywBound {
+		if k.gr == gr && len(ow.writes) > 0 && time.Since(ow.at) <= RYWBound {
 			f(k.namespace, k.name, ow.writes[len(ow.writes)-1])
 		}
 	}
@@ -342,7 +342,7 @@ func (w *ownedWrites) pendingIn(gr schema.GroupResource, f func(namespace, name 
 // reconcile's own write: its version is one a write of the reconcile's
 // answered, that write made it, and no list brought it as an update. An
 // event past the last write forgets the object's writes.
-func (w *ownedWrites) redundant(gr schema.GroupResource, old, obj metav1.Object) bool {
+func (w *OwnedWrites) redundant(gr schema.GroupResource, old, obj metav1.Object) bool {
 	if w == nil {
 		return false
 	}
@@ -356,11 +356,11 @@ func (w *ownedWrites) redundant(gr schema.GroupResource, old, obj metav1.Object)
 	rv := obj.GetResourceVersion()
 	relisted := old != nil && cache.Listed(obj)
 	last := ow.writes[len(ow.writes)-1]
-	if cmp, err := resourceversion.CompareResourceVersion(rv, last.rv); err != nil || cmp >= 0 {
+	if cmp, err := resourceversion.CompareResourceVersion(rv, last.RV); err != nil || cmp >= 0 {
 		delete(w.m, k)
 		return err == nil && cmp == 0 && !relisted && last.made(old, obj)
 	}
-	i := slices.IndexFunc(ow.writes, func(wr ownedAnswer) bool { return wr.rv == rv })
+	i := slices.IndexFunc(ow.writes, func(wr OwnedAnswer) bool { return wr.RV == rv })
 	if i < 0 {
 		return false
 	}
@@ -376,14 +376,14 @@ func (w *ownedWrites) redundant(gr schema.GroupResource, old, obj metav1.Object)
 // managedFields entry and no other entry changed (a relist can fold
 // another client's change into the event of the reconcile's write: the
 // other client's entry tells).
-func (wr ownedAnswer) made(old, obj metav1.Object) bool {
+func (wr OwnedAnswer) made(old, obj metav1.Object) bool {
 	if old == nil {
-		return wr.created
+		return wr.Created
 	}
-	after, ok := cache.SumOf(obj, wr.entry)
+	after, ok := cache.SumOf(obj, wr.Entry)
 	if !ok {
 		return false
 	}
-	before, ok := cache.SumOf(old, wr.entry)
-	return (!ok || before != after) && cache.OthersUnchanged(old, obj, wr.entry)
+	before, ok := cache.SumOf(old, wr.Entry)
+	return (!ok || before != after) && cache.OthersUnchanged(old, obj, wr.Entry)
 }

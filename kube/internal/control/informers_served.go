@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -25,28 +25,28 @@ import (
 
 // How long a controller waits on the API server before it gives up.
 const (
-	// startRetry bounds how long step 1 retries a transient error, such
+	// StartRetry bounds how long step 1 retries a transient error, such
 	// as a refused connection, a 429 or a 5xx, before it ends Serve: long
 	// enough for a rolling upgrade of the API server, short enough that a
 	// controller that can't start says so.
-	startRetry = time.Minute
+	StartRetry = time.Minute
 
-	// unservedGrace is how long a resource must keep answering NotFound or
+	// UnservedGrace is how long a resource must keep answering NotFound or
 	// Forbidden while the controller runs before Serve ends: an API server
 	// that has just restarted can answer so for a moment, before its CRDs
 	// and RBAC are loaded.
-	unservedGrace = 10 * time.Second
+	UnservedGrace = 10 * time.Second
 
-	// rightsProbe is how often a running controller lists and watches its
+	// RightsProbe is how often a running controller lists and watches its
 	// resource, and each it owns, once more: the API server checks a
 	// request's rights when it begins, so an open watch goes on after
 	// list and watch are taken away, until it times out (5 to 10 minutes).
 	// So Serve ends within rightsProbe and unservedGrace of them taken
 	// away.
-	rightsProbe = 10 * time.Second
+	RightsProbe = 10 * time.Second
 
 	retryFirst = 500 * time.Millisecond
-	retryMax   = 8 * time.Second
+	RetryMax   = 8 * time.Second
 )
 
 // checkServed lists the controller's resource, and each it owns, once, with
@@ -55,7 +55,7 @@ const (
 // and only log. A transient error is retried with backoff for startRetry.
 func (c *Controller) checkServed(ctx context.Context) error {
 	for i := range c.watched {
-		delay, deadline := retryFirst, time.Now().Add(startRetry)
+		delay, deadline := retryFirst, time.Now().Add(StartRetry)
 		for {
 			_, err := c.list(ctx, i, metav1.ListOptions{Limit: 1})
 			if err == nil {
@@ -65,10 +65,10 @@ func (c *Controller) checkServed(ctx context.Context) error {
 				return err
 			}
 			c.tel.log.WarnContext(ctx, "the API server is unavailable: retrying", "error", err.Error(), "after", delay)
-			if !sleep(ctx, delay) {
+			if !Sleep(ctx, delay) {
 				return err
 			}
-			delay = min(2*delay, retryMax)
+			delay = min(2*delay, RetryMax)
 		}
 	}
 	return nil
@@ -84,9 +84,9 @@ func (c *Controller) list(ctx context.Context, i int, opts metav1.ListOptions) (
 	var list metav1.ListInterface
 	var err error
 	if i == 0 {
-		list, err = c.clients.Dynamic.Resource(gvr).Namespace(k.Namespace).List(ctx, opts)
+		list, err = c.API.Dynamic.Resource(gvr).Namespace(k.Namespace).List(ctx, opts)
 	} else {
-		list, err = c.clients.Metadata.Resource(gvr).Namespace(k.Namespace).List(ctx, opts)
+		list, err = c.API.Metadata.Resource(gvr).Namespace(k.Namespace).List(ctx, opts)
 	}
 	if err != nil {
 		return "", fmt.Errorf("kube: listing %s: %w", gvr, err)
@@ -94,7 +94,7 @@ func (c *Controller) list(ctx context.Context, i int, opts metav1.ListOptions) (
 	return list.GetResourceVersion(), nil
 }
 
-// probeName is the one name the rights probe lists: the API server reads
+// ProbeName is the one name the rights probe lists: the API server reads
 // a list of one name by its key, where a list of a namespace, even with a
 // limit of 1, goes through every object of it (at 100,000 Memcacheds and
 // their Deployments, 0.6% of kube-apiserver's CPU, the lists of two
@@ -103,7 +103,7 @@ func (c *Controller) list(ctx context.Context, i int, opts metav1.ListOptions) (
 // answer as for the informer's list unless a role names its objects one
 // by one (resourceNames), which no informer's list passes, as the
 // controller's start finds.
-const probeName = "humus-kube-rights-probe"
+const ProbeName = "humus-kube-rights-probe"
 
 // probeList is the rights probe's list: of probeName, in the controller's
 // namespace. A controller of every namespace names one too when its
@@ -111,10 +111,10 @@ const probeName = "humus-kube-rights-probe"
 // the API server reads a list of every namespace by its key only when its
 // selector names the namespace.
 func (c *Controller) probeList(i int) metav1.ListOptions {
-	selector := fields.OneTermEqualSelector("metadata.name", probeName)
-	scope := c.scope // an owned resource's is taken to be its owner's
+	selector := fields.OneTermEqualSelector("metadata.name", ProbeName)
+	scope := c.Scope // an owned resource's is taken to be its owner's
 	if r := i - 1 - len(c.owned); r >= 0 {
-		scope = c.reads[r].scope
+		scope = c.reads[r].Scope
 	}
 	if c.watched[i].Namespace == "" && scope == Namespaced {
 		selector = fields.AndSelectors(selector, fields.OneTermEqualSelector("metadata.namespace", metav1.NamespaceDefault))
@@ -139,9 +139,9 @@ func (c *Controller) listAndWatch(ctx context.Context, i int) error {
 	gvr := k.GVR
 	var w watch.Interface
 	if i == 0 {
-		w, err = c.clients.Dynamic.Resource(gvr).Namespace(k.Namespace).Watch(ctx, opts)
+		w, err = c.API.Dynamic.Resource(gvr).Namespace(k.Namespace).Watch(ctx, opts)
 	} else {
-		w, err = c.clients.Metadata.Resource(gvr).Namespace(k.Namespace).Watch(ctx, opts)
+		w, err = c.API.Metadata.Resource(gvr).Namespace(k.Namespace).Watch(ctx, opts)
 	}
 	if err != nil {
 		return fmt.Errorf("kube: watching %s: %w", gvr, err)
@@ -168,7 +168,7 @@ func transient(err error) bool {
 // listed or watched.
 func unserved(err error) bool { return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) }
 
-func sleep(ctx context.Context, d time.Duration) bool {
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -227,7 +227,7 @@ func (w *servedWatch) check(i int) func(error) {
 // running.
 func (w *servedWatch) probe() {
 	w.running.Go(func() {
-		t := time.NewTicker(rightsProbe)
+		t := time.NewTicker(RightsProbe)
 		defer t.Stop()
 		for {
 			select {
@@ -270,7 +270,7 @@ func (w *servedWatch) recheck(i int) {
 // Forbidden for unservedGrace; nil once it answers otherwise, or when ctx
 // is done.
 func (c *Controller) stillUnserved(ctx context.Context, i int) error {
-	deadline := time.Now().Add(unservedGrace)
+	deadline := time.Now().Add(UnservedGrace)
 	for {
 		err := c.listAndWatch(ctx, i)
 		if err == nil || !unserved(err) || ctx.Err() != nil {
@@ -279,7 +279,7 @@ func (c *Controller) stillUnserved(ctx context.Context, i int) error {
 		if !time.Now().Before(deadline) {
 			return err
 		}
-		if !sleep(ctx, time.Second) {
+		if !Sleep(ctx, time.Second) {
 			return nil
 		}
 	}

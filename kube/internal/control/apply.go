@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// applyStatus applies status to u's status subresource with server-side
+// ApplyStatus applies status to u's status subresource with server-side
 // apply, under the controller's field manager, forced: the controller owns
 // the status whole. The API server ignores metadata.uid on the status
 // subresource, so the apply is conditioned on rv, the resourceVersion the
@@ -20,7 +20,7 @@ import (
 // returned. A status computed from an object that has since changed, been
 // deleted or been replaced is refused, and the change's watch event queues
 // the key again.
-func (c *Controller) applyStatus(ctx context.Context, u *cache.Object, rv string, status []byte) error {
+func (c *Controller) ApplyStatus(ctx context.Context, u *cache.Object, rv string, status []byte) error {
 	meta := identity(u)
 	meta["resourceVersion"] = rv
 	body, err := json.Marshal(map[string]any{
@@ -38,16 +38,20 @@ func (c *Controller) applyStatus(ctx context.Context, u *cache.Object, rv string
 	return nil
 }
 
-// applyFinalizer adds the controller's finalizer to u, or removes it, with
+// ApplyFinalizer adds the controller's finalizer to u, or removes it, with
 // server-side apply under the controller's field manager. Removing is an
 // apply of u's metadata without it: the controller's field manager is the
-// only one that owns it, so the API server removes it. It returns the
-// object's resourceVersion after the write.
-func (c *Controller) applyFinalizer(ctx context.Context, u *cache.Object, add bool) (string, error) {
+// only one that owns it, so the API server removes it. As the status's, the
+// apply is conditioned on u's resourceVersion, the version the reconcile
+// read: a finalizer decided from an object that has since changed (by a
+// newer leader, whose writes advance it) is refused, never stored late.
+// It returns the object's resourceVersion after the write.
+func (c *Controller) ApplyFinalizer(ctx context.Context, u *cache.Object, add bool) (string, error) {
 	meta := identity(u)
+	meta["resourceVersion"] = u.GetResourceVersion()
 	verb := "removing the finalizer from"
 	if add {
-		meta["finalizers"] = []string{c.finalizer}
+		meta["finalizers"] = []string{c.Finalizer}
 		verb = "adding the finalizer to"
 	}
 	body, err := json.Marshal(map[string]any{
@@ -69,11 +73,11 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *cache.Object, add bo
 // replica can prove it holds the Lease, and its context ends with that
 // proof, so no write of its own is in flight after its renew deadline.
 func (c *Controller) apply(ctx context.Context, u *cache.Object, body []byte, subresource ...string) (rv string, err error) {
-	until := proofOf(ctx)
+	until := ProofOf(ctx)
 	if until == nil {
-		return "", errNotLeading
+		return "", ErrNotLeading
 	}
-	ctx, cancel := context.WithDeadlineCause(ctx, until.Until(), errNotLeading)
+	ctx, cancel := context.WithDeadlineCause(ctx, until.Until(), ErrNotLeading)
 	defer cancel()
 	if ctx.Err() != nil {
 		// errNotLeading past the deadline; else the reconcile was
@@ -81,28 +85,28 @@ func (c *Controller) apply(ctx context.Context, u *cache.Object, body []byte, su
 		return "", context.Cause(ctx)
 	}
 	force := true
-	rv, err = c.clients.Objects(c.gvr, u.GetNamespace()).Apply(ctx, u.GetName(), body,
+	rv, err = c.API.Objects(c.gvr, u.GetNamespace()).Apply(ctx, u.GetName(), body,
 		metav1.PatchOptions{FieldManager: c.name, Force: &force}, subresource...)
 	if err != nil {
 		if staleAnswer(err, u.GetName()) {
-			return "", fmt.Errorf("%w: %w", errStale, err)
+			return "", fmt.Errorf("%w: %w", ErrStale, err)
 		}
-		if errors.Is(context.Cause(ctx), errNotLeading) {
+		if errors.Is(context.Cause(ctx), ErrNotLeading) {
 			// The Lease may well have been renewed since: what ran out is
 			// the proof the write was sent under, which no write outlasts.
-			return "", fmt.Errorf("%w: the write was still unanswered when the proof it was sent under ran out, RenewDeadline after the renewal before it: %w", errNotLeading, err)
+			return "", fmt.Errorf("%w: the write was still unanswered when the proof it was sent under ran out, RenewDeadline after the renewal before it: %w", ErrNotLeading, err)
 		}
 		return "", err
 	}
-	c.versions.wrote(key(u), rv, u)
+	c.Versions.Wrote(Key(u), rv, u)
 	return rv, nil
 }
 
-// errStale is the error of a write computed from an object that the API
+// ErrStale is the error of a write computed from an object that the API
 // server no longer holds: it was deleted, or replaced by a new object of
 // the same name. The key is dropped, not retried: the watch event that
 // brings the change queues it again.
-var errStale = errors.New("kube: the object changed since the write was computed")
+var ErrStale = errors.New("kube: the object changed since the write was computed")
 
 // staleAnswer reports whether err is the API server's answer to a write
 // computed from an object named name that it no longer holds, as the real

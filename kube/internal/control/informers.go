@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -45,20 +45,20 @@ func (inf *informing) start(run, syncing context.Context, informers []toolscache
 // Settings.Namespace and its selectors, with an index for each
 // References.
 func (c *Controller) ownInformer() toolscache.SharedIndexInformer {
-	res := c.clients.Objects(c.gvr, c.settings.Namespace)
+	res := c.API.Objects(c.gvr, c.settings.Namespace)
 	list, watch := cache.Selecting(c.watched[0], res.List, res.Watch)
 	lw := toolscache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watch}
-	return cache.NewInformer(lw, c.clients.Dynamic, c.gvr, &cache.Object{}, c.settings.Resync, c.indexers())
+	return cache.NewInformer(lw, c.API.Dynamic, c.gvr, &cache.Object{}, c.settings.Resync, c.Indexers())
 }
 
 // joinOwned joins the shared informer of each resource the controller
 // owns, in Settings.Namespace, with its selectors, queueing their owners
 // on w.
-func (c *Controller) joinOwned(w *work, watch *servedWatch) ([]*cache.User, error) {
+func (c *Controller) joinOwned(w *Work, watch *servedWatch) ([]*cache.User, error) {
 	var users []*cache.User
 	for i, gvr := range c.owned {
 		e := c.cache.Entry(c.watched[1+i], false)
-		u, err := e.Join(c.clients.Clients, c.tel.logr, c.ownerKeys(w, gvr.GroupResource()), watch.check(1+i))
+		u, err := e.Join(c.API.Clients, c.tel.logr, c.OwnerKeys(w, gvr.GroupResource()), watch.check(1+i))
 		if err != nil {
 			leaveAll(users)
 			return nil, err
@@ -73,15 +73,15 @@ func (c *Controller) joinOwned(w *work, watch *servedWatch) ([]*cache.User, erro
 func (c *Controller) joinReads(watch *servedWatch) ([]*cache.User, error) {
 	var users []*cache.User
 	for i, r := range c.reads {
-		u, err := r.entry.Join(c.clients.Clients, c.tel.logr, nil, watch.check(1+len(c.owned)+i))
+		u, err := r.Entry.Join(c.API.Clients, c.tel.logr, nil, watch.check(1+len(c.owned)+i))
 		if err != nil {
 			leaveAll(users)
 			return nil, err
 		}
 		users = append(users, u)
 	}
-	for _, rel := range c.relations {
-		u, err := rel.r.entry.Join(c.clients.Clients, c.tel.logr, c.relatedKeys(rel), nil)
+	for _, rel := range c.Relations {
+		u, err := rel.Source.Entry.Join(c.API.Clients, c.tel.logr, c.RelatedKeys(rel), nil)
 		if err != nil {
 			leaveAll(users)
 			return nil, err
@@ -103,10 +103,10 @@ func leaveAll(users []*cache.User) {
 // handlers, seen by watch, and each owned resource's the transform of
 // what its cache keeps; the resource's objects come decoded into the
 // cache's form (clients.objects).
-func (c *Controller) handle(informers []toolscache.SharedIndexInformer, w *work, watch *servedWatch) error {
-	handlers := []toolscache.ResourceEventHandler{c.objectKeys(w)}
+func (c *Controller) handle(informers []toolscache.SharedIndexInformer, w *Work, watch *servedWatch) error {
+	handlers := []toolscache.ResourceEventHandler{c.ObjectKeys(w)}
 	for _, gvr := range c.owned {
-		handlers = append(handlers, c.ownerKeys(w, gvr.GroupResource()))
+		handlers = append(handlers, c.OwnerKeys(w, gvr.GroupResource()))
 	}
 	for i, inf := range informers {
 		logger := c.tel.logr

@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"sync"
@@ -22,12 +22,12 @@ import (
 //   - The work queue itself, in two priorities, over
 //     kube/internal/priorityqueue.
 
-// queue is the controller's work queue of object keys, in two
+// Queue is the controller's work queue of object keys, in two
 // priorities (internal/priorityqueue): it never hands one key to two
 // workers at once, folds a key added again while it waits, and hands out a
 // key a change queued before the backlog of a cold start.
-type queue interface {
-	Add(key string, p priority, changed time.Time)
+type Queue interface {
+	Add(key string, p Priority, changed time.Time)
 	Get() (priorityqueue.Item, bool)
 	Done(key string)
 	Restamp(key string, changed time.Time)
@@ -36,19 +36,19 @@ type queue interface {
 	ShutDown()
 }
 
-type priority = priorityqueue.Priority
+type Priority = priorityqueue.Priority
 
 const (
-	low    = priorityqueue.Low
-	normal = priorityqueue.Normal
+	Low    = priorityqueue.Low
+	Normal = priorityqueue.Normal
 )
 
-// newQueue returns the controller's queue, named after it, whose low keys
+// NewQueue returns the controller's queue, named after it, whose low keys
 // are aged up after lowMaxWait (Settings.LowPriorityMaxWait), with its own
 // metrics provider in its config (never workqueue.SetProvider, which is
 // global), or none when mp is nil. It has no delays of its own: the
 // controller's later holds them.
-func newQueue(name string, lowMaxWait time.Duration, mp *queueMetrics) queue {
+func NewQueue(name string, lowMaxWait time.Duration, mp *queueMetrics) Queue {
 	cfg := priorityqueue.Config{Name: name, LowMaxWait: lowMaxWait}
 	if mp != nil {
 		cfg.MetricsProvider, cfg.OldestWait = mp, mp.oldestWait
@@ -69,11 +69,11 @@ func newRetryLimiter(s Settings) workqueue.TypedRateLimiter[string] {
 
 // queueNow queues key at once, in place of any wait it had, at p or at the
 // wait's priority if higher.
-func (c *Controller) queueNow(w *work, key string, p priority, changed time.Time) {
-	if waited, ok := w.later.cancel(key); ok {
+func (c *Controller) queueNow(w *Work, key string, p Priority, changed time.Time) {
+	if waited, ok := w.Later.cancel(key); ok {
 		p = max(p, waited)
 	}
-	w.q.Add(key, p, changed)
+	w.Q.Add(key, p, changed)
 }
 
 // queueUnlessOwn queues key at once at p, for a change made at changed,
@@ -81,8 +81,8 @@ func (c *Controller) queueNow(w *work, key string, p priority, changed time.Time
 // While key is being reconciled, the event is held until the reconcile
 // ends: a write's event can come before its answer does, and so before the
 // write is known.
-func (c *Controller) queueUnlessOwn(w *work, key string, p priority, changed time.Time, redundant func() bool) {
-	if c.inFlight.hold(key, heldEvent{redundant: redundant, p: p, changed: changed}) || redundant() {
+func (c *Controller) queueUnlessOwn(w *Work, key string, p Priority, changed time.Time, redundant func() bool) {
+	if c.InFlight.hold(key, heldEvent{redundant: redundant, p: p, changed: changed}) || redundant() {
 		return
 	}
 	c.queueNow(w, key, p, changed)
@@ -98,11 +98,11 @@ type inFlight struct {
 // heldEvent is an event held while its key is reconciled.
 type heldEvent struct {
 	redundant func() bool // reports whether the event was the reconcile's own
-	p         priority
+	p         Priority
 	changed   time.Time
 }
 
-func (f *inFlight) begin(key string) {
+func (f *inFlight) Begin(key string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.m == nil {
@@ -123,10 +123,10 @@ func (f *inFlight) hold(key string, e heldEvent) bool {
 	return ok
 }
 
-// end reports whether any event held for key's reconcile was not its own,
+// End reports whether any event held for key's reconcile was not its own,
 // so the key is to be queued again, at the highest priority of those, for
 // the oldest change among them. Each is judged, in the order it came.
-func (f *inFlight) end(key string) (again bool, p priority, changed time.Time) {
+func (f *inFlight) End(key string) (again bool, p Priority, changed time.Time) {
 	f.mu.Lock()
 	held := f.m[key]
 	delete(f.m, key)
@@ -153,21 +153,21 @@ func (f *inFlight) end(key string) (again bool, p priority, changed time.Time) {
 // ends.
 type later struct {
 	mu      sync.Mutex
-	q       queue
+	q       Queue
 	timers  map[string]pending
 	stopped bool
 }
 
 type pending struct {
 	t *time.Timer
-	p priority
+	p Priority
 }
 
-func newLater(q queue) *later { return &later{q: q, timers: map[string]pending{}} }
+func NewLater(q Queue) *later { return &later{q: q, timers: map[string]pending{}} }
 
 // add queues key at p after d, in place of any wait it had, at the higher
 // of the two priorities.
-func (l *later) add(key string, d time.Duration, p priority) {
+func (l *later) add(key string, d time.Duration, p Priority) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.stopped {
@@ -193,7 +193,7 @@ func (l *later) add(key string, d time.Duration, p priority) {
 
 // cancel drops key's wait, if it has one, and returns its priority and
 // whether it had one.
-func (l *later) cancel(key string) (priority, bool) {
+func (l *later) cancel(key string) (Priority, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w, ok := l.timers[key]
@@ -204,8 +204,8 @@ func (l *later) cancel(key string) (priority, bool) {
 	return w.p, ok
 }
 
-// stop drops every wait, for good.
-func (l *later) stop() {
+// Stop drops every wait, for good.
+func (l *later) Stop() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stopped = true

@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -45,7 +45,7 @@ type term struct {
 	c   *Controller
 	ctx context.Context // Serve's, for its log records
 	el  *elector.Elector
-	w   *work
+	w   *Work
 	// held is closed once the renewals have stopped; stopHolding stops
 	// them.
 	held        <-chan struct{}
@@ -54,7 +54,7 @@ type term struct {
 	// ended is when the term's proof ended, in Unix nanoseconds: 0 while
 	// it lasts.
 	ended atomic.Int64
-	proof *proof // its reconciles' writes', and what outlives them
+	proof *Proof // its reconciles' writes', and what outlives them
 
 	reconciles context.Context // its reconciles', with the proof
 	end        context.CancelFunc
@@ -66,7 +66,7 @@ type term struct {
 // newTerm begins a term of el's Lease, which this replica has just taken,
 // with w's work: it watches the proof from now on. attrs are added to its
 // log records.
-func (c *Controller) newTerm(ctx context.Context, el *elector.Elector, w *work, held <-chan struct{}, stopHolding func(), attrs ...any) *term {
+func (c *Controller) newTerm(ctx context.Context, el *elector.Elector, w *Work, held <-chan struct{}, stopHolding func(), attrs ...any) *term {
 	reconciles, end := context.WithCancel(c.work)
 	none := make(chan struct{})
 	close(none)
@@ -188,9 +188,9 @@ func (t *term) lose() bool {
 	t.endProof()
 	t.end()
 	t.stopHolding()
-	t.c.clients.abort()
+	t.c.API.Abort()
 	t.c.tel.log.WarnContext(t.ctx, "lost the lease", append([]any{"lease", t.el.Describe(), "renewed", t.el.RenewedAt()}, t.attrs...)...)
-	deadline := time.NewTimer(time.Until(t.el.RenewedAt().Add(lostDeadline(t.c.settings.LeaderElection))))
+	deadline := time.NewTimer(time.Until(t.el.RenewedAt().Add(LostDeadline(t.c.settings.LeaderElection))))
 	defer deadline.Stop()
 	select {
 	case <-t.finished:
@@ -207,15 +207,15 @@ func (t *term) close() {
 	close(t.over)
 }
 
-// lostDeadline is how long after its last renewal began a replica that
+// LostDeadline is how long after its last renewal began a replica that
 // lost the Lease has to stop: halfway from RenewDeadline to LeaseDuration,
 // so its workers are stopped with a margin before another replica can take
 // the Lease.
-func lostDeadline(le LeaderElection) time.Duration {
+func LostDeadline(le LeaderElection) time.Duration {
 	return le.RenewDeadline + (le.LeaseDuration-le.RenewDeadline)/2
 }
 
-// proof is what every write of the controller's own checks before it is
+// Proof is what every write of the controller's own checks before it is
 // sent: the deadline until which this replica can prove it holds the Lease
 // the write is made under, as of now (Until). A term of leading gives it
 // to its reconciles' context; a write without one isn't sent. A write that
@@ -224,7 +224,7 @@ func lostDeadline(le LeaderElection) time.Duration {
 // back ends its proof, so no such write starts, and waits for those in
 // flight to be answered before it releases the Lease, so none is stored
 // once a standby may hold it.
-type proof struct {
+type Proof struct {
 	until func() time.Time
 
 	mu       sync.Mutex
@@ -233,14 +233,14 @@ type proof struct {
 }
 
 // newProof is a proof whose deadline, as of now, until says.
-func newProof(until func() time.Time) *proof { return &proof{until: until} }
+func newProof(until func() time.Time) *Proof { return &Proof{until: until} }
 
 // Until is the proof's deadline, as of now.
-func (p *proof) Until() time.Time { return p.until() }
+func (p *Proof) Until() time.Time { return p.until() }
 
-// begin holds the proof for a write about to be sent, and reports whether
+// Begin holds the proof for a write about to be sent, and reports whether
 // it may be: false once the proof has ended. A write begun is done.
-func (p *proof) begin() bool {
+func (p *Proof) Begin() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ended {
@@ -250,12 +250,12 @@ func (p *proof) begin() bool {
 	return true
 }
 
-// done ends a write begun.
-func (p *proof) done() { p.inFlight.Done() }
+// Done ends a write begun.
+func (p *Proof) Done() { p.inFlight.Done() }
 
 // end ends the proof for the writes not yet begun, and returns a channel
 // closed once the writes in flight are done.
-func (p *proof) end() <-chan struct{} {
+func (p *Proof) end() <-chan struct{} {
 	p.mu.Lock()
 	p.ended = true
 	p.mu.Unlock()
@@ -269,24 +269,24 @@ func (p *proof) end() <-chan struct{} {
 
 type proofKey struct{}
 
-// withProof is ctx carrying a proof of the Lease, until, for writes made
+// WithProof is ctx carrying a proof of the Lease, until, for writes made
 // outside a term of leading (the tests').
-func withProof(ctx context.Context, until func() time.Time) context.Context {
+func WithProof(ctx context.Context, until func() time.Time) context.Context {
 	return withTermProof(ctx, newProof(until))
 }
 
 // withTermProof is ctx carrying p, the proof of the Lease its writes are
 // made under: the reconciles' context of a term of leading.
-func withTermProof(ctx context.Context, p *proof) context.Context {
+func withTermProof(ctx context.Context, p *Proof) context.Context {
 	return context.WithValue(ctx, proofKey{}, p)
 }
 
-// proofOf is the proof ctx carries, or nil.
-func proofOf(ctx context.Context) *proof {
-	p, _ := ctx.Value(proofKey{}).(*proof)
+// ProofOf is the proof ctx carries, or nil.
+func ProofOf(ctx context.Context) *Proof {
+	p, _ := ctx.Value(proofKey{}).(*Proof)
 	return p
 }
 
-// errNotLeading is the error of a write this replica can't prove it may
+// ErrNotLeading is the error of a write this replica can't prove it may
 // make: it can't prove it holds the Lease.
-var errNotLeading = errors.New("kube: this replica can't prove it holds the Lease")
+var ErrNotLeading = errors.New("kube: this replica can't prove it holds the Lease")
