@@ -2,15 +2,20 @@ package admission_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -182,8 +187,9 @@ func (c *calls) of(name string) []admission.Request {
 }
 
 // clusterWebhooks are the Widget's validating and defaulting webhooks the
-// cluster tests serve: a size of at most 3, a host that doesn't change, a
-// warning for an image of the latest tag; a size of 1 and an image of
+// cluster tests serve: a size of at most 3, a host that doesn't change,
+// the image operator-only only for the group widget-operators, a warning
+// for an image of the latest tag; a size of 1 and an image of
 // nginx:1 by default.
 func clusterWebhooks(seen *calls) admission.Webhooks {
 	return admission.Webhooks{
@@ -201,6 +207,9 @@ func clusterWebhooks(seen *calls) admission.Webhooks {
 				}
 				if old != nil && old.Spec.Host != obj.Spec.Host {
 					errs = append(errs, field.Invalid(field.NewPath("spec", "host"), obj.Spec.Host, "is immutable: it was "+old.Spec.Host))
+				}
+				if obj.Spec.Image == "operator-only" && !slices.Contains(req.UserInfo.Groups, "widget-operators") {
+					errs = append(errs, field.Forbidden(field.NewPath("spec", "image"), req.UserInfo.Username+" isn't a widget-operator"))
 				}
 				return warns, errs.ToAggregate()
 			}),
@@ -238,6 +247,9 @@ func awaitInEffect(t *testing.T, res dynamic.ResourceInterface, ns string) {
 // on the real control plane: a create and an update refused with the
 // validator's message and field path, a warning shown to the client,
 // defaults applied on a create, and a dry run honoured.
+//
+// And a rule of who asks: the image operator-only refused to the admin,
+// and stored for a user of the group widget-operators.
 func TestClusterWebhooks(t *testing.T) {
 	c := clustertest.Get(t)
 	c.Install(t, Widget)
@@ -291,6 +303,8 @@ func TestClusterWebhooks(t *testing.T) {
 		}
 	})
 
+	t.Run("a rule of who asks", func(t *testing.T) { checkARuleOfWhoAsks(ctx, t, c, res, ns) })
+
 	t.Run("a dry run honoured", func(t *testing.T) {
 		got, err := res.Create(ctx, widgetObject(ns, "dry", map[string]any{"host": "dry.example.com"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
@@ -305,6 +319,21 @@ func TestClusterWebhooks(t *testing.T) {
 			t.Errorf("the validator was handed %+v, want one dry-run CREATE with its requester", reqs)
 		}
 	})
+}
+
+// checkARuleOfWhoAsks checks the validator's rule of who asks: the image
+// operator-only refused to the admin, stored for a widget-operator.
+func checkARuleOfWhoAsks(ctx context.Context, t *testing.T, c *clustertest.Cluster, res dynamic.ResourceInterface, ns string) {
+	_, err := res.Create(ctx, widgetObject(ns, "admins", map[string]any{"host": "admins.example.com", "image": "operator-only"}), metav1.CreateOptions{})
+	checkInvalid(t, err, "spec.image", "spec.image: Forbidden: ")
+	cfg := rest.AnonymousClientConfig(c.AdminConfig())
+	cert := c.ClientCert(t, "olivia", "widget-operators")
+	cfg.CertData, cfg.KeyData = pemCert(t, cert)
+	bind(t, c, ns, "olivia")
+	asOlivia := dynamic.NewForConfigOrDie(cfg).Resource(Widget.GVR()).Namespace(ns)
+	if _, err := asOlivia.Create(ctx, widgetObject(ns, "olivias", map[string]any{"host": "olivias.example.com", "image": "operator-only"}), metav1.CreateOptions{}); err != nil {
+		t.Errorf("a widget-operator's create answered %v, want it stored", err)
+	}
 }
 
 func checkInvalid(t *testing.T, err error, fieldPath, msg string) {
@@ -331,3 +360,32 @@ func checkSpec(t *testing.T, obj *unstructured.Unstructured, size int64, image s
 }
 
 var _ rest.WarningHandler = (*warnings)(nil)
+
+// pemCert is cert's certificate and key, PEM.
+func pemCert(t *testing.T, cert tls.Certificate) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})
+}
+
+// bind lets user create Widgets in ns.
+func bind(t *testing.T, c *clustertest.Cluster, ns, user string) {
+	t.Helper()
+	rbac := kubernetes.NewForConfigOrDie(c.AdminConfig()).RbacV1()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "widget-writer", Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{Widget.Group}, Resources: []string{Widget.Plural}, Verbs: []string{"create"}},
+	}}
+	if _, err := rbac.Roles(ns).Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "widget-writer", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "widget-writer"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	if _, err := rbac.RoleBindings(ns).Create(t.Context(), rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
