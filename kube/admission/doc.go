@@ -1,7 +1,8 @@
 // Package admission checks and defaults the writes of a kube.Resource's
-// objects, or of a kube.Kind's such as Kubernetes' own, with Go functions
-// served as admission webhooks, and declares their configurations from the
-// same code.
+// objects, or of a kube.Kind's such as Kubernetes' own: with Go functions
+// served as admission webhooks, whose configurations it reflects from the
+// same code, or with admission policies, CEL rules the API server runs
+// itself, declared in Go beside the Resource.
 //
 // A CRD's schema and its CEL rules check one object by itself. A webhook
 // is for what they can't: a rule that depends on who asks or on the
@@ -35,6 +36,13 @@
 //     the declaration, as kube reflects a CRD, so a golden test keeps the
 //     YAML that deploys them in step with the code; every mistake in the
 //     declaration is one error, each naming the value.
+//   - A Policy's Validations and Defaults are emitted as a
+//     ValidatingAdmissionPolicy and a MutatingAdmissionPolicy of
+//     admissionregistration.k8s.io/v1, with their bindings, which the API
+//     server runs itself; their fields are named by pointer (Field), so a
+//     misspelled field doesn't compile, and package
+//     kube/admission/policytest checks them in a test with the API
+//     server's own CEL compiler, the CRD's types and the cost estimate.
 //
 // One Handler serves every webhook of an App, beside the conversion
 // webhook, on the core's webhook.Service:
