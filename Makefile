@@ -138,6 +138,8 @@ BENCH_RUN ?=
 BENCH = $(GO) -C kube test -run '^$$' -benchtime 1x -timeout 240m ./example/memcached/bench/ -scale $(BENCH_SCALE)
 bench: controlplane
 	cd kube && $(GO) test -run '^$$' -bench . -benchmem -count 5 . ./internal/cache/
+	cd kube && $(GO) test -run '^$$' -bench '^BenchmarkAdmissionReview(Large)?$$' -benchmem -count 5 ./admission/
+	cd kube && $(GO) test -run '^$$' -bench '^BenchmarkClusterAdmissionWrite$$' -benchtime 300x -count 3 ./admission/
 	mkdir -p $(BIN)
 	@rm -f $(BIN)/bench.out
 	$(if $(BENCH_RUN),$(BENCH) -bench '^BenchmarkCluster$(BENCH_RUN)' -count $(BENCH_COUNT) >> $(BIN)/bench.out || { cat $(BIN)/bench.out; exit 1; },\

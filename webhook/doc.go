@@ -51,8 +51,8 @@
 //     Nothing records through an OpenTelemetry, log or slog global: net/http's
 //     own messages, such as a failed handshake's, are log records too.
 //
-// The handler is the webhook: package kube's conversion handler, or an
-// admission handler of the App's own. A denial from an admission webhook is
+// The handler is the webhook: package kube's conversion handler, or the
+// admission webhooks of package kube/admission. A denial from an admission webhook is
 // a 200 whose AdmissionReview says allowed: false; any other status is a
 // failure, which the webhook's failurePolicy decides.
 package webhook

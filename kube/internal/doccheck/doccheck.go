@@ -84,6 +84,8 @@ var Imports = map[string]string{
 	"humustest":    "github.com/z5labs/humus/humustest",
 	"webhook":      "github.com/z5labs/humus/webhook",
 	"kube":         "github.com/z5labs/humus/kube",
+	"admission":    "github.com/z5labs/humus/kube/admission",
+	"policytest":   "github.com/z5labs/humus/kube/admission/policytest",
 	"app":          "github.com/z5labs/humus/kube/example/memcached/app",
 	"appsv1":       "k8s.io/api/apps/v1",
 	"corev1":       "k8s.io/api/core/v1",

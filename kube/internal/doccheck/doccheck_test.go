@@ -123,6 +123,8 @@ func TestDocsNames(t *testing.T) {
 		"config":      "config",
 		"humustest":   "humustest",
 		"kube":        "kube",
+		"admission":   "kube/admission",
+		"policytest":  "kube/admission/policytest",
 		"kubeenv":     "kube/kubeenv",
 		"clustertest": "kube/clustertest",
 		"telemetry":   "telemetry",

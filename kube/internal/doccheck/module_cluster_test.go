@@ -53,9 +53,9 @@ func TestClusterDocsModule(t *testing.T) {
 
 	dir := writeModule(t, files)
 	goCmd(t, dir, 5*time.Minute, "mod", "tidy")
-	// As a user does before the first run: the golden test writes the
-	// CRD's YAML.
-	goCmd(t, dir, 10*time.Minute, "test", "./app", "-run", "TestWebsiteCRD", "-update")
+	// As a user does before the first run: the golden tests write the
+	// CRD's YAML and the admission configurations'.
+	goCmd(t, dir, 10*time.Minute, "test", "./app", "-run", "^(TestWebsiteCRD|TestWebsiteAdmissionYAML)$", "-update")
 	out := goCmd(t, dir, 20*time.Minute, "test", "-count=1", "-v", "./...")
 	for _, name := range tests {
 		if !strings.Contains(out, "ok  \t"+docsModule+"/"+filepath.ToSlash(filepath.Dir(name))) {
