@@ -27,7 +27,15 @@
 //     what a version can't hold merged back, list item by list item.
 //   - kube/internal/elector, shard, priorityqueue and transport: the Lease,
 //     the shards' ranges, the queue's priorities, and the Client's
-//     connections with the writes they record.
+//     connections with the writes they record; kube/internal/record and
+//     review, the Recorder's Events and the conversion webhook's reviews;
+//     kube/internal/rbac, the RBAC MarshalRBAC writes.
+//
+// Beside it, public packages of their own: kube/admission (validating and
+// defaulting webhooks in Go, and admission policies the API server runs),
+// kube/kubeenv (a Connection from a kubeconfig or a pod), kube/clustertest
+// and kube/crdtest (the real control plane, and a CRD's validation, for
+// tests).
 //
 // # Custom resources and their CRD
 //
