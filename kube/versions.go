@@ -2,16 +2,13 @@ package kube
 
 import (
 	"cmp"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"net/url"
 	"reflect"
 	"regexp"
 	"slices"
-	"strings"
 
+	"github.com/z5labs/humus/kube/internal/hook"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/version"
 )
@@ -368,61 +365,8 @@ func warningErr(w string) string {
 
 // errs returns every mistake in w.
 func (w ConversionWebhook) errs() []error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("kube: Versions.Webhook: "+format, args...))
-	}
-	switch {
-	case w.URL == "" && w.Service == nil:
-		bad("missing URL or Service: the API server converts objects between the versions through the webhook")
-	case w.URL != "" && w.Service != nil:
-		bad("both URL %q and Service %s/%s: give one", w.URL, w.Service.Namespace, w.Service.Name)
-	case w.URL != "":
-		u, err := url.Parse(w.URL)
-		switch {
-		case err != nil:
-			bad("URL %q: %v", w.URL, err)
-		case u.Scheme != "https" || u.Host == "":
-			bad("URL %q: should be https://host[:port]/path: the API server calls a webhook over TLS", w.URL)
-		case u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(w.URL, "?") || strings.Contains(w.URL, "#"):
-			bad("URL %q: may not have a user, a query or a fragment", w.URL)
-		}
-	default:
-		s := w.Service
-		if s.Namespace == "" {
-			bad("Service: missing Namespace")
-		}
-		if s.Name == "" {
-			bad("Service: missing Name")
-		}
-		if s.Path != "" && !strings.HasPrefix(s.Path, "/") {
-			bad("Service: Path %q should start with /", s.Path)
-		}
-		if s.Port < 0 || s.Port > 65535 {
-			bad("Service: Port %d is not a port, 1 to 65535 (0 for 443)", s.Port)
-		}
-	}
-	if len(w.CABundle) > 0 {
-		rest, n := w.CABundle, 0
-		for {
-			var b *pem.Block
-			b, rest = pem.Decode(rest)
-			if b == nil {
-				break
-			}
-			if b.Type != "CERTIFICATE" {
-				continue
-			}
-			if _, err := x509.ParseCertificate(b.Bytes); err != nil {
-				bad("CABundle: a certificate that doesn't parse: %v", err)
-			}
-			n++
-		}
-		if n == 0 {
-			bad("CABundle holds no PEM certificate")
-		}
-	}
-	return errs
+	e := hook.Endpoint{URL: w.URL, Service: (*hook.Service)(w.Service), CABundle: w.CABundle}
+	return e.Errs("kube: Versions.Webhook: ", "the API server converts objects between the versions through the webhook")
 }
 
 // clientConfig is w as the CRD's conversion webhook's client config.

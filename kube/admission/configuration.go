@@ -2,12 +2,9 @@ package admission
 
 import (
 	"cmp"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -20,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/internal/hook"
 )
 
 // Webhooks are an App's admission webhooks: served by one Handler, and
@@ -297,61 +295,8 @@ func matchErrs(prefix string, operations []Operation, mutating bool, fp admissio
 
 // errs returns every mistake in e.
 func (e Endpoint) errs() []error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("admission: Webhooks.Endpoint: "+format, args...))
-	}
-	switch {
-	case e.URL == "" && e.Service == nil:
-		bad("missing URL or Service: where the API server reaches the webhooks")
-	case e.URL != "" && e.Service != nil:
-		bad("both URL %q and Service %s/%s: give one", e.URL, e.Service.Namespace, e.Service.Name)
-	case e.URL != "":
-		u, err := url.Parse(e.URL)
-		switch {
-		case err != nil:
-			bad("URL %q: %v", e.URL, err)
-		case u.Scheme != "https" || u.Host == "":
-			bad("URL %q: should be https://host[:port]/path: the API server calls a webhook over TLS", e.URL)
-		case u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(e.URL, "?") || strings.Contains(e.URL, "#"):
-			bad("URL %q: may not have a user, a query or a fragment", e.URL)
-		}
-	default:
-		s := e.Service
-		if s.Namespace == "" {
-			bad("Service: missing Namespace")
-		}
-		if s.Name == "" {
-			bad("Service: missing Name")
-		}
-		if s.Path != "" && !strings.HasPrefix(s.Path, "/") {
-			bad("Service: Path %q should start with /", s.Path)
-		}
-		if s.Port < 0 || s.Port > 65535 {
-			bad("Service: Port %d is not a port, 1 to 65535 (0 for 443)", s.Port)
-		}
-	}
-	if len(e.CABundle) > 0 {
-		rest, n := e.CABundle, 0
-		for {
-			var b *pem.Block
-			b, rest = pem.Decode(rest)
-			if b == nil {
-				break
-			}
-			if b.Type != "CERTIFICATE" {
-				continue
-			}
-			if _, err := x509.ParseCertificate(b.Bytes); err != nil {
-				bad("CABundle: a certificate that doesn't parse: %v", err)
-			}
-			n++
-		}
-		if n == 0 {
-			bad("CABundle holds no PEM certificate")
-		}
-	}
-	return errs
+	h := hook.Endpoint{URL: e.URL, Service: (*hook.Service)(e.Service), CABundle: e.CABundle}
+	return h.Errs("admission: Webhooks.Endpoint: ", "where the API server reaches the webhooks")
 }
 
 // Marshal returns objs, such as the configurations and the policies of
