@@ -29,9 +29,9 @@
 //     the shards' ranges, the queue's priorities, and the Client's
 //     connections with the writes they record; kube/internal/record and
 //     review, the Recorder's Events and the conversion webhook's reviews;
-//     kube/internal/rbac, the RBAC MarshalRBAC writes; kube/internal/hook,
-//     where the API server reaches a webhook, checked alike for conversion
-//     and admission.
+//     kube/internal/rbac, the RBAC MarshalRBAC writes; kube/internal/webhooks,
+//     what the conversion and admission webhooks share (where the API
+//     server reaches one, a review's gate).
 //
 // Beside it, public packages of their own: kube/admission (validating and
 // defaulting webhooks in Go, and admission policies the API server runs),

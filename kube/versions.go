@@ -8,7 +8,7 @@ import (
 	"regexp"
 	"slices"
 
-	"github.com/z5labs/humus/kube/internal/hook"
+	"github.com/z5labs/humus/kube/internal/webhooks"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/version"
 )
@@ -365,7 +365,7 @@ func warningErr(w string) string {
 
 // errs returns every mistake in w.
 func (w ConversionWebhook) errs() []error {
-	e := hook.Endpoint{URL: w.URL, Service: (*hook.Service)(w.Service), CABundle: w.CABundle}
+	e := webhooks.Endpoint{URL: w.URL, Service: (*webhooks.Service)(w.Service), CABundle: w.CABundle}
 	return e.Errs("kube: Versions.Webhook: ", "the API server converts objects between the versions through the webhook")
 }
 

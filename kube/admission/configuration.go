@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/z5labs/humus/kube"
-	"github.com/z5labs/humus/kube/internal/hook"
+	"github.com/z5labs/humus/kube/internal/webhooks"
 )
 
 // Webhooks are an App's admission webhooks: served by one Handler, and
@@ -295,7 +295,7 @@ func matchErrs(prefix string, operations []Operation, mutating bool, fp admissio
 
 // errs returns every mistake in e.
 func (e Endpoint) errs() []error {
-	h := hook.Endpoint{URL: e.URL, Service: (*hook.Service)(e.Service), CABundle: e.CABundle}
+	h := webhooks.Endpoint{URL: e.URL, Service: (*webhooks.Service)(e.Service), CABundle: e.CABundle}
 	return h.Errs("admission: Webhooks.Endpoint: ", "where the API server reaches the webhooks")
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"path"
 	"runtime/debug"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/kube/internal/webhooks"
 )
 
 // scope is the instrumentation scope of the package's telemetry.
@@ -119,18 +119,12 @@ type handler struct {
 const tooLarge = "the AdmissionReview is larger than 16 MiB (admission.MaxReviewBytes), the most the admission webhook reads"
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "an AdmissionReview is POSTed", http.StatusMethodNotAllowed)
-		return
-	}
-	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
-		http.Error(w, fmt.Sprintf("Content-Type %q: an AdmissionReview is application/json", clip(r.Header.Get("Content-Type"))), http.StatusUnsupportedMediaType)
+	if !webhooks.Accept(w, r, "an AdmissionReview") {
 		return
 	}
 	hook, ok := h.hooks[path.Base(r.URL.Path)]
 	if !ok {
-		http.Error(w, fmt.Sprintf("%q names no admission webhook served here: the path's last segment is the webhook's name, one of %s", clip(r.URL.Path), strings.Join(h.names(), ", ")), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("%q names no admission webhook served here: the path's last segment is the webhook's name, one of %s", webhooks.Clip(r.URL.Path), strings.Join(h.names(), ", ")), http.StatusNotFound)
 		return
 	}
 	if r.ContentLength > MaxReviewBytes {
@@ -153,7 +147,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if review.APIVersion != admissionv1.SchemeGroupVersion.String() || review.Kind != "AdmissionReview" {
-		http.Error(w, fmt.Sprintf("the review is apiVersion %q, kind %q: this webhook answers admission.k8s.io/v1 AdmissionReviews", clip(review.APIVersion), clip(review.Kind)), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("the review is apiVersion %q, kind %q: this webhook answers admission.k8s.io/v1 AdmissionReviews", webhooks.Clip(review.APIVersion), webhooks.Clip(review.Kind)), http.StatusBadRequest)
 		return
 	}
 	if review.Request == nil {
@@ -202,9 +196,9 @@ func (h *handler) review(ctx context.Context, hook *Webhook, req *admissionv1.Ad
 	}
 	attrs := []attribute.KeyValue{attribute.String(attrWebhook, hook.name()), attribute.String(attrOperation, op)}
 	ctx, span := h.tracer.Start(ctx, verb+t.kind, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(append(attrs,
-		attribute.String("humus.kube.admission.uid", clip(string(req.UID))),
-		attribute.String("humus.kube.admission.namespace", clip(req.Namespace)),
-		attribute.String("humus.kube.admission.name", clip(req.Name)),
+		attribute.String("humus.kube.admission.uid", webhooks.Clip(string(req.UID))),
+		attribute.String("humus.kube.admission.namespace", webhooks.Clip(req.Namespace)),
+		attribute.String("humus.kube.admission.name", webhooks.Clip(req.Name)),
 		attribute.Bool("humus.kube.admission.dry_run", req.DryRun != nil && *req.DryRun))...))
 	resp, o := h.answer(ctx, hook, req, span)
 	resp.UID = req.UID
@@ -221,12 +215,12 @@ func (h *handler) review(ctx context.Context, hook *Webhook, req *admissionv1.Ad
 func (h *handler) answer(ctx context.Context, hook *Webhook, req *admissionv1.AdmissionRequest, span trace.Span) (resp *admissionv1.AdmissionResponse, o outcome) {
 	t := hook.target
 	gk := schema.GroupKind{Group: t.gvr.Group, Kind: t.kind}
-	object := t.kind + " " + clip(req.Name)
+	object := t.kind + " " + webhooks.Clip(req.Name)
 	if req.Namespace != "" {
-		object = t.kind + " " + clip(req.Namespace) + "/" + clip(req.Name)
+		object = t.kind + " " + webhooks.Clip(req.Namespace) + "/" + webhooks.Clip(req.Name)
 	}
 	if got := (schema.GroupVersionKind{Group: req.Kind.Group, Version: req.Kind.Version, Kind: req.Kind.Kind}); got != t.gvr.GroupVersion().WithKind(t.kind) {
-		return deny(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("admission: %s: the review is of a %s, and the webhook checks %s: its configuration's rules name another resource", hook.name(), clip(got.String()), t.gvr.GroupVersion().WithKind(t.kind))), refused
+		return deny(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("admission: %s: the review is of a %s, and the webhook checks %s: its configuration's rules name another resource", hook.name(), webhooks.Clip(got.String()), t.gvr.GroupVersion().WithKind(t.kind))), refused
 	}
 	request := Request{
 		UID:       req.UID,
@@ -242,7 +236,7 @@ func (h *handler) answer(ctx context.Context, hook *Webhook, req *admissionv1.Ad
 	defer func() {
 		if p := recover(); p != nil {
 			stack := debug.Stack()
-			msg := fmt.Sprintf("admission: %s panicked on %s: %s", hook.name(), object, clip(fmt.Sprint(p)))
+			msg := fmt.Sprintf("admission: %s panicked on %s: %s", hook.name(), object, webhooks.Clip(fmt.Sprint(p)))
 			h.panicked(ctx, hook.name(), span, p, stack, msg)
 			resp, o = deny(http.StatusInternalServerError, metav1.StatusReasonInternalError, msg), panics
 		}
@@ -324,21 +318,4 @@ func (h *handler) panicked(ctx context.Context, name string, span trace.Span, p 
 	h.log.ErrorContext(ctx, "admission webhook panicked", slog.String(attrWebhook, name), slog.String("error", msg),
 		slog.Int("humus.kube.admission.panics_unrecorded", missed),
 		slog.String("exception.type", typ), slog.String("exception.message", value), slog.String("exception.stacktrace", string(stack)))
-}
-
-// maxShown is the most of a string a review names that the handler puts
-// in a span, a record or a message: 253 bytes, the longest name the API
-// server takes.
-const maxShown = 253
-
-// clip is s, or its first maxShown bytes and an ellipsis.
-func clip(s string) string {
-	if len(s) <= maxShown {
-		return s
-	}
-	n := maxShown
-	for n > 0 && (s[n]&0xC0) == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/contrib/bridges/otelslog"
 	"go.opentelemetry.io/otel/attribute"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/kube/internal/control"
+	"github.com/z5labs/humus/kube/internal/webhooks"
 )
 
 // The attributes of a conversion's telemetry, besides humus.kube.resource.
@@ -86,13 +85,7 @@ type Converter interface {
 }
 
 func (h *conversionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "a ConversionReview is POSTed", http.StatusMethodNotAllowed)
-		return
-	}
-	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
-		http.Error(w, fmt.Sprintf("Content-Type %q: a ConversionReview is application/json", r.Header.Get("Content-Type")), http.StatusUnsupportedMediaType)
+	if !webhooks.Accept(w, r, "a ConversionReview") {
 		return
 	}
 	if r.ContentLength > MaxBytes {
@@ -210,7 +203,7 @@ func (rv *reviewRun) readRequest(dec *json.Decoder) error {
 			if err := dec.Decode(&uid); err != nil {
 				return err
 			}
-			rv.uid = clip(uid)
+			rv.uid = webhooks.Clip(uid)
 		case strings.EqualFold(key, "desiredAPIVersion"):
 			if rv.toSeen {
 				return errors.New("the ConversionReview names request.desiredAPIVersion twice")
@@ -219,7 +212,7 @@ func (rv *reviewRun) readRequest(dec *json.Decoder) error {
 			if err := dec.Decode(&to); err != nil {
 				return err
 			}
-			rv.to, rv.toSeen = clip(to), true
+			rv.to, rv.toSeen = webhooks.Clip(to), true
 		case strings.EqualFold(key, "objects"):
 			if rv.objects || held != nil {
 				return errors.New("the ConversionReview names request.objects twice")
@@ -353,7 +346,7 @@ func (rv *reviewRun) object(raw []byte) {
 		} `json:"metadata"`
 	}
 	_ = json.Unmarshal(raw, &id) // a mistake is the decode's, below
-	from := clip(id.APIVersion)
+	from := webhooks.Clip(id.APIVersion)
 	b, err := h.conv.Convert(raw, from, rv.to)
 	if err == nil && rv.out.n+1+len(b) > maxAnswerBytes {
 		err = errAnswerTooLarge
@@ -369,9 +362,9 @@ func (rv *reviewRun) object(raw []byte) {
 	}
 	h.objects.Add(context.WithoutCancel(rv.ctx), 1, metric.WithAttributes(h.resource,
 		attribute.String(attrConvFrom, h.conv.Known(from)), attribute.String(attrConvTo, rv.to), attribute.String(attrConvOutcome, string(o))))
-	name := clip(id.Metadata.Name)
+	name := webhooks.Clip(id.Metadata.Name)
 	if id.Metadata.Namespace != "" {
-		name = clip(id.Metadata.Namespace) + "/" + name
+		name = webhooks.Clip(id.Metadata.Namespace) + "/" + name
 	}
 	rv.err = fmt.Errorf("kube: converting %s %s (objects[%d]) from %s to %s: %w", h.kind, name, i, from, rv.to, err)
 	rv.from, rv.out = from, answerBuffer{} // the answer has none of them: let them go
@@ -514,25 +507,6 @@ func (h *conversionHandler) failed(ctx context.Context, span trace.Span, from, t
 	}
 	h.log.ErrorContext(ctx, "conversion panicked", append(attrs,
 		slog.String(control.AttrExcType, typ), slog.String(control.AttrExcMessage, msg), slog.String(control.AttrExcStacktrace, stack))...)
-}
-
-// maxShown is the most of a string a review names that the handler puts
-// in a span, a record or a message: 253 bytes, the longest name the API
-// server takes. The webhook's port answers anyone who reaches it, and one
-// review of 32 MiB could otherwise put most of it in one span.
-const maxShown = 253
-
-// clip is s, or its first maxShown bytes, cut at a character's start, and
-// an ellipsis.
-func clip(s string) string {
-	if len(s) <= maxShown {
-		return s
-	}
-	n := maxShown
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // conversionPanic is a conversion function's panic, recovered.

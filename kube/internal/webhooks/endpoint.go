@@ -1,12 +1,17 @@
-// Package hook checks where the API server reaches a webhook, the same way
-// for the conversion webhook a CRD names (kube.ConversionWebhook) and for
-// the admission webhooks' configurations (kube/admission's Endpoint): an
-// https URL, or a Service in the cluster, and the CA bundle the API server
-// trusts it by. It reports every mistake at once, each naming the value,
-// as the API server would refuse it or as it could never work.
+// Package webhooks is what kube's webhooks share, the conversion webhook
+// (kube/internal/review) and the admission webhooks (kube/admission):
+//
+//   - where the API server reaches one (Endpoint): an https URL, or a
+//     Service in the cluster, and the CA bundle it trusts it by, checked
+//     alike for a CRD's conversion webhook and for an admission
+//     configuration, every mistake at once, each naming the value;
+//   - the gate a review's handler opens with (Accept): POSTed, as
+//     application/json;
+//   - what a review names, clipped (Clip) before it reaches a span, a
+//     record or a message: a webhook's port answers anyone who reaches it.
 //
 // It imports only the standard library.
-package hook
+package webhooks
 
 import (
 	"crypto/x509"
