@@ -17,7 +17,25 @@ import (
 	"github.com/z5labs/humus/kube/admission/policytest"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden configurations")
+var update = flag.Bool("update", false, "rewrite the golden configurations and policy")
+
+// golden fails t unless got is the file at path; with -update, it writes
+// got there first. test is the test that writes it.
+func golden(t *testing.T, path string, got []byte, test string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s is out of date: go test -run %s -update rewrites it; it should be\n%s", path, test, got)
+	}
+}
 
 func widgetWebhooks() admission.Webhooks {
 	pods := kube.Kind[corev1.Pod]{GVR: corev1.SchemeGroupVersion.WithResource("pods"), Kind: "Pod", Scope: kube.Namespaced}
@@ -61,19 +79,7 @@ func TestTheConfigurations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const golden = "testdata/configurations.yaml"
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("the configurations aren't %s: go test -run TestTheConfigurations -update rewrites it; they are\n%s", golden, got)
-	}
+	golden(t, "testdata/configurations.yaml", got, "TestTheConfigurations")
 	if len(v.Webhooks) != 2 || len(m.Webhooks) != 1 {
 		t.Errorf("%d validating and %d mutating webhooks, want 2 and 1", len(v.Webhooks), len(m.Webhooks))
 	}

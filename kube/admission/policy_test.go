@@ -1,7 +1,6 @@
 package admission_test
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -32,19 +31,7 @@ func TestThePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const golden = "testdata/policy.yaml"
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("the policy isn't %s: go test -run TestThePolicy -update rewrites it; it is\n%s", golden, got)
-	}
+	golden(t, "testdata/policy.yaml", got, "TestThePolicy")
 }
 
 func TestAFieldIsNamedAsCELSelectsIt(t *testing.T) {
