@@ -54,9 +54,19 @@ unit:
 $(BIN)/golangci-lint: tools/lint/go.mod tools/lint/go.sum
 	cd tools/lint && GOWORK=off $(GO) build -o $(BIN)/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
-lint: $(BIN)/golangci-lint
+# filecycles (tools/filecycles) fails when the files of one package tie
+# into a cycle of more than 8 files: which file uses which other file's
+# names, as go/types resolves them. Within a package nothing else holds a
+# layer; `$(BIN)/filecycles -v ./kube/internal/control` prints what ties a
+# package's files. It reads export data, not a cluster: a second, warm.
+$(BIN)/filecycles: tools/filecycles/go.mod tools/filecycles/go.sum tools/filecycles/main.go
+	cd tools/filecycles && GOWORK=off $(GO) build -o $(BIN)/filecycles .
+
+lint: $(BIN)/golangci-lint $(BIN)/filecycles
 	$(BIN)/golangci-lint run ./...
 	cd kube && $(BIN)/golangci-lint run --config ../.golangci.yaml ./...
+	$(BIN)/filecycles -max 8 ./...
+	cd kube && $(BIN)/filecycles -max 8 ./...
 
 # Compares the public API of both modules with their last release, whose
 # commit CHANGELOG.md records (tags may not travel with a clone), and fails

@@ -44,7 +44,7 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	ns := c.Namespace(t)
 	ctrl := finalizingController(t, c, ns)
 	// Writes are made only with a proof of the Lease: give one that holds.
-	ctx := proven(t.Context())
+	ctx := t.Context()
 
 	admin := dynamic.NewForConfigOrDie(c.AdminConfig())
 	objects := admin.Resource(gvr).Namespace(ns)
@@ -87,11 +87,11 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 	}
 
 	// And the fresh object takes both.
-	rv, err := ctrl.engine.ApplyFinalizer(ctx, cached(t, fresh), true)
+	rv, err := ctrl.engine.ApplyFinalizer(ctx, proof(), cached(t, fresh), true)
 	if err != nil {
 		t.Errorf("adding the finalizer to the current object: %v", err)
 	}
-	if err := ctrl.engine.ApplyStatus(ctx, cached(t, fresh), rv, []byte(`{"readyReplicas":2}`)); err != nil {
+	if err := ctrl.engine.ApplyStatus(ctx, proof(), cached(t, fresh), rv, []byte(`{"readyReplicas":2}`)); err != nil {
 		t.Errorf("applying the current object's status: %v", err)
 	}
 }
@@ -102,12 +102,12 @@ func TestClusterFaultAWriteFromAStaleCacheIsRefused(t *testing.T) {
 // answers.
 func checkBothWritesAreStale(t *testing.T, ctrl *Controller, ctx context.Context, stale *unstructured.Unstructured, addFinalizer, applyStatus string) {
 	t.Helper()
-	_, err := ctrl.engine.ApplyFinalizer(ctx, cached(t, stale), true)
+	_, err := ctrl.engine.ApplyFinalizer(ctx, proof(), cached(t, stale), true)
 	if !errors.Is(err, control.ErrStale) {
 		t.Errorf("%s = %v, want errStale", addFinalizer, err)
 	}
 	t.Logf("the API server's answer to %s: %v", addFinalizer, err)
-	err = ctrl.engine.ApplyStatus(ctx, cached(t, stale), stale.GetResourceVersion(), []byte(`{"readyReplicas":9}`))
+	err = ctrl.engine.ApplyStatus(ctx, proof(), cached(t, stale), stale.GetResourceVersion(), []byte(`{"readyReplicas":9}`))
 	if !errors.Is(err, control.ErrStale) {
 		t.Errorf("%s = %v, want errStale", applyStatus, err)
 	}

@@ -185,12 +185,12 @@ func BenchmarkProcess(b *testing.B) {
 	w.Store = store
 	defer w.Q.ShutDown()
 	defer w.Later.Stop()
-	ctx := proven(context.Background())
+	ctx, p := proven(context.Background()), proof()
 	b.ReportAllocs()
 	for b.Loop() {
 		w.Q.Add("default/m", control.Normal, time.Time{})
 		item, _ := w.Q.Get()
-		ctrl.engine.Process(ctx, w, item)
+		ctrl.engine.Process(ctx, w, p, item)
 	}
 	if n := len(f.appliesTo("status")); n != 0 {
 		b.Fatalf("status applies = %d, want none: the status didn't change", n)

@@ -266,10 +266,17 @@ func testWork(q control.Queue) *control.Work {
 }
 
 // proven is ctx with a proof of the Lease that holds for two hours: for
-// writes made outside a term of leading.
+// a Recorder's writes made outside a term of leading.
 func proven(ctx context.Context) context.Context {
 	until := time.Now().Add(2 * time.Hour)
 	return control.WithProof(ctx, func() time.Time { return until })
+}
+
+// proof is a proof of the Lease that holds for two hours: for the
+// controller's own writes made outside a term of leading.
+func proof() *control.Proof {
+	until := time.Now().Add(2 * time.Hour)
+	return control.NewProof(func() time.Time { return until })
 }
 
 // testSettings are DefaultSettings named for a test.

@@ -853,3 +853,6 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// callTimeout bounds each call a helper makes to kube-apiserver.
+const callTimeout = 30 * time.Second

@@ -18,9 +18,6 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// callTimeout bounds each call a helper makes to kube-apiserver.
-const callTimeout = 30 * time.Second
-
 // ClientCert is a client certificate signed by the CA for user in groups,
 // which kube-apiserver authenticates as that user. It grants nothing by
 // itself: the user has the RBAC rules bound to it or to its groups

@@ -20,7 +20,7 @@ import (
 // returned. A status computed from an object that has since changed, been
 // deleted or been replaced is refused, and the change's watch event queues
 // the key again.
-func (c *Controller) ApplyStatus(ctx context.Context, u *cache.Object, rv string, status []byte) error {
+func (c *Controller) ApplyStatus(ctx context.Context, proof *Proof, u *cache.Object, rv string, status []byte) error {
 	meta := identity(u)
 	meta["resourceVersion"] = rv
 	body, err := json.Marshal(map[string]any{
@@ -32,7 +32,7 @@ func (c *Controller) ApplyStatus(ctx context.Context, u *cache.Object, rv string
 	if err != nil {
 		return wrapf(u, err, "encoding the status of")
 	}
-	if _, err := c.apply(ctx, u, body, "status"); err != nil {
+	if _, err := c.apply(ctx, proof, u, body, "status"); err != nil {
 		return wrapf(u, err, "applying the status of")
 	}
 	return nil
@@ -46,7 +46,7 @@ func (c *Controller) ApplyStatus(ctx context.Context, u *cache.Object, rv string
 // read: a finalizer decided from an object that has since changed (by a
 // newer leader, whose writes advance it) is refused, never stored late.
 // It returns the object's resourceVersion after the write.
-func (c *Controller) ApplyFinalizer(ctx context.Context, u *cache.Object, add bool) (string, error) {
+func (c *Controller) ApplyFinalizer(ctx context.Context, proof *Proof, u *cache.Object, add bool) (string, error) {
 	meta := identity(u)
 	meta["resourceVersion"] = u.GetResourceVersion()
 	verb := "removing the finalizer from"
@@ -62,7 +62,7 @@ func (c *Controller) ApplyFinalizer(ctx context.Context, u *cache.Object, add bo
 	if err != nil {
 		return "", wrapf(u, err, verb)
 	}
-	rv, err := c.apply(ctx, u, body)
+	rv, err := c.apply(ctx, proof, u, body)
 	if err != nil {
 		return "", wrapf(u, err, verb)
 	}
@@ -70,14 +70,14 @@ func (c *Controller) ApplyFinalizer(ctx context.Context, u *cache.Object, add bo
 }
 
 // apply is every write of the controller's own. It is sent only while this
-// replica can prove it holds the Lease, and its context ends with that
-// proof, so no write of its own is in flight after its renew deadline.
-func (c *Controller) apply(ctx context.Context, u *cache.Object, body []byte, subresource ...string) (rv string, err error) {
-	until := ProofOf(ctx)
-	if until == nil {
+// replica can prove it holds the Lease, by proof, the proof of the term
+// whose worker reconciled u, and its context ends with that proof, so no
+// write of its own is in flight after its renew deadline.
+func (c *Controller) apply(ctx context.Context, proof *Proof, u *cache.Object, body []byte, subresource ...string) (rv string, err error) {
+	if proof == nil {
 		return "", ErrNotLeading
 	}
-	ctx, cancel := context.WithDeadlineCause(ctx, until.Until(), ErrNotLeading)
+	ctx, cancel := context.WithDeadlineCause(ctx, proof.Until(), ErrNotLeading)
 	defer cancel()
 	if ctx.Err() != nil {
 		// errNotLeading past the deadline; else the reconcile was

@@ -16,9 +16,11 @@
 //     (term.go), the one Lease's (lease.go) or each shard's (shards.go).
 //     Every write of the controller's own, its status, its finalizer and
 //     a Recorder's Events, carries the term's proof (Proof) and is aborted
-//     at its deadline; a term that ends, lost or released, stops taking
-//     keys, waits for its reconciles and the writes they began, and only
-//     then hands its Lease back.
+//     at its deadline: the status and the finalizer are handed it by the
+//     worker, explicitly; a Recorder, which only the end user's context
+//     reaches, finds it there (ProofOf). A term that ends, lost or
+//     released, stops taking keys, waits for its reconciles and the writes
+//     they began, and only then hands its Lease back.
 //   - Own writes are no news: the events of the controller's own writes
 //     (WrittenVersions for its objects, OwnedWrites for what it owns or
 //     reads, recorded by the Client's transport) queue nothing, and a

@@ -204,3 +204,22 @@ func (c *Controller) controllerRef(m metav1.Object) *metav1.OwnerReference {
 	}
 	return ref
 }
+
+// changed reports whether now, the version of an object an update brings,
+// differs from was, the one the cache held, in anything the controller
+// reads: its generation (its spec, for a resource with a status
+// subresource), labels, annotations, deletion, owner references or
+// finalizers other than the controller's own, or anything at all for a
+// kind that keeps no generation. A resync, or a relist that found the
+// object unchanged, brings the same resourceVersion; a status written by
+// another, or the controller's finalizer added by another replica, changes
+// nothing it reads.
+func (c *Controller) changed(was, now metav1.Object) bool {
+	if was.GetResourceVersion() == now.GetResourceVersion() {
+		return false
+	}
+	if now.GetGeneration() == 0 {
+		return true
+	}
+	return !unchangedButOwn(was, now, c.Finalizer, c.name)
+}

@@ -1,9 +1,7 @@
 package control
 
 import (
-	"context"
 	"fmt"
-	"sync"
 
 	"github.com/z5labs/humus/kube/internal/cache"
 
@@ -11,34 +9,12 @@ import (
 )
 
 // The informers a controller runs, from Serve's step 2 until it returns:
-// informing, which starts them and waits for their caches; the informer
-// of the controller's own resource (ownInformer) and its handlers
-// (handle); its joins of the Client's shared informers (kube/internal/cache) of each
-// resource it Owns or reads; and newInformer, which every informer of the
-// package is made by. Whether the resources they list and watch are
-// served is checked in informers_served.go.
-
-// informing runs the replica's informers, from step 2 until Serve returns.
-type informing struct {
-	ctx     context.Context // the informers run until it ends, at the latest
-	running sync.WaitGroup  // the informers, and the watch's probes
-	watch   *servedWatch    // sees their list and watch errors
-}
-
-// start starts informers, each until run or the informing ends, and waits
-// for their caches, and those of the shared informers' users, to sync
-// until syncing ends: it reports whether they synced.
-func (inf *informing) start(run, syncing context.Context, informers []toolscache.SharedIndexInformer, shared ...*cache.User) bool {
-	synced := make([]toolscache.InformerSynced, 0, len(informers)+len(shared))
-	for _, i := range informers {
-		inf.running.Go(func() { i.RunWithContext(run) })
-		synced = append(synced, i.HasSynced)
-	}
-	for _, u := range shared {
-		synced = append(synced, u.Synced)
-	}
-	return toolscache.WaitForNamedCacheSyncWithContext(syncing, synced...)
-}
+// informing (informing.go), which starts them and waits for their caches;
+// the informer of the controller's own resource (ownInformer) and its
+// handlers (handle); and its joins of the Client's shared informers
+// (kube/internal/cache) of each resource it Owns or reads. Whether the
+// resources they list and watch are served is checked in
+// informers_served.go, and watched while they run in servedwatch.go.
 
 // ownInformer is the informer of the controller's own resource, through
 // its objects' REST client (clients.objects), limited to

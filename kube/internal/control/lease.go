@@ -16,16 +16,6 @@ import (
 // ErrLostLeadership is kube.ErrLostLeadership.
 var ErrLostLeadership = errors.New("kube: lost the lease")
 
-// leader leads once the resources are served: it runs steps 2 to 5 of How
-// one key is reconciled, in the package doc, on the one Lease (oneLease),
-// or with Settings.Shards above 1 on a Lease of each shard (shards.go).
-type leader interface {
-	serve(ctx, stopping context.Context, inf *informing) error
-	// each calls f with each work this replica has now: the one Lease's,
-	// or each held shard's whose caches have synced.
-	each(f func(*Work))
-}
-
 // OneLease leads on the controller's one Lease, named Settings.Name: every
 // replica keeps caches of every object warm, and the Lease's holder
 // reconciles them, in one term of leading.

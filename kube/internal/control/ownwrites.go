@@ -21,7 +21,7 @@ import (
 // bring would only reconcile an object again to find nothing to do; and a
 // reconcile on a cache older than its key's last write would apply again
 // what that write did. This file holds what tells the controller's own
-// writes from anyone else's, which queueUnlessOwn (queue.go) asks of each
+// writes from anyone else's, which queueUnlessOwn (doorway.go) asks of each
 // event, and what makes a reconcile read its own last write:
 //
 //   - writtenVersions: the resourceVersions of the controller's own writes
@@ -180,25 +180,6 @@ func unchangedButOwn(was, now metav1.Object, finalizer, manager string) bool {
 		cache.OthersUnchanged(was, now,
 			cache.ManagedKey(manager, metav1.ManagedFieldsOperationApply, ""),
 			cache.ManagedKey(manager, metav1.ManagedFieldsOperationApply, "status"))
-}
-
-// changed reports whether now, the version of an object an update brings,
-// differs from was, the one the cache held, in anything the controller
-// reads: its generation (its spec, for a resource with a status
-// subresource), labels, annotations, deletion, owner references or
-// finalizers other than the controller's own, or anything at all for a
-// kind that keeps no generation. A resync, or a relist that found the
-// object unchanged, brings the same resourceVersion; a status written by
-// another, or the controller's finalizer added by another replica, changes
-// nothing it reads.
-func (c *Controller) changed(was, now metav1.Object) bool {
-	if was.GetResourceVersion() == now.GetResourceVersion() {
-		return false
-	}
-	if now.GetGeneration() == 0 {
-		return true
-	}
-	return !unchangedButOwn(was, now, c.Finalizer, c.name)
 }
 
 // A reconcile's writes to the resources its controller Owns are its own

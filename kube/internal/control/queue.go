@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
@@ -12,9 +13,9 @@ import (
 
 // A key is queued here, whatever queues it:
 //
-//   - queueNow, which a change queues its key through, in place of any
-//     wait it had; queueUnlessOwn, the same unless the change is a
-//     reconcile's own write (ownwrites.go tells), and inFlight, which
+//   - queueNow (doorway.go), which a change queues its key through, in
+//     place of any wait it had; queueUnlessOwn, the same unless the change
+//     is a reconcile's own write (ownwrites.go tells), and inFlight, which
 //     holds a change that comes while its key is reconciled until the
 //     reconcile ends.
 //   - later, the one wait of each key: Result.After's, an error's backoff
@@ -65,27 +66,6 @@ func newRetryLimiter(s Settings) workqueue.TypedRateLimiter[string] {
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.RetryBaseDelay, s.RetryMaxDelay),
 		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
 	)
-}
-
-// queueNow queues key at once, in place of any wait it had, at p or at the
-// wait's priority if higher.
-func (c *Controller) queueNow(w *Work, key string, p Priority, changed time.Time) {
-	if waited, ok := w.Later.cancel(key); ok {
-		p = max(p, waited)
-	}
-	w.Q.Add(key, p, changed)
-}
-
-// queueUnlessOwn queues key at once at p, for a change made at changed,
-// unless the event is a reconcile's own write, which redundant tells.
-// While key is being reconciled, the event is held until the reconcile
-// ends: a write's event can come before its answer does, and so before the
-// write is known.
-func (c *Controller) queueUnlessOwn(w *Work, key string, p Priority, changed time.Time, redundant func() bool) {
-	if c.InFlight.hold(key, heldEvent{redundant: redundant, p: p, changed: changed}) || redundant() {
-		return
-	}
-	c.queueNow(w, key, p, changed)
 }
 
 // inFlight keeps, for each key being reconciled, the events held until its
@@ -213,4 +193,12 @@ func (l *later) Stop() {
 		w.t.Stop()
 		delete(l.timers, key)
 	}
+}
+
+// Key is u's key in the queue and the cache.
+func Key(u metav1.Object) string {
+	if ns := u.GetNamespace(); ns != "" {
+		return ns + "/" + u.GetName()
+	}
+	return u.GetName()
 }

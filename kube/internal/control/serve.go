@@ -105,14 +105,14 @@ func (c *Controller) serve(ctx, stopping context.Context, fail context.CancelCau
 //	c.stop                        beginShutdown: Serve's context, Shutdown  Serve (cancels stopping), each worker before a key
 //	stopping (serve.go)           c.stop, Serve's context, or a resource    step 1's retries, the cache sync, the leader
 //	                              no longer served (with its cause)
-//	informing.ctx (informers.go)  Serve, once the leader has returned       the informers
+//	informing.ctx (informing.go)  Serve, once the leader has returned       the informers
 //	campaigning (lease.go)        lead's return, or the Lease lost          the elector
 //	leading (lease.go)            the elector, once it holds the Lease      lead, to start the term
 //	campaigned (lease.go)         the elector's return                      the term (held: no more renewals)
 //	c.work (controller.go)        Shutdown, when its context ends first     the reconciles, the Lease's release
 //	term.reconciles (term.go)     the Lease lost, or the term's end         the reconciles of one term
 //	term.finished (term.go)       the term's workers, all returned          the term
-//	c.crew (worker.go)            every term's workers, all returned        Shutdown
+//	c.crew (work.go)              every term's workers, all returned        Shutdown
 //	c.done (controller.go)        Serve's return                            Shutdown
 //
 // With shards, each shard's term has its own holding (shards.go), in place

@@ -12,31 +12,14 @@ import (
 	"github.com/z5labs/humus/kube/internal/cache"
 
 	"go.opentelemetry.io/otel/attribute"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
 
-// The workers of a term of leading: the work they share, the crew of
-// Settings.Workers across the replica's terms, the worker loop, and how
-// one key is reconciled, in the steps the package doc names (reconcile).
-// What a user writes, the Reconciler, is in reconciler.go.
-
-// Work is what a term of leading's workers work on: its queue of keys,
-// the waits of its keys, and the resource's cache they read. The one
-// Lease's is the replica's from its start, queued while it stands by; a
-// shard's is its term's own. A shard's term that ends stops taking keys
-// without shutting the controller down.
-type Work struct {
-	Q     Queue
-	Later *later
-	Store toolscache.Indexer
-	attrs []attribute.KeyValue // on its spans and instruments: a shard's, or none
-
-	Stop     chan struct{} // closed when its workers are to take no more keys
-	stopOnce sync.Once
-}
+// The workers of a term of leading: the worker loop, and how one key is
+// reconciled, in the steps package kube's doc names (reconcile). The work
+// they share and the crew of Settings.Workers across the replica's terms
+// are in work.go; what a user writes, the Reconciler, is package kube's.
 
 // NewWork returns a term's work, with a queue of its own, whose spans and
 // instruments carry attrs.
@@ -45,49 +28,11 @@ func (c *Controller) NewWork(attrs []attribute.KeyValue) *Work {
 	return &Work{Q: q, Later: NewLater(q), attrs: attrs, Stop: make(chan struct{})}
 }
 
-// lead begins a term of leading: the workers are about to start. Keys that
-// have waited at normal priority for longer than the Lease's duration, a
-// former leader's to handle, move down to low priority, as the new
-// leader's backlog; those queued since then, which the former leader may
-// never have taken, stay.
-func (w *Work) lead(le LeaderElection) { w.Q.Lead(time.Now(), le.LeaseDuration) }
-
-// stopTaking makes the workers take no more keys, and shuts the queue down
-// with ShutDown, never ShutDownWithDrain: draining would hand the workers
-// the backlog. ShutDown also stops the queue's own goroutines at once.
-func (w *Work) stopTaking() {
-	w.stopOnce.Do(func() { close(w.Stop) })
-	w.Q.ShutDown()
-}
-
-func (w *Work) stopped() bool {
-	select {
-	case <-w.Stop:
-		return true
-	default:
-		return false
-	}
-}
-
-// crew is the replica's workers, across its terms of leading: it holds a
-// token for each reconcile in flight, Settings.Workers of them, whichever
-// term's; and it is what Shutdown waits for, once it has cancelled their
-// reconciles. No worker starts once Shutdown waits.
-type crew struct {
-	tokens chan struct{}
-
-	mu      sync.Mutex
-	closed  bool
-	running sync.WaitGroup
-}
-
-func newCrew(workers int) *crew { return &crew{tokens: make(chan struct{}, workers)} }
-
 // startWorkers begins w's work for a term of leading (w.lead), and starts
 // Settings.Workers workers on it, reconciling with ctx; unless Shutdown
 // waits for every worker already: then w takes no key. The channel it
 // returns is closed once its workers have returned.
-func (c *Controller) startWorkers(ctx context.Context, w *Work) <-chan struct{} {
+func (c *Controller) startWorkers(ctx context.Context, w *Work, proof *Proof) <-chan struct{} {
 	var workers sync.WaitGroup
 	c.crew.mu.Lock()
 	if c.crew.closed {
@@ -98,7 +43,7 @@ func (c *Controller) startWorkers(ctx context.Context, w *Work) <-chan struct{} 
 			workers.Add(1)
 			c.crew.running.Go(func() {
 				defer workers.Done()
-				c.worker(ctx, w)
+				c.worker(ctx, w, proof)
 			})
 		}
 	}
@@ -111,40 +56,10 @@ func (c *Controller) startWorkers(ctx context.Context, w *Work) <-chan struct{} 
 	return finished
 }
 
-// wait is Shutdown's wait for every worker, once it has cancelled their
-// reconciles: no worker starts after it.
-func (cr *crew) wait() {
-	cr.mu.Lock()
-	cr.closed = true
-	cr.mu.Unlock()
-	cr.running.Wait()
-}
-
-// acquire takes a token for a reconcile of w's, waiting while every one is
-// taken, unless w stops taking keys or ctx ends first.
-func (cr *crew) acquire(ctx context.Context, w *Work) bool {
-	select {
-	case cr.tokens <- struct{}{}:
-		return true
-	default:
-	}
-	select {
-	case cr.tokens <- struct{}{}:
-		return true
-	case <-w.Stop:
-		return false
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// release gives back what acquire took.
-func (cr *crew) release() { <-cr.tokens }
-
 // worker takes keys from w's queue and reconciles them until it shuts
 // down: the canonical controller loop. A key taken once shutdown has begun
 // is marked done unreconciled, and left for the next leader.
-func (c *Controller) worker(ctx context.Context, w *Work) {
+func (c *Controller) worker(ctx context.Context, w *Work, proof *Proof) {
 	for {
 		item, shutdown := w.Q.Get()
 		if shutdown {
@@ -154,14 +69,14 @@ func (c *Controller) worker(ctx context.Context, w *Work) {
 			w.Q.Done(item.Key)
 			continue
 		}
-		c.Process(ctx, w, item)
+		c.Process(ctx, w, proof, item)
 		c.crew.release()
 	}
 }
 
 // Process reconciles one key: steps 1 to 7 of How one key is reconciled,
 // in the package doc, which the step comments below name.
-func (c *Controller) Process(ctx context.Context, w *Work, item priorityqueue.Item) {
+func (c *Controller) Process(ctx context.Context, w *Work, proof *Proof, item priorityqueue.Item) {
 	key := item.Key
 	defer w.Q.Done(key)
 	c.InFlight.Begin(key)
@@ -198,7 +113,7 @@ func (c *Controller) Process(ctx context.Context, w *Work, item priorityqueue.It
 
 	ctx, record := c.tel.start(ctx, c.Kind, u, w.attrs)
 	ctx = RecordingWrites(ctx, c.OwnWrites)
-	after, pv, err := c.reconcileOrPanic(ctx, u)
+	after, pv, err := c.reconcileOrPanic(ctx, proof, u)
 	c.conclude(ctx, w, item, record, after, pv, err)
 }
 
@@ -250,19 +165,19 @@ func (c *Controller) settle(w *Work, key string) {
 
 // reconcileOrPanic runs steps 2 to 6, recovering a panic in the end user's
 // code.
-func (c *Controller) reconcileOrPanic(ctx context.Context, u *cache.Object) (after time.Duration, pv *PanicValue, err error) {
+func (c *Controller) reconcileOrPanic(ctx context.Context, proof *Proof, u *cache.Object) (after time.Duration, pv *PanicValue, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			pv = &PanicValue{Value: r, Stack: debug.Stack()}
 		}
 	}()
-	after, err = c.reconcile(ctx, u)
+	after, err = c.reconcile(ctx, proof, u)
 	return after, nil, err
 }
 
 // reconcile runs steps 2 to 6 for u: the decode, the finalizer, the
 // Reconciler and the status.
-func (c *Controller) reconcile(ctx context.Context, u *cache.Object) (time.Duration, error) {
+func (c *Controller) reconcile(ctx context.Context, proof *Proof, u *cache.Object) (time.Duration, error) {
 	deleting := u.GetDeletionTimestamp() != nil
 	hasFinalizer := c.Finalizer != "" && slices.Contains(u.GetFinalizers(), c.Finalizer)
 	if deleting && !hasFinalizer {
@@ -296,14 +211,14 @@ func (c *Controller) reconcile(ctx context.Context, u *cache.Object) (time.Durat
 		if err := end(obj.Finalize(bounded)); err != nil {
 			return 0, err
 		}
-		_, err := c.ApplyFinalizer(ctx, u, false)
+		_, err := c.ApplyFinalizer(ctx, proof, u, false)
 		return 0, err
 	case hasFinalizer:
 		// Not being deleted, and the finalizer is there: reconcile.
 	default:
 		// Not being deleted, without the finalizer: add it before the
 		// first reconcile.
-		if rv, err = c.ApplyFinalizer(ctx, u, true); err != nil {
+		if rv, err = c.ApplyFinalizer(ctx, proof, u, true); err != nil {
 			return 0, err
 		}
 	}
@@ -315,7 +230,7 @@ func (c *Controller) reconcile(ctx context.Context, u *cache.Object) (time.Durat
 
 	// 6. Apply the status, whether or not Reconcile returned an error.
 	if status != nil {
-		if applyErr := c.ApplyStatus(ctx, u, rv, status); applyErr != nil {
+		if applyErr := c.ApplyStatus(ctx, proof, u, rv, status); applyErr != nil {
 			err = errors.Join(err, applyErr)
 		}
 	}
@@ -366,14 +281,6 @@ func (e *timeoutError) Error() string {
 }
 
 func (e *timeoutError) Unwrap() error { return e.err }
-
-// Key is u's key in the queue and the cache.
-func Key(u metav1.Object) string {
-	if ns := u.GetNamespace(); ns != "" {
-		return ns + "/" + u.GetName()
-	}
-	return u.GetName()
-}
 
 // wrapf names the object an error is about.
 func wrapf(u *cache.Object, err error, format string) error {

@@ -1,0 +1,20 @@
+package control
+
+import (
+	"context"
+	"time"
+)
+
+// Sleep waits d, or until ctx ends, and reports whether it waited d: the
+// waits of step 1's retries, the served checks and a read of the App's
+// own write.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
