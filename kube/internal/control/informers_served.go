@@ -30,20 +30,6 @@ const (
 	// controller that can't start says so.
 	StartRetry = time.Minute
 
-	// UnservedGrace is how long a resource must keep answering NotFound or
-	// Forbidden while the controller runs before Serve ends: an API server
-	// that has just restarted can answer so for a moment, before its CRDs
-	// and RBAC are loaded.
-	UnservedGrace = 10 * time.Second
-
-	// RightsProbe is how often a running controller lists and watches its
-	// resource, and each it owns, once more: the API server checks a
-	// request's rights when it begins, so an open watch goes on after
-	// list and watch are taken away, until it times out (5 to 10 minutes).
-	// So Serve ends within rightsProbe and unservedGrace of them taken
-	// away.
-	RightsProbe = 10 * time.Second
-
 	retryFirst = 500 * time.Millisecond
 	RetryMax   = 8 * time.Second
 )
@@ -162,10 +148,6 @@ func transient(err error) bool {
 	}
 	return true
 }
-
-// unserved reports whether err says a resource isn't served, or may not be
-// listed or watched.
-func unserved(err error) bool { return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) }
 
 func newServedWatch(c *Controller, ctx context.Context, fail context.CancelCauseFunc, running *sync.WaitGroup) *servedWatch {
 	return &servedWatch{

@@ -21,7 +21,7 @@ import (
 // bring would only reconcile an object again to find nothing to do; and a
 // reconcile on a cache older than its key's last write would apply again
 // what that write did. This file holds what tells the controller's own
-// writes from anyone else's, which queueUnlessOwn (doorway.go) asks of each
+// writes from anyone else's, which queueUnlessOwn (queue.go) asks of each
 // event, and what makes a reconcile read its own last write:
 //
 //   - writtenVersions: the resourceVersions of the controller's own writes

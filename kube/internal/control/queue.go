@@ -3,69 +3,39 @@ package control
 import (
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/workqueue"
-
-	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
 
 // A key is queued here, whatever queues it:
 //
-//   - queueNow (doorway.go), which a change queues its key through, in
-//     place of any wait it had; queueUnlessOwn, the same unless the change
-//     is a reconcile's own write (ownwrites.go tells), and inFlight, which
+//   - queueNow, which a change queues its key through, in place of any
+//     wait it had; queueUnlessOwn, the same unless the change is a
+//     reconcile's own write (ownwrites.go tells), and inFlight, which
 //     holds a change that comes while its key is reconciled until the
 //     reconcile ends.
 //   - later, the one wait of each key: Result.After's, an error's backoff
 //     (newRetryLimiter), or reading its own write.
 //   - The work queue itself, in two priorities, over
-//     kube/internal/priorityqueue.
+//     kube/internal/priorityqueue (workqueue.go).
 
-// Queue is the controller's work queue of object keys, in two
-// priorities (internal/priorityqueue): it never hands one key to two
-// workers at once, folds a key added again while it waits, and hands out a
-// key a change queued before the backlog of a cold start.
-type Queue interface {
-	Add(key string, p Priority, changed time.Time)
-	Get() (priorityqueue.Item, bool)
-	Done(key string)
-	Restamp(key string, changed time.Time)
-	Lead(now time.Time, keep time.Duration)
-	Len() int
-	ShutDown()
-}
-
-type Priority = priorityqueue.Priority
-
-const (
-	Low    = priorityqueue.Low
-	Normal = priorityqueue.Normal
-)
-
-// NewQueue returns the controller's queue, named after it, whose low keys
-// are aged up after lowMaxWait (Settings.LowPriorityMaxWait), with its own
-// metrics provider in its config (never workqueue.SetProvider, which is
-// global), or none when mp is nil. It has no delays of its own: the
-// controller's later holds them.
-func NewQueue(name string, lowMaxWait time.Duration, mp *queueMetrics) Queue {
-	cfg := priorityqueue.Config{Name: name, LowMaxWait: lowMaxWait}
-	if mp != nil {
-		cfg.MetricsProvider, cfg.OldestWait = mp, mp.oldestWait
+// queueNow queues key at once, in place of any wait it had, at p or at the
+// wait's priority if higher.
+func (c *Controller) queueNow(w *Work, key string, p Priority, changed time.Time) {
+	if waited, ok := w.Later.cancel(key); ok {
+		p = max(p, waited)
 	}
-	return priorityqueue.New(cfg)
+	w.Q.Add(key, p, changed)
 }
 
-// newRetryLimiter returns how long a failed key backs off: from
-// RetryBaseDelay, doubling to RetryMaxDelay, with retries overall limited
-// to 10 a second, bursting to 100: client-go's
-// DefaultTypedControllerRateLimiter, with the delays from Settings.
-func newRetryLimiter(s Settings) workqueue.TypedRateLimiter[string] {
-	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](s.RetryBaseDelay, s.RetryMaxDelay),
-		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
-	)
+// queueUnlessOwn queues key at once at p, for a change made at changed,
+// unless the event is a reconcile's own write, which redundant tells.
+// While key is being reconciled, the event is held until the reconcile
+// ends: a write's event can come before its answer does, and so before the
+// write is known.
+func (c *Controller) queueUnlessOwn(w *Work, key string, p Priority, changed time.Time, redundant func() bool) {
+	if c.InFlight.hold(key, heldEvent{redundant: redundant, p: p, changed: changed}) || redundant() {
+		return
+	}
+	c.queueNow(w, key, p, changed)
 }
 
 // inFlight keeps, for each key being reconciled, the events held until its
@@ -193,12 +163,4 @@ func (l *later) Stop() {
 		w.t.Stop()
 		delete(l.timers, key)
 	}
-}
-
-// Key is u's key in the queue and the cache.
-func Key(u metav1.Object) string {
-	if ns := u.GetNamespace(); ns != "" {
-		return ns + "/" + u.GetName()
-	}
-	return u.GetName()
 }

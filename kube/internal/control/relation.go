@@ -22,11 +22,5 @@ type Relation struct {
 	Failed FailedOnce
 }
 
-// has reports whether w's cache holds key: whether it is of w's shard.
-func (w *Work) has(key string) bool {
-	_, ok, err := w.Store.GetByKey(key)
-	return ok && err == nil
-}
-
 // relationName is the name of the i-th References' index.
 func relationName(i int) string { return "humus.kube.references." + strconv.Itoa(i) }

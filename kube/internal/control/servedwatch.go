@@ -5,7 +5,25 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// How long a running controller waits on a resource that isn't served.
+const (
+	// UnservedGrace is how long a resource must keep answering NotFound or
+	// Forbidden while the controller runs before Serve ends: an API server
+	// that has just restarted can answer so for a moment, before its CRDs
+	// and RBAC are loaded.
+	UnservedGrace = 10 * time.Second
+
+	// RightsProbe is how often a running controller lists and watches its
+	// resource, and each it owns, once more: the API server checks a
+	// request's rights when it begins, so an open watch goes on after
+	// list and watch are taken away, until it times out (5 to 10 minutes).
+	// So Serve ends within rightsProbe and unservedGrace of them taken
+	// away.
+	RightsProbe = 10 * time.Second
 )
 
 // servedWatch sees the informers' list and watch errors while the
@@ -113,3 +131,7 @@ func (w *servedWatch) stillUnserved(i int) error {
 		}
 	}
 }
+
+// unserved reports whether err says a resource isn't served, or may not be
+// listed or watched.
+func unserved(err error) bool { return apierrors.IsNotFound(err) || apierrors.IsForbidden(err) }

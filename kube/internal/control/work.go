@@ -91,3 +91,9 @@ func (cr *crew) acquire(ctx context.Context, w *Work) bool {
 
 // release gives back what acquire took.
 func (cr *crew) release() { <-cr.tokens }
+
+// has reports whether w's cache holds key: whether it is of w's shard.
+func (w *Work) has(key string) bool {
+	_, ok, err := w.Store.GetByKey(key)
+	return ok && err == nil
+}
