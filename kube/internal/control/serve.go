@@ -145,11 +145,5 @@ func (c *Controller) Shutdown(ctx context.Context) error {
 // BeginShutdown begins shutdown: it stops taking keys.
 func (c *Controller) BeginShutdown() { c.stopOnce.Do(func() { close(c.stop) }) }
 
-func (c *Controller) stopped() bool {
-	select {
-	case <-c.stop:
-		return true
-	default:
-		return false
-	}
-}
+// stopped reports whether shutdown has begun.
+func (c *Controller) stopped() bool { return closed(c.stop) }

@@ -39,14 +39,8 @@ func (w *Work) stopTaking() {
 	w.Q.ShutDown()
 }
 
-func (w *Work) stopped() bool {
-	select {
-	case <-w.Stop:
-		return true
-	default:
-		return false
-	}
-}
+// stopped reports whether w's workers are to take no more keys.
+func (w *Work) stopped() bool { return closed(w.Stop) }
 
 // crew is the replica's workers, across its terms of leading: it holds a
 // token for each reconcile in flight, Settings.Workers of them, whichever

@@ -253,18 +253,28 @@ func (r *Recorder) Serve(ctx context.Context) error {
 		case now := <-sweep.C:
 			r.forget(now)
 		case <-r.ready:
-			for ctx.Err() == nil {
-				p := r.next()
-				if p == nil {
-					break
-				}
-				if !r.write(ctx, p) {
-					r.requeue(ctx, p)
-					return nil
-				}
+			if !r.drain(ctx) {
+				return nil
 			}
 		}
 	}
+}
+
+// drain writes the backlog's Events, one after another, until none is
+// left or ctx ends. It reports false when ctx ended a write, whose Event
+// it queued again.
+func (r *Recorder) drain(ctx context.Context) bool {
+	for ctx.Err() == nil {
+		p := r.next()
+		if p == nil {
+			break
+		}
+		if !r.write(ctx, p) {
+			r.requeue(ctx, p)
+			return false
+		}
+	}
+	return true
 }
 
 // Shutdown ends Serve: kube.Recorder.Shutdown.
@@ -278,15 +288,7 @@ func (r *Recorder) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
-	for ctx.Err() == nil {
-		p := r.next()
-		if p == nil {
-			break
-		}
-		if !r.write(ctx, p) {
-			r.requeue(ctx, p)
-		}
-	}
+	r.drain(ctx)
 	r.Mu.Lock()
 	r.closed = true
 	left := r.Backlog

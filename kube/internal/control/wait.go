@@ -5,6 +5,18 @@ import (
 	"time"
 )
 
+// Waiting on a channel or a clock, for the loops of the package.
+
+// closed reports whether ch is closed, without waiting.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // Sleep waits d, or until ctx ends, and reports whether it waited d: the
 // waits of step 1's retries, the served checks and a read of the App's
 // own write.
