@@ -53,4 +53,10 @@
 //
 // Marshal writes a CRD as the YAML that deploys it, keys sorted, without
 // the status that is the API server's to write.
+//
+// What it may import: apimachinery, apiextensions' API types, client-go's
+// jsonpath and sigs.k8s.io/yaml; nothing of kube or of the rest of the
+// engine, and nothing that reaches a cluster: it works on Go types alone,
+// so kube, the scaffold and the tests' golden files all build a CRD the
+// same way.
 package crd

@@ -43,4 +43,10 @@
 //     resourceVersion, whether the write created it, and which
 //     managedFields entry its writer owns. Its caller reads the answer
 //     whole, whether it was recorded or not.
+//
+// What it may import: net/http and apimachinery's error and meta types,
+// otelhttp and the core's humus package, for the telemetry it is handed
+// (the Host's dialer reaches it as a function); nothing of kube or of the
+// rest of the engine, which it knows only through the interfaces its
+// Config is given (Writes: the Client's ledger the control loop keeps).
 package transport
