@@ -29,8 +29,9 @@
 //     write, naming the field.
 //   - A review is read whole up to MaxReviewBytes, 16 MiB, and no further:
 //     what a review allocates is a bounded multiple of its body, measured
-//     at 5 times for a validation and 15 for a defaulting, whose patch is
-//     computed from three decodings of the object
+//     at 4 times for a validation and 7 for a defaulting, whose patch is
+//     computed from one decoding of the object as sent and two readings
+//     of the Go value, before and after the function
 //     (BenchmarkAdmissionReviewLarge, kube/BENCHMARKS.md).
 //   - The Validating and MutatingWebhookConfiguration are reflected from
 //     the declaration, as kube reflects a CRD, so a golden test keeps the
