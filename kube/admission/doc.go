@@ -43,7 +43,9 @@
 //     server runs itself; their fields are named by pointer (Field), so a
 //     misspelled field doesn't compile, and package
 //     kube/admission/policytest checks them in a test with the API
-//     server's own CEL compiler, the CRD's types and the cost estimate.
+//     server's own CEL compiler, the CRD's types (or, for a Kind, its Go
+//     type's) and the cost estimate. A Policy's Variables and a
+//     Validation's MessageExpression name fields the same way.
 //
 // One Handler serves every webhook of an App, beside the conversion
 // webhook, on the core's webhook.Service:
