@@ -148,17 +148,7 @@ func TestClusterPolicyMessageExpression(t *testing.T) {
 		admission.Variable("internal", "variables.host.endsWith('.internal')"),
 		admission.Validation("!variables.internal || %s == 0", "an internal host", admission.Field(&g.Spec.Size)).
 			MessageExpression("'the host ' + variables.host + ' is internal: a Gadget serving outside of it is of size 0'"))
-	objs, err := p.Objects()
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd, err := Gadget.CRD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := policytest.Validate(crd, objs...); err != nil {
-		t.Fatal(err)
-	}
+	gadgetObjects(t, p)
 	c := clustertest.Get(t)
 	c.Install(t, Gadget)
 	installPolicy(t, c, p)

@@ -7,17 +7,18 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/admission"
 	"github.com/z5labs/humus/kube/admission/policytest"
 )
 
-// TestThePolicy keeps testdata/policy.yaml in step with gadgetPolicy, and
-// checks it as the API server will: go test -run TestThePolicy -update
-// rewrites it.
-func TestThePolicy(t *testing.T) {
-	objs, err := gadgetPolicy().Objects()
+// gadgetObjects are p's objects, checked by policytest against Gadget's
+// CRD, as the API server will.
+func gadgetObjects(t *testing.T, p admission.Policy) []runtime.Object {
+	t.Helper()
+	objs, err := p.Objects()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,6 +29,14 @@ func TestThePolicy(t *testing.T) {
 	if err := policytest.Validate(crd, objs...); err != nil {
 		t.Fatal(err)
 	}
+	return objs
+}
+
+// TestThePolicy keeps testdata/policy.yaml in step with gadgetPolicy, and
+// checks it as the API server will: go test -run TestThePolicy -update
+// rewrites it.
+func TestThePolicy(t *testing.T) {
+	objs := gadgetObjects(t, gadgetPolicy())
 	got, err := admission.Marshal(objs...)
 	if err != nil {
 		t.Fatal(err)

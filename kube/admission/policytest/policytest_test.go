@@ -28,14 +28,22 @@ var Site = kube.Resource[SiteSpec, SiteStatus]{
 
 type site = kube.Object[SiteSpec, SiteStatus]
 
+// objects are the objects of a Policy of Sites of rules.
 func objects(t *testing.T, rules ...func(*site) admission.Rule) []runtime.Object {
 	t.Helper()
-	var s site
+	return policyObjects(t, Site, rules...)
+}
+
+// policyObjects are the objects of a Policy of r's objects of rules, each
+// handed the value that names the fields.
+func policyObjects[T any](t *testing.T, r kube.ResourceOf[T], rules ...func(*T) admission.Rule) []runtime.Object {
+	t.Helper()
+	var v T
 	rs := make([]admission.Rule, len(rules))
-	for i, r := range rules {
-		rs[i] = r(&s)
+	for i, rule := range rules {
+		rs[i] = rule(&v)
 	}
-	objs, err := admission.PolicyFor(Site, &s, admission.PolicySettings{}, rs...).Objects()
+	objs, err := admission.PolicyFor(r, &v, admission.PolicySettings{}, rs...).Objects()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,16 +223,7 @@ var deployments = kube.Kind[appsv1.Deployment]{GVR: appsv1.SchemeGroupVersion.Wi
 
 func deploymentPolicy(t *testing.T, rules ...func(*appsv1.Deployment) admission.Rule) []runtime.Object {
 	t.Helper()
-	var d appsv1.Deployment
-	rs := make([]admission.Rule, len(rules))
-	for i, r := range rules {
-		rs[i] = r(&d)
-	}
-	objs, err := admission.PolicyFor(deployments, &d, admission.PolicySettings{}, rs...).Objects()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return objs
+	return policyObjects(t, deployments, rules...)
 }
 
 // TestAPolicyOfAKindIsTypedAndCosted: a policy of Deployments, a kind
