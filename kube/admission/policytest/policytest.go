@@ -119,11 +119,21 @@ func validate(crd *apiextensionsv1.CustomResourceDefinition, kind bool, objs ...
 // objects it fits, and what brings it under is reading each list fewer
 // times, not a bound.
 func ValidateKind[T any](k kube.Kind[T], objs ...runtime.Object) error {
+	c, err := kindCRD(k)
+	if err != nil {
+		return err
+	}
+	return validate(c, true, objs...)
+}
+
+// kindCRD is a CRD of k's objects, of the schema reflected from T, for
+// what Validate reads of one: the resource, the kind and the schema.
+func kindCRD[T any](k kube.Kind[T]) (*apiextensionsv1.CustomResourceDefinition, error) {
 	schema, err := crd.KindSchema(reflect.TypeFor[T]())
 	if err != nil {
-		return fmt.Errorf("policytest: the schema of %s: %w", k.Kind, err)
+		return nil, fmt.Errorf("policytest: the schema of %s: %w", k.Kind, err)
 	}
-	c := &apiextensionsv1.CustomResourceDefinition{
+	return &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: k.GVR.GroupResource().String()},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 			Group: k.GVR.Group,
@@ -133,8 +143,7 @@ func ValidateKind[T any](k kube.Kind[T], objs ...runtime.Object) error {
 				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: schema},
 			}},
 		},
-	}
-	return validate(c, true, objs...)
+	}, nil
 }
 
 // matchConditions compiles a webhook's match conditions as the API server
