@@ -49,6 +49,12 @@ import (
 // schema doesn't bound, the greatest maxItems, maxProperties or maxLength
 // (kube's MaxItems, MaxProperties and MaxLength) under which it fits.
 //
+// A policy's variables are typed and costed too, each as a program of its
+// own, as the API server runs it; an expression reading a variable that
+// selects a field is sized by the field's bounds, and one reading any
+// other variable is typed but its cost not said, the variable's size
+// unknown to the estimate.
+//
 // It returns nil when the API server would take and run objs, and
 // otherwise one error joining every mistake, each naming the policy, the
 // expression's place (spec.validations[0].expression) and the expression.
@@ -423,13 +429,30 @@ func (t *objectType) check(e expression) error {
 	return errors.New(msg + t.bounds(e))
 }
 
+// reads is whether expr selects variables.<name>, not a longer name.
+func reads(expr, name string) bool {
+	sel := "variables." + name
+	for i := strings.Index(expr, sel); i >= 0; {
+		end := i + len(sel)
+		if c := rune((expr + " ")[end]); c != '_' && !unicode.IsLetter(c) && !unicode.IsDigit(c) {
+			return true
+		}
+		next := strings.Index(expr[end:], sel)
+		if next < 0 {
+			return false
+		}
+		i = end + next
+	}
+	return false
+}
+
 // unsizedVariables are the variables e reads whose size the estimate
 // doesn't know: those that don't select a field (fieldVariables).
 func unsizedVariables(e expression) []string {
 	fields := fieldVariables(e.vars)
 	var out []string
 	for _, v := range e.vars {
-		if _, ok := fields[v.GetName()]; !ok && strings.Contains(e.accessor.GetExpression(), "variables."+v.GetName()) {
+		if _, ok := fields[v.GetName()]; !ok && reads(e.accessor.GetExpression(), v.GetName()) {
 			out = append(out, v.GetName())
 		}
 	}

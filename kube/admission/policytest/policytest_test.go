@@ -279,3 +279,24 @@ func TestAPolicyOfAKindIsTypedAndCosted(t *testing.T) {
 		t.Errorf("Validate(nil) = %v", err)
 	}
 }
+
+func TestAnExpressionReadingAVariableOfAnUnknownSizeIsntCosted(t *testing.T) {
+	objs := objects(t,
+		func(s *site) admission.Rule { return admission.Variable("hosts", "%s", admission.Field(&s.Spec.Hosts)) },
+		func(s *site) admission.Rule {
+			return admission.Variable("host", "%s.map(h, h + '.')", admission.Field(&s.Spec.Hosts))
+		},
+		// variables.hosts is a field's, and over the limit; variables.host,
+		// a prefix of its name, isn't a field's, its size unknown.
+		func(*site) admission.Rule {
+			return admission.Validation("variables.hosts.all(a, variables.hosts.all(b, a == b || !a.startsWith(b)))", "no prefix")
+		},
+		func(*site) admission.Rule {
+			return admission.Validation("variables.host.all(a, variables.host.all(b, a == b || !a.startsWith(b)))", "no prefix")
+		},
+	)
+	err := validate(t, objs...)
+	if err == nil || !strings.Contains(err.Error(), "spec.validations[0].expression") || strings.Contains(err.Error(), "spec.validations[1]") {
+		t.Errorf("Validate = %v, want the first validation over the limit alone", err)
+	}
+}
