@@ -29,8 +29,9 @@
 //     write, naming the field.
 //   - A review is read whole up to MaxReviewBytes, 16 MiB, and no further:
 //     what a review allocates is a bounded multiple of its body, measured
-//     at 5 times for a validation and 15 for a defaulting, whose patch is
-//     computed from three decodings of the object
+//     at 4 times for a validation and 7 for a defaulting, whose patch is
+//     computed from one decoding of the object as sent and two readings
+//     of the Go value, before and after the function
 //     (BenchmarkAdmissionReviewLarge, kube/BENCHMARKS.md).
 //   - The Validating and MutatingWebhookConfiguration are reflected from
 //     the declaration, as kube reflects a CRD, so a golden test keeps the
@@ -42,7 +43,9 @@
 //     server runs itself; their fields are named by pointer (Field), so a
 //     misspelled field doesn't compile, and package
 //     kube/admission/policytest checks them in a test with the API
-//     server's own CEL compiler, the CRD's types and the cost estimate.
+//     server's own CEL compiler, the CRD's types (or, for a Kind, its Go
+//     type's) and the cost estimate. A Policy's Variables and a
+//     Validation's MessageExpression name fields the same way.
 //
 // One Handler serves every webhook of an App, beside the conversion
 // webhook, on the core's webhook.Service:

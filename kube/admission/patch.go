@@ -1,10 +1,8 @@
 package admission
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,31 +10,24 @@ import (
 
 // jsonPatch returns the JSON patch (RFC 6902) that brings raw, an object
 // as the API server sent it, to what a defaulting function made of it:
-// the changes from before to after, the object's encodings before and
-// after the function, applied to raw. Nil when nothing changed.
+// the changes from before to after, the object before and after the
+// function as decoding its encoding gives it (jsonValue), applied to raw,
+// the one decoding of the object here. Nil when nothing changed.
 //
 // What the Go type doesn't hold, and so neither before nor after has, is
 // left as raw has it: a field of a newer CRD version, unknown to the type,
 // is kept, not removed. A list whose length changed is replaced whole;
 // one whose length didn't is patched item by item, so an item's fields
 // unknown to the type are kept too.
-func jsonPatch(raw, before, after []byte) ([]byte, error) {
-	if bytes.Equal(before, after) {
+func jsonPatch(raw []byte, before, after any) ([]byte, error) {
+	if jsonEqual(before, after) {
 		return nil, nil
 	}
-	var r, b, a any
-	for _, d := range []struct {
-		data []byte
-		v    *any
-		what string
-	}{{raw, &r, "the object"}, {before, &b, "the object decoded"}, {after, &a, "the object defaulted"}} {
-		dec := json.NewDecoder(bytes.NewReader(d.data))
-		dec.UseNumber() // an int64 stays exact
-		if err := dec.Decode(d.v); err != nil {
-			return nil, fmt.Errorf("reading %s as JSON: %w", d.what, err)
-		}
+	r, err := decodeJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("reading the object as JSON: %w", err)
 	}
-	want := mergeChange(r, b, a)
+	want := mergeChange(r, before, after)
 	var ops []patchOp
 	diff(&ops, r, want, "")
 	if len(ops) == 0 {
@@ -72,7 +63,7 @@ func (o patchOp) MarshalJSON() ([]byte, error) {
 // it: raw where before and after agree, after where they differ, into
 // objects and lists of one length that all three have.
 func mergeChange(raw, before, after any) any {
-	if reflect.DeepEqual(before, after) {
+	if jsonEqual(before, after) {
 		return raw
 	}
 	if rm, bm, am, ok := maps3(raw, before, after); ok {
@@ -82,7 +73,7 @@ func mergeChange(raw, before, after any) any {
 		}
 		for k, av := range am {
 			bv, had := bm[k]
-			if had && reflect.DeepEqual(bv, av) {
+			if had && jsonEqual(bv, av) {
 				continue
 			}
 			if rv, inRaw := rm[k]; inRaw && had {
@@ -120,7 +111,7 @@ func maps3(a, b, c any) (am, bm, cm map[string]any, ok bool) {
 
 // diff appends to ops the operations that bring a, at path, to b.
 func diff(ops *[]patchOp, a, b any, path string) {
-	if reflect.DeepEqual(a, b) {
+	if jsonEqual(a, b) {
 		return
 	}
 	am, aok := a.(map[string]any)

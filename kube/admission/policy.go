@@ -69,14 +69,17 @@ type PolicySettings struct {
 // Rule is a Validation or a Default.
 type Rule interface{ rule() }
 
-// validationRule is a Validation.
-type validationRule struct {
+// ValidationRule is a Validation: a Rule, whose refusal's message a CEL
+// expression may compute (MessageExpression).
+type ValidationRule struct {
 	expression, message string
 	fields              []Ref
+	messageExpression   string
+	messageFields       []Ref
 	reason              metav1.StatusReason
 }
 
-func (validationRule) rule() {}
+func (ValidationRule) rule() {}
 
 // Validation is a rule the object must keep: a CEL expression, true for
 // an object the API server stores, with message as the refusal's, such as
@@ -85,11 +88,49 @@ func (validationRule) rule() {}
 //
 // Each %s in expression is the next of fields, as the expression selects
 // it (object.spec.replicas); %% is CEL's modulo. The expression sees
-// object, oldObject (null on a create), request, namespaceObject and
-// authorizer, as the API server declares them. The refusal is Invalid
-// (422), its message message.
-func Validation(expression, message string, fields ...Ref) Rule {
-	return validationRule{expression: expression, message: message, fields: fields, reason: metav1.StatusReasonInvalid}
+// object, oldObject (null on a create), request, namespaceObject,
+// authorizer and the Policy's variables (Variable), as the API server
+// declares them. The refusal is Invalid (422), its message message, or
+// the one MessageExpression computes.
+func Validation(expression, message string, fields ...Ref) ValidationRule {
+	return ValidationRule{expression: expression, message: message, fields: fields, reason: metav1.StatusReasonInvalid}
+}
+
+// MessageExpression returns v with its refusal's message computed by a CEL
+// expression of type string, with fields as Validation's, such as
+//
+//	admission.Validation("%s <= 3", "replicas must be 3 or less", admission.Field(&w.Spec.Replicas)).
+//		MessageExpression("'replicas must be 3 or less, not ' + string(%s)", admission.Field(&w.Spec.Replicas))
+//
+// It sees what the Validation's expression sees, but authorizer. Where it
+// fails to evaluate, or gives an empty string or one with a line break,
+// the API server refuses with the Validation's message instead.
+func (v ValidationRule) MessageExpression(expression string, fields ...Ref) ValidationRule {
+	v.messageExpression, v.messageFields = expression, fields
+	return v
+}
+
+// variableRule is a Variable.
+type variableRule struct {
+	name, expression string
+	fields           []Ref
+}
+
+func (variableRule) rule() {}
+
+// Variable is a named CEL expression of the Policy's objects, which its
+// Validations' expressions and message expressions read as
+// variables.<name>, evaluated at most once a write, such as
+//
+//	admission.Variable("hosts", "%s.map(r, r.host)", admission.Field(&w.Spec.Routes)),
+//	admission.Validation("variables.hosts.all(h, h.endsWith('.example.com'))", "hosts must be of example.com"),
+//
+// Each %s in expression is the next of fields, as Validation's. A
+// variable reads the variables declared before it. name is a CEL
+// identifier, unique in the Policy. The Variables are the
+// ValidatingAdmissionPolicy's spec.variables, in their order.
+func Variable(name, expression string, fields ...Ref) Rule {
+	return variableRule{name: name, expression: expression, fields: fields}
 }
 
 // defaultRule is a Default.
@@ -191,9 +232,18 @@ func (p Policy) Objects() ([]runtime.Object, error) {
 	}
 	var validations []admissionregistrationv1.Validation
 	var mutations []admissionregistrationv1.Mutation
+	var variables []admissionregistrationv1.Variable
+	names := map[string]bool{}
 	for i, r := range p.rules {
 		switch r := r.(type) {
-		case validationRule:
+		case variableRule:
+			v, err := p.variable(r, names)
+			if err != nil {
+				bad("rules[%d]: %w", i, err)
+				continue
+			}
+			variables = append(variables, v)
+		case ValidationRule:
 			v, err := p.validation(r)
 			if err != nil {
 				bad("rules[%d]: %w", i, err)
@@ -208,39 +258,79 @@ func (p Policy) Objects() ([]runtime.Object, error) {
 			}
 			mutations = append(mutations, m)
 		default:
-			bad("rules[%d]: a %T, not a Validation or a Default", i, r)
+			bad("rules[%d]: a %T, not a Validation, a Variable or a Default", i, r)
 		}
+	}
+	if len(variables) > 0 && !slices.ContainsFunc(p.rules, func(r Rule) bool { _, ok := r.(ValidationRule); return ok }) {
+		bad("Variables without a Validation: only Validations read them")
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return p.objects(validations, mutations), nil
+	return p.objects(variables, validations, mutations), nil
 }
 
-// validation is r as the policy's validation.
-func (p Policy) validation(r validationRule) (admissionregistrationv1.Validation, error) {
-	if strings.TrimSpace(r.expression) == "" {
-		return admissionregistrationv1.Validation{}, errors.New("a Validation without an expression")
-	}
-	args := make([]any, len(r.fields))
-	for i, f := range r.fields {
+// expression is expression with each %s the next of fields, as CEL
+// selects it from object.
+func (p Policy) expression(expression string, fields []Ref) (string, error) {
+	args := make([]any, len(fields))
+	for i, f := range fields {
 		if f == nil {
-			return admissionregistrationv1.Validation{}, fmt.Errorf("fields[%d] is nil", i)
+			return "", fmt.Errorf("fields[%d] is nil", i)
 		}
 		names, err := f.path(p.base, p.root)
 		if err != nil {
-			return admissionregistrationv1.Validation{}, fmt.Errorf("fields[%d]: %w", i, err)
+			return "", fmt.Errorf("fields[%d]: %w", i, err)
 		}
 		if args[i], err = celPath(names); err != nil {
-			return admissionregistrationv1.Validation{}, fmt.Errorf("fields[%d]: %w", i, err)
+			return "", fmt.Errorf("fields[%d]: %w", i, err)
 		}
 	}
-	expr := fmt.Sprintf(r.expression, args...)
+	expr := fmt.Sprintf(expression, args...)
 	if strings.Contains(expr, "%!") {
-		return admissionregistrationv1.Validation{}, fmt.Errorf("the expression %q names %d fields, and its verbs don't match: %s", r.expression, len(r.fields), expr)
+		return "", fmt.Errorf("the expression %q names %d fields, and its verbs don't match: %s", expression, len(fields), expr)
 	}
-	reason := r.reason
-	return admissionregistrationv1.Validation{Expression: expr, Message: r.message, Reason: &reason}, nil
+	return expr, nil
+}
+
+// variable is r as the policy's variable, its name one of names no more.
+func (p Policy) variable(r variableRule, names map[string]bool) (admissionregistrationv1.Variable, error) {
+	if !celName(r.name) {
+		return admissionregistrationv1.Variable{}, fmt.Errorf("the Variable %q: its name should be a CEL identifier (letters, digits and _, not first a digit)", r.name)
+	}
+	if names[r.name] {
+		return admissionregistrationv1.Variable{}, fmt.Errorf("the Variable %q is declared twice", r.name)
+	}
+	names[r.name] = true
+	if strings.TrimSpace(r.expression) == "" {
+		return admissionregistrationv1.Variable{}, fmt.Errorf("the Variable %s without an expression", r.name)
+	}
+	expr, err := p.expression(r.expression, r.fields)
+	if err != nil {
+		return admissionregistrationv1.Variable{}, fmt.Errorf("the Variable %s: %w", r.name, err)
+	}
+	return admissionregistrationv1.Variable{Name: r.name, Expression: expr}, nil
+}
+
+// validation is r as the policy's validation.
+func (p Policy) validation(r ValidationRule) (admissionregistrationv1.Validation, error) {
+	if strings.TrimSpace(r.expression) == "" {
+		return admissionregistrationv1.Validation{}, errors.New("a Validation without an expression")
+	}
+	expr, err := p.expression(r.expression, r.fields)
+	if err != nil {
+		return admissionregistrationv1.Validation{}, err
+	}
+	v := admissionregistrationv1.Validation{Expression: expr, Message: r.message, Reason: &r.reason}
+	if r.messageExpression != "" || len(r.messageFields) > 0 {
+		if strings.TrimSpace(r.messageExpression) == "" {
+			return admissionregistrationv1.Validation{}, errors.New("a Validation's MessageExpression without an expression")
+		}
+		if v.MessageExpression, err = p.expression(r.messageExpression, r.messageFields); err != nil {
+			return admissionregistrationv1.Validation{}, fmt.Errorf("a Validation's MessageExpression: %w", err)
+		}
+	}
+	return v, nil
 }
 
 // mutation is r as the policy's mutation: a JSON patch adding the field,
@@ -287,7 +377,7 @@ func (p Policy) mutation(r defaultRule) (admissionregistrationv1.Mutation, error
 }
 
 // objects are the policies and bindings of validations and mutations.
-func (p Policy) objects(validations []admissionregistrationv1.Validation, mutations []admissionregistrationv1.Mutation) []runtime.Object {
+func (p Policy) objects(variables []admissionregistrationv1.Variable, validations []admissionregistrationv1.Validation, mutations []admissionregistrationv1.Mutation) []runtime.Object {
 	name := p.name()
 	fp := admissionregistrationv1.Fail
 	if p.settings.FailurePolicy != "" {
@@ -326,7 +416,7 @@ func (p Policy) objects(validations []admissionregistrationv1.Validation, mutati
 			&admissionregistrationv1.ValidatingAdmissionPolicy{
 				TypeMeta: typeMeta("ValidatingAdmissionPolicy"), ObjectMeta: metav1.ObjectMeta{Name: name},
 				Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-					MatchConstraints: match(), Validations: validations, FailurePolicy: &fp,
+					MatchConstraints: match(), Validations: validations, Variables: variables, FailurePolicy: &fp,
 					MatchConditions: append([]admissionregistrationv1.MatchCondition(nil), p.settings.MatchConditions...),
 				},
 			},

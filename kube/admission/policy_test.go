@@ -1,22 +1,24 @@
 package admission_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/admission"
 	"github.com/z5labs/humus/kube/admission/policytest"
 )
 
-// TestThePolicy keeps testdata/policy.yaml in step with gadgetPolicy, and
-// checks it as the API server will: go test -run TestThePolicy -update
-// rewrites it.
-func TestThePolicy(t *testing.T) {
-	objs, err := gadgetPolicy().Objects()
+// gadgetObjects are p's objects, checked by policytest against Gadget's
+// CRD, as the API server will.
+func gadgetObjects(t *testing.T, p admission.Policy) []runtime.Object {
+	t.Helper()
+	objs, err := p.Objects()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,6 +29,14 @@ func TestThePolicy(t *testing.T) {
 	if err := policytest.Validate(crd, objs...); err != nil {
 		t.Fatal(err)
 	}
+	return objs
+}
+
+// TestThePolicy keeps testdata/policy.yaml in step with gadgetPolicy, and
+// checks it as the API server will: go test -run TestThePolicy -update
+// rewrites it.
+func TestThePolicy(t *testing.T) {
+	objs := gadgetObjects(t, gadgetPolicy())
 	got, err := admission.Marshal(objs...)
 	if err != nil {
 		t.Fatal(err)
@@ -143,5 +153,45 @@ func TestAPolicyOfAKind(t *testing.T) {
 	}
 	if err := policytest.Validate(nil, objs...); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestAPolicysVariablesAndMessageExpression(t *testing.T) {
+	var g widget
+	objs, err := admission.PolicyFor(Gadget, &g, admission.PolicySettings{},
+		admission.Variable("host", "%s", admission.Field(&g.Spec.Host)),
+		admission.Validation("!variables.host.endsWith('.internal')", "an internal host").
+			MessageExpression("'the host ' + variables.host + ' of a Gadget of size ' + string(%s) + ' is internal'", admission.Field(&g.Spec.Size)),
+	).Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vap := objs[0].(*admissionregistrationv1.ValidatingAdmissionPolicy)
+	if want := []admissionregistrationv1.Variable{{Name: "host", Expression: "object.spec.host"}}; !reflect.DeepEqual(vap.Spec.Variables, want) {
+		t.Errorf("the variables are %v, want %v", vap.Spec.Variables, want)
+	}
+	if got, want := vap.Spec.Validations[0].MessageExpression, "'the host ' + variables.host + ' of a Gadget of size ' + string(object.spec.size) + ' is internal'"; got != want {
+		t.Errorf("the messageExpression is %s, want %s", got, want)
+	}
+
+	_, err = admission.PolicyFor(Gadget, &g, admission.PolicySettings{},
+		admission.Variable("a-b", "1"),
+		admission.Variable("x", "1"),
+		admission.Variable("x", "2"),
+		admission.Variable("y", ""),
+		admission.Validation("true", "").MessageExpression("%s", admission.Field(&g.Spec.Size), admission.Field(&g.Spec.Host)),
+	).Objects()
+	for _, want := range []string{
+		`rules[0]: the Variable "a-b": its name should be a CEL identifier`,
+		`rules[2]: the Variable "x" is declared twice`,
+		`rules[3]: the Variable y without an expression`,
+		`rules[4]: a Validation's MessageExpression: the expression "%s" names 2 fields, and its verbs don't match`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("the error doesn't say\n%s\nit is\n%v", want, err)
+		}
+	}
+	if _, err := admission.PolicyFor(Gadget, &g, admission.PolicySettings{}, admission.Variable("x", "1"), admission.Default(admission.Field(&g.Spec.Image), "nginx:1")).Objects(); err == nil || !strings.Contains(err.Error(), "Variables without a Validation") {
+		t.Errorf("Variables without a Validation: %v", err)
 	}
 }

@@ -139,11 +139,11 @@ type target struct {
 }
 
 // reviewed is what a webhook's function answered: its warnings and, for a
-// defaulting webhook, the object it changed, encoded, and the object it was
-// handed, encoded the same way.
+// defaulting webhook, the object it was handed and the object it changed,
+// each as decoding its JSON encoding gives it (jsonValue).
 type reviewed struct {
 	warnings      []string
-	before, after []byte // defaulting only
+	before, after any // defaulting only
 }
 
 // Validating is a validating webhook of r's objects, calling f for each
@@ -176,7 +176,7 @@ func Validating[T any](r kube.ResourceOf[T], s Settings, f ValidateFunc[T]) Webh
 // patch of what f changed. r is as Validating's.
 //
 // The patch is computed from the object f was handed and the one it
-// returns, both encoded by encoding/json, and applied to the object as the
+// returns, each as encoding/json encodes it, and applied to the object as the
 // API server sent it: a field the Go type doesn't have, which the decode
 // dropped, is left as it was, not removed; a list f changed is replaced
 // whole unless it kept its length, when its items are patched one by one.
@@ -194,7 +194,7 @@ func Defaulting[T any](r kube.ResourceOf[T], s Settings, f DefaultFunc[T]) Webho
 		if obj == nil {
 			return reviewed{}, errors.New("the review has no object to default")
 		}
-		before, err := marshal(obj)
+		before, err := jsonOf(obj)
 		if err != nil {
 			return reviewed{}, err
 		}
@@ -202,7 +202,7 @@ func Defaulting[T any](r kube.ResourceOf[T], s Settings, f DefaultFunc[T]) Webho
 		if err != nil {
 			return reviewed{warnings: warnings}, err
 		}
-		after, err := marshal(obj)
+		after, err := jsonOf(obj)
 		if err != nil {
 			return reviewed{warnings: warnings}, err
 		}
@@ -318,12 +318,4 @@ func decodeObject[T any](raw []byte, what string) (*T, error) {
 		return nil, decodeError{fmt.Errorf("decoding the review's %s as a %s: %w", what, reflect.TypeFor[T](), err)}
 	}
 	return v, nil
-}
-
-func marshal(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the %T: %w", v, err)
-	}
-	return b, nil
 }

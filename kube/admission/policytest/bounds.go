@@ -115,6 +115,10 @@ func (t *objectType) bounds(e expression) string {
 	if len(all) == 0 {
 		return "; no list, map or string of the schema is unbounded: simplify the expression"
 	}
+	// Of those, the ones the estimate sized.
+	if _, read, err := t.estimate(t.decl, e); err == nil {
+		all = slices.DeleteFunc(all, func(b bound) bool { return !read[strings.Join(b.steps, "/")] })
+	}
 	costWith := func(bs []bound, n int64) (uint64, bool) {
 		decl, err := declType(with(t.schema, bs, n))
 		if err != nil {
@@ -157,11 +161,23 @@ func (t *objectType) bounds(e expression) string {
 	if len(reached) == 0 {
 		return "; no bound on a list, map or string of the schema lowers its cost: simplify the expression"
 	}
+	return t.advice(reached, greatest)
+}
+
+// advice says which of reached, the sizes whose bounds lower e's cost,
+// bring it under the limit, with the greatest bound that does.
+func (t *objectType) advice(reached []bound, greatest func([]bound) (int64, bool)) string {
+	method := func(b bound) string {
+		if t.kind {
+			return "" // no kube method bounds a Kubernetes kind's schema
+		}
+		return " (" + b.method() + ")"
+	}
 	var alone, names []string
 	for _, b := range reached {
-		names = append(names, fmt.Sprintf("%s on %s (%s)", b.kind, b.where(), b.method()))
+		names = append(names, fmt.Sprintf("%s on %s%s", b.kind, b.where(), method(b)))
 		if n, ok := greatest([]bound{b}); ok {
-			alone = append(alone, fmt.Sprintf("%s %d or less on %s (%s)", b.kind, n, b.where(), b.method()))
+			alone = append(alone, fmt.Sprintf("%s %d or less on %s%s", b.kind, n, b.where(), method(b)))
 		}
 	}
 	var out []string
@@ -175,6 +191,11 @@ func (t *objectType) bounds(e expression) string {
 	}
 	if len(out) == 0 {
 		return "; no bounds on what it reaches bring it under the limit (" + strings.Join(names, ", ") + "): simplify the expression"
+	}
+	if t.kind {
+		// Kubernetes' schema is the API server's: no bound can be added.
+		return "; the schema of a Kubernetes kind bounds none of what it reads, so it fits the limit only on objects within these sizes: " +
+			strings.Join(out, "; ") + "; to bring it under, read each list fewer times (no iteration of a list inside an iteration of it), or check it in a webhook"
 	}
 	return "; " + strings.Join(out, "; ")
 }

@@ -18,6 +18,10 @@
 //		t.Fatal(err)
 //	}
 //
+// The policies of a kube.Kind, such as Kubernetes' Deployments, which has
+// no CRD, are checked by ValidateKind, against the schema reflected from
+// the Kind's Go type.
+//
 // It is a package of its own, for tests, as kube/crdtest is: the API
 // server's CEL compiler and admission code are about 10 MB of a binary,
 // with their package-level state, which a controller doesn't need.

@@ -3,8 +3,10 @@ package policytest
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
@@ -13,6 +15,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -25,6 +28,9 @@ import (
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/apiserver/pkg/cel/library"
 	"k8s.io/apiserver/pkg/cel/mutation"
+
+	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/internal/crd"
 )
 
 // Validate checks objs, ValidatingAdmissionPolicies and
@@ -43,18 +49,31 @@ import (
 // schema doesn't bound, the greatest maxItems, maxProperties or maxLength
 // (kube's MaxItems, MaxProperties and MaxLength) under which it fits.
 //
+// A policy's variables are typed and costed too, each as a program of its
+// own, as the API server runs it; an expression reading a variable that
+// selects a field is sized by the field's bounds, and one reading any
+// other variable is typed but its cost not said, the variable's size
+// unknown to the estimate.
+//
 // It returns nil when the API server would take and run objs, and
 // otherwise one error joining every mistake, each naming the policy, the
 // expression's place (spec.validations[0].expression) and the expression.
 // A binding is checked for the policy it names: one among objs, or, when
 // objs holds none of its kind, any.
 func Validate(crd *apiextensionsv1.CustomResourceDefinition, objs ...runtime.Object) error {
+	return validate(crd, false, objs...)
+}
+
+// validate is Validate, of a kind's synthetic CRD when kind.
+func validate(crd *apiextensionsv1.CustomResourceDefinition, kind bool, objs ...runtime.Object) error {
 	var typed *objectType
 	var errs []error
 	if crd != nil {
 		var err error
 		if typed, err = newObjectType(crd); err != nil {
 			errs = append(errs, err)
+		} else {
+			typed.kind = kind
 		}
 	}
 	policies := map[string]bool{}
@@ -91,6 +110,46 @@ func Validate(crd *apiextensionsv1.CustomResourceDefinition, objs ...runtime.Obj
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ValidateKind is Validate for the policies of k's objects, a kind with
+// no CRD, such as one of Kubernetes' own: their expressions are also
+// compiled against the schema of T, reflected from the Go type as
+// encoding/json writes it (as kube reflects a CRD's: a metav1.Time a
+// date-time string, a resource.Quantity and an intstr.IntOrString
+// x-kubernetes-int-or-string, embedded structs inlined, omitempty fields
+// optional), and their costs estimated as Validate estimates them given
+// a CRD. Kubernetes' schemas bound no list, map or string, so the API
+// server sizes each by the most a 3 MiB object could hold, and so does
+// the estimate; an expression over the limit is said with the sizes of
+// objects it fits, and what brings it under is reading each list fewer
+// times, not a bound.
+func ValidateKind[T any](k kube.Kind[T], objs ...runtime.Object) error {
+	c, err := kindCRD(k)
+	if err != nil {
+		return err
+	}
+	return validate(c, true, objs...)
+}
+
+// kindCRD is a CRD of k's objects, of the schema reflected from T, for
+// what Validate reads of one: the resource, the kind and the schema.
+func kindCRD[T any](k kube.Kind[T]) (*apiextensionsv1.CustomResourceDefinition, error) {
+	schema, err := crd.KindSchema(reflect.TypeFor[T]())
+	if err != nil {
+		return nil, fmt.Errorf("policytest: the schema of %s: %w", k.Kind, err)
+	}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: k.GVR.GroupResource().String()},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: k.GVR.Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: k.GVR.Resource, Kind: k.Kind},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: k.GVR.Version, Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: schema},
+			}},
+		},
+	}, nil
 }
 
 // matchConditions compiles a webhook's match conditions as the API server
@@ -132,6 +191,9 @@ type expression struct {
 	accessor  plugincel.ExpressionAccessor
 	opts      plugincel.OptionalVariableDeclarations
 	stateless bool // a match condition: compiled without the variables
+	// vars are the policy's variables it sees, when typed: all of them, or
+	// for a variable, those declared before it.
+	vars []plugincel.NamedExpressionAccessor
 }
 
 func validatingPolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy, typed *objectType) []error {
@@ -219,10 +281,24 @@ func check(policy string, match *admissionregistrationv1.MatchResources, vars []
 			errs = append(errs, fmt.Errorf("policytest: %s: %s %q: %s", policy, e.where, e.accessor.GetExpression(), r.Error.Detail))
 		}
 	}
-	if len(errs) > 0 || typed == nil || !typed.matchedBy(match) || len(vars) > 0 {
+	if len(errs) > 0 || typed == nil || !typed.matchedBy(match) {
 		return errs // the expressions the API server refuses; or nothing to type them by
 	}
+	// Each variable is a program of its own, which the API server stops at
+	// the limit for one expression as it does the others; they see the
+	// variables before it.
+	var typedExprs []expression
+	for i, v := range vars {
+		typedExprs = append(typedExprs, expression{where: fmt.Sprintf("spec.variables[%d].expression", i), accessor: v,
+			opts: plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: true}, vars: vars[:i]})
+	}
 	for _, e := range exprs {
+		if !e.stateless {
+			e.vars = vars
+		}
+		typedExprs = append(typedExprs, e)
+	}
+	for _, e := range typedExprs {
 		if err := typed.check(e); err != nil {
 			errs = append(errs, fmt.Errorf("policytest: %s: %s %q: %w", policy, e.where, e.accessor.GetExpression(), err))
 		}
@@ -232,6 +308,7 @@ func check(policy string, match *admissionregistrationv1.MatchResources, vars []
 
 // objectType is the type of a CRD's objects, as object and oldObject.
 type objectType struct {
+	kind   bool // a kind's, with no CRD: ValidateKind
 	crd    *apiextensionsv1.CustomResourceDefinition
 	schema *apiextensions.JSONSchemaProps // the stored version's, metadata's fields given
 	decl   *apiservercel.DeclType
@@ -338,32 +415,81 @@ func (t *objectType) check(e expression) error {
 	if cost <= celconfig.PerCallLimit {
 		return nil
 	}
-	msg := fmt.Sprintf("its estimated cost, %d, exceeds the API server's limit for one expression, %d: on a large enough object, the API server stops it and the write fails (or, under failurePolicy Ignore, goes through unchecked)", cost, celconfig.PerCallLimit)
+	if unsized := unsizedVariables(e); len(unsized) > 0 {
+		// The estimate takes what it reads of them as of any size: the API
+		// server's own would too, had it one, and it counts each
+		// variable's cost in the variable's program, estimated by itself.
+		return nil
+	}
+	consequence := "the API server stops it and the write fails (or, under failurePolicy Ignore, goes through unchecked)"
+	if strings.HasSuffix(e.where, ".messageExpression") {
+		consequence = "the API server stops it and refuses the write with the Validation's message instead"
+	}
+	msg := fmt.Sprintf("its estimated cost, %d, exceeds the API server's limit for one expression, %d: on a large enough object, %s", cost, celconfig.PerCallLimit, consequence)
 	return errors.New(msg + t.bounds(e))
+}
+
+// reads is whether expr selects variables.<name>, not a longer name.
+func reads(expr, name string) bool {
+	sel := "variables." + name
+	for i := strings.Index(expr, sel); i >= 0; {
+		end := i + len(sel)
+		if c := rune((expr + " ")[end]); c != '_' && !unicode.IsLetter(c) && !unicode.IsDigit(c) {
+			return true
+		}
+		next := strings.Index(expr[end:], sel)
+		if next < 0 {
+			return false
+		}
+		i = end + next
+	}
+	return false
+}
+
+// unsizedVariables are the variables e reads whose size the estimate
+// doesn't know: those that don't select a field (fieldVariables).
+func unsizedVariables(e expression) []string {
+	fields := fieldVariables(e.vars)
+	var out []string
+	for _, v := range e.vars {
+		if _, ok := fields[v.GetName()]; !ok && reads(e.accessor.GetExpression(), v.GetName()) {
+			out = append(out, v.GetName())
+		}
+	}
+	return out
 }
 
 // cost compiles e with object and oldObject of type decl, as the API
 // server's type checking does, and returns its estimated cost's maximum.
 func (t *objectType) cost(decl *apiservercel.DeclType, e expression) (uint64, error) {
-	env, err := typedEnv(decl, e.opts)
+	cost, _, err := t.estimate(decl, e)
+	return cost, err
+}
+
+// estimate is cost, and the sizes the estimate read: the paths from the
+// object's root, each item, value or key "[*]", joined by "/".
+func (t *objectType) estimate(decl *apiservercel.DeclType, e expression) (uint64, map[string]bool, error) {
+	env, err := typedEnv(decl, e.opts, e.vars)
 	if err != nil {
-		return 0, fmt.Errorf("building the typed environment: %w", err)
+		return 0, nil, fmt.Errorf("against the schema of %s, as the API server type-checks it: %w", t.crd.Name, err)
 	}
 	ast, issues := env.Compile(e.accessor.GetExpression())
 	if issues != nil && issues.Err() != nil {
-		return 0, fmt.Errorf("against the schema of %s, as the API server type-checks it (it warns in the policy's status.typeChecking, and the expression fails at a write): %w", t.crd.Name, issues.Err())
+		return 0, nil, fmt.Errorf("against the schema of %s, as the API server type-checks it (it warns in the policy's status.typeChecking, and the expression fails at a write): %w", t.crd.Name, issues.Err())
 	}
-	est, err := env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: &sizeEstimator{root: decl}})
+	sizes := &sizeEstimator{root: decl, vars: fieldVariables(e.vars), read: map[string]bool{}}
+	est, err := env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: sizes})
 	if err != nil {
-		return 0, fmt.Errorf("estimating its cost: %w", err)
+		return 0, nil, fmt.Errorf("estimating its cost: %w", err)
 	}
-	return est.Max, nil
+	return est.Max, sizes.read, nil
 }
 
 // typedEnv is the environment the API server compiles a policy's
 // expressions in (plugincel's createEnvForOpts), with object and oldObject
-// of type decl rather than dyn.
-func typedEnv(decl *apiservercel.DeclType, opts plugincel.OptionalVariableDeclarations) (*cel.Env, error) {
+// of type decl rather than dyn, and variables, as the API server's type
+// checking declares them, each of the type its expression has.
+func typedEnv(decl *apiservercel.DeclType, opts plugincel.OptionalVariableDeclarations, variables []plugincel.NamedExpressionAccessor) (*cel.Env, error) {
 	request, namespace := plugincel.BuildRequestType(), plugincel.BuildNamespaceType()
 	vars := []cel.EnvOption{
 		cel.Variable(plugincel.ObjectVarName, decl.CelType()),
@@ -397,7 +523,57 @@ func typedEnv(decl *apiservercel.DeclType, opts plugincel.OptionalVariableDeclar
 			return nil, err
 		}
 	}
-	return set.Env(environment.NewExpressions)
+	if len(variables) == 0 {
+		return set.Env(environment.NewExpressions)
+	}
+	c, err := plugincel.NewCompositedCompilerForTypeChecking(set)
+	if err != nil {
+		return nil, err
+	}
+	c.Compiler = typingCompiler{c}
+	for _, v := range variables {
+		if r := c.CompileAndStoreVariable(v, opts, environment.NewExpressions); r.Error != nil {
+			return nil, fmt.Errorf("the variable %s: %s", v.GetName(), r.Error.Detail)
+		}
+	}
+	return c.Env(environment.NewExpressions)
+}
+
+// typingCompiler compiles a variable in the typed environment, for its
+// type, as the API server's type checking does (its typeCheckingCompiler).
+type typingCompiler struct{ c *plugincel.CompositedCompiler }
+
+func (t typingCompiler) CompileCELExpression(e plugincel.ExpressionAccessor, _ plugincel.OptionalVariableDeclarations, mode environment.Type) plugincel.CompilationResult {
+	env, err := t.c.Env(mode)
+	if err != nil {
+		return plugincel.CompilationResult{Error: &apiservercel.Error{Type: apiservercel.ErrorTypeInternal, Detail: err.Error()}}
+	}
+	ast, issues := env.Compile(e.GetExpression())
+	if issues != nil && issues.Err() != nil {
+		return plugincel.CompilationResult{Error: &apiservercel.Error{Type: apiservercel.ErrorTypeInvalid, Detail: issues.Err().Error()}}
+	}
+	return plugincel.CompilationResult{OutputType: ast.OutputType()}
+}
+
+// fieldVariables are the variables among vars whose expression selects a
+// field of object or oldObject, by name, with the path of the field: the
+// size of what they give is the field's.
+func fieldVariables(vars []plugincel.NamedExpressionAccessor) map[string][]string {
+	out := map[string][]string{}
+	for _, v := range vars {
+		path := strings.Split(strings.TrimSpace(v.GetExpression()), ".")
+		if path[0] != plugincel.ObjectVarName && path[0] != plugincel.OldObjectVarName {
+			continue
+		}
+		ok := true
+		for _, n := range path {
+			ok = ok && n != "" && strings.IndexFunc(n, func(r rune) bool { return r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) }) < 0
+		}
+		if ok {
+			out[v.GetName()] = path
+		}
+	}
+	return out
 }
 
 // sizeEstimator sizes what an expression reaches from object and
@@ -405,15 +581,29 @@ func typedEnv(decl *apiservercel.DeclType, opts plugincel.OptionalVariableDeclar
 // sized (apiextensions' sizeEstimator, from self).
 type sizeEstimator struct {
 	root *apiservercel.DeclType
+	vars map[string][]string // fieldVariables
+	read map[string]bool     // the paths sized, as estimate returns them
 }
 
 func (s *sizeEstimator) EstimateSize(element checker.AstNode) *checker.SizeEstimate {
 	path := element.Path()
+	if len(path) >= 2 && path[0] == "variables" && s.vars[path[1]] != nil {
+		path = append(slices.Clip(s.vars[path[1]]), path[2:]...)
+	}
 	if len(path) == 0 || (path[0] != plugincel.ObjectVarName && path[0] != plugincel.OldObjectVarName) {
 		return nil
 	}
 	cur := s.root
+	var steps []string
 	for _, name := range path[1:] {
+		if strings.HasPrefix(name, "@") {
+			steps = append(steps, "[*]")
+		} else {
+			steps = append(steps, name)
+		}
+		if s.read != nil {
+			s.read[strings.Join(steps, "/")] = true
+		}
 		switch name {
 		case "@items", "@values":
 			if cur.ElemType == nil {

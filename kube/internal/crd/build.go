@@ -71,6 +71,41 @@ func Build(m Meta, spec, status reflect.Type, rules []TypeRules) (*apiextensions
 	return m.crd(root, columns, scale), nil
 }
 
+// KindSchema returns the structural schema of t, the Go type of a kind's
+// objects, such as one of Kubernetes' own in k8s.io/api, as encoding/json
+// writes it and as a CRD's is reflected: a metav1.Time a string of format
+// date-time, a resource.Quantity and an intstr.IntOrString
+// x-kubernetes-int-or-string, a map an object of additionalProperties, the
+// fields of an embedded struct inlined, no field required; an ObjectMeta with every field, its managedFields' fieldsV1
+// any object. No list, map or string is bounded, as in Kubernetes' own
+// schemas. It returns every mistake found, such as a field of a type
+// that encodes itself and isn't one of those.
+func KindSchema(t reflect.Type) (*apiextensionsv1.JSONSchemaProps, error) {
+	r := newReflector(nil)
+	r.kind = true
+	p := r.schema(site{path: "", owner: typeName(t)}, t)
+	unrequire(p)
+	return p, errors.Join(r.finish()...)
+}
+
+// unrequire drops every required list of p and its subschemas, as the
+// API server's own schemas of its kinds, resolved for CEL, have none: an
+// object's smallest encoding, by which the API server's estimator sizes a
+// list without maxItems, is then {}.
+func unrequire(p *apiextensionsv1.JSONSchemaProps) {
+	p.Required = nil
+	if p.Items != nil && p.Items.Schema != nil {
+		unrequire(p.Items.Schema)
+	}
+	if p.AdditionalProperties != nil && p.AdditionalProperties.Schema != nil {
+		unrequire(p.AdditionalProperties.Schema)
+	}
+	for n, sub := range p.Properties {
+		unrequire(&sub)
+		p.Properties[n] = sub
+	}
+}
+
 // errs returns every mistake in the names and the scope m gives: each
 // missing, or one the API server would refuse.
 func (m Meta) errs(spec, status reflect.Type) []error {

@@ -259,3 +259,25 @@ func dominantField(fields []jsonField) (f jsonField, ok bool) {
 	}
 	return fields[0], true
 }
+
+// JSONField is one field of a struct that encoding/json writes, by its
+// rules: its name, where it is (for reflect.Value.FieldByIndexErr, which
+// fails through a nil embedded pointer, when encoding/json leaves the field
+// out), and the options of its tag that leave it out or quote it.
+type JSONField struct {
+	Name                        string
+	Index                       []int
+	OmitEmpty, OmitZero, Quoted bool
+}
+
+// JSONFields returns the fields encoding/json writes for struct t, in the
+// order of their indexes: jsonFields' rules, for package admission's
+// encoding of a Go value into JSON's values without writing it.
+func JSONFields(t reflect.Type) []JSONField {
+	fields := jsonFields(t).fields
+	out := make([]JSONField, len(fields))
+	for i, f := range fields {
+		out[i] = JSONField{Name: f.name, Index: f.index, OmitEmpty: f.opts.omitEmpty, OmitZero: f.opts.omitZero, Quoted: f.opts.quoted}
+	}
+	return out
+}

@@ -135,6 +135,7 @@ func (s site) errorf(format string, args ...any) error {
 type reflector struct {
 	rules map[reflect.Type]*resolvedRules
 	errs  []error
+	kind  bool // a kind's whole object, not a CRD's spec or status: KindSchema
 
 	done     map[reflect.Type]*apiextensionsv1.JSONSchemaProps // each type's schema, once reflected
 	building map[reflect.Type]bool                             // the types being reflected, to find recursion
@@ -235,6 +236,14 @@ func (r *reflector) reflect(s site, t reflect.Type) *apiextensionsv1.JSONSchemaP
 		p := r.schema(s, t.Elem())
 		p.Nullable = true
 		return p
+	}
+	if r.kind {
+		switch t {
+		case reflect.TypeFor[metav1.ObjectMeta]():
+			return r.structSchema(s, t) // every field, as Kubernetes' own schemas have them
+		case reflect.TypeFor[metav1.FieldsV1]():
+			return &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}
+		}
 	}
 	if f, ok := wellKnown[t]; ok {
 		return f()
