@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -29,11 +30,6 @@ import (
 	"github.com/z5labs/humus/kube/internal/cache"
 	"github.com/z5labs/humus/kube/internal/control"
 )
-
-// The unit tests' one fixture to run a controller on client-go's fakes,
-// in a synctest bubble: newFakeCluster holds the objects,
-// newTestController or observedController (observedKindController for a
-// Kind) builds the controller on them, and served runs it.
 
 // fakeCluster is client-go's fakes standing in for the API server: the
 // dynamic client for the controller's objects, the metadata client for
@@ -303,20 +299,6 @@ func (f *fakeCluster) beginDeletion(t testing.TB, gvr schema.GroupVersionResourc
 	f.update(t, gvr, u)
 }
 
-// answerStatusAppliesAt makes f answer every status apply of a Memcached
-// with the resourceVersion rv, whatever the version it stored.
-func (f *fakeCluster) answerStatusAppliesAt(rv string) {
-	f.dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		handled, obj, err := f.apply(a)
-		if a.GetSubresource() != "status" || err != nil || obj == nil {
-			return handled, obj, err
-		}
-		u := obj.(*unstructured.Unstructured).DeepCopy()
-		u.SetResourceVersion(rv)
-		return handled, u, nil
-	})
-}
-
 // countingQueue counts the keys added to it, and keeps their priorities.
 type countingQueue struct {
 	control.Queue
@@ -449,4 +431,10 @@ func cached(t testing.TB, u *unstructured.Unstructured) *cache.Object {
 		t.Fatal(err)
 	}
 	return o.(*cache.Object)
+}
+
+// sleepUntil sleeps until d after start, and lets the bubble settle.
+func sleepUntil(start time.Time, d time.Duration) {
+	time.Sleep(time.Until(start.Add(d)))
+	synctest.Wait()
 }
