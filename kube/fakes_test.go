@@ -368,16 +368,6 @@ func (c *counter) keys() []string {
 	return ks
 }
 
-// resize changes the object's spec in the fake cluster, as an edit would.
-func resize(t *testing.T, f *fakeCluster, name string, size int64) {
-	t.Helper()
-	u := f.get(t, cachesGVR, "default", name)
-	if err := unstructured.SetNestedField(u.Object, size, "spec", "size"); err != nil {
-		t.Fatal(err)
-	}
-	f.update(t, cachesGVR, u)
-}
-
 // served runs ctrl's Serve in the background, in a synctest bubble or on
 // the real control plane, until stop is called or t ends. stop cancels
 // Serve's context and returns what Serve returned, at once when Serve

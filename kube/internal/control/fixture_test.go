@@ -570,3 +570,23 @@ func (f *fakeCluster) answerStatusAppliesAt(rv string) {
 		return handled, u, nil
 	})
 }
+
+// owning has the controller own gvr's objects, of its namespace, that
+// labels select ("": all).
+func owning(gvr schema.GroupVersionResource, labels string) option {
+	return func(b *build) {
+		b.cfg.Owned = append(b.cfg.Owned, cache.Key{GVR: gvr, Namespace: b.cfg.Settings.Namespace, Labels: labels})
+	}
+}
+
+// awaitServe waits up to d for ctrl's Serve, run by served, to return by
+// itself, and reports whether it did, and what it returned; stop is
+// served's.
+func awaitServe(ctrl *Controller, stop func() error, d time.Duration) (returned bool, err error) {
+	select {
+	case <-ctrl.Done:
+		return true, stop()
+	case <-time.After(d):
+		return false, nil
+	}
+}

@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube/internal/control"
+
 	"github.com/z5labs/humus/kube/internal/elector/electortest"
 	"github.com/z5labs/humus/kube/internal/shard"
 )
@@ -38,27 +38,27 @@ func shardObjects(n int) []runtime.Object {
 
 // shardedController is a controller of 4 shards on f, as replica id,
 // recording into tel.
-func shardedController(t *testing.T, f *fakeCluster, id string, tel *humustest.Telemetry, rec Reconciler[cacheSpec, cacheStatus]) *Controller {
+func shardedController(t *testing.T, f *fakeCluster, id string, tel *humustest.Telemetry, rec reconciler) *Controller {
 	t.Helper()
 	return shardedControllerOf(t, f, id, tel, rec, 20) // every object of a shard in flight at once
 }
 
 // shardedControllerOf is shardedController with workers Workers.
-func shardedControllerOf(t *testing.T, f *fakeCluster, id string, tel *humustest.Telemetry, rec Reconciler[cacheSpec, cacheStatus], workers int) *Controller {
+func shardedControllerOf(t *testing.T, f *fakeCluster, id string, tel *humustest.Telemetry, rec reconciler, workers int) *Controller {
 	t.Helper()
 	s := testSettings()
 	s.Shards, s.Workers = 4, workers
 	s.LeaderElection.Identity = id
-	return observedController(t, f, tel, s, rec)
+	return newTestController(t, f, s, rec, observed(tel))
 }
 
 // shardedControllerBy is shardedController dividing the objects by key.
-func shardedControllerBy(t *testing.T, f *fakeCluster, id string, by ShardKey, rec Reconciler[cacheSpec, cacheStatus]) *Controller {
+func shardedControllerBy(t *testing.T, f *fakeCluster, id string, by ShardKey, rec reconciler) *Controller {
 	t.Helper()
 	s := testSettings()
 	s.Shards, s.ShardBy, s.Workers = 4, by, 20
 	s.LeaderElection.Identity = id
-	return observedController(t, f, humustest.NewTelemetry(), s, rec)
+	return newTestController(t, f, s, rec, observed(humustest.NewTelemetry()))
 }
 
 // shardHoldersOf is the holder of each of the 4 shards' Leases in f.
@@ -90,7 +90,7 @@ func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testi
 		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
 			t.Errorf("the shards' holders = %q, want replica-1 for each", got)
 		}
-		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+		if err := ctrl.Ready.Healthy(t.Context()); err != nil {
 			t.Errorf("Synced with every shard's caches synced: %v", err)
 		}
 		for i := range 40 {
@@ -99,10 +99,10 @@ func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testi
 			}
 		}
 		for _, s := range tel.Spans() {
-			name := attrStrings(s.Attributes())[control.AttrObjectName]
+			name := attrStrings(s.Attributes())[AttrObjectName]
 			want := shard.NewRange(shard.Of(shard.Hash("uid-"+name), 4), 4).String()
-			if got := attrStrings(s.Attributes())[control.AttrShard]; got != want {
-				t.Errorf("the span of %s has %s %q, want %q", name, control.AttrShard, got, want)
+			if got := attrStrings(s.Attributes())[AttrShard]; got != want {
+				t.Errorf("the span of %s has %s %q, want %q", name, AttrShard, got, want)
 			}
 		}
 		warnings := 0
@@ -128,8 +128,8 @@ func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testi
 			t.Fatalf("queue.oldest_wait = %+v, want a point for each shard and priority", oldest)
 		}
 		for _, dp := range oldest.DataPoints {
-			shard, _ := dp.Attributes.Value(control.AttrShard)
-			pr, _ := dp.Attributes.Value(control.AttrPriority)
+			shard, _ := dp.Attributes.Value(AttrShard)
+			pr, _ := dp.Attributes.Value(AttrPriority)
 			if dp.Value != 0 || shard.AsString() == "" || pr.AsString() == "" {
 				t.Errorf("a queue.oldest_wait point = %v with %v, want 0 with a shard and a priority", dp.Value, dp.Attributes.ToSlice())
 			}
@@ -155,8 +155,8 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 			start, end time.Time
 		}
 		spans := map[string][]span{}
-		slow := func(id string) Reconciler[cacheSpec, cacheStatus] {
-			return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		slow := func(id string) reconciler {
+			return reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
 				start := time.Now()
 				time.Sleep(30 * time.Second)
 				mu.Lock()
@@ -164,7 +164,7 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 				mu.Unlock()
 				st := m.Status
 				st.ReadyReplicas = m.Spec.Size
-				return Result[cacheStatus]{Status: &st}, nil
+				return result{Status: &st}, nil
 			})
 		}
 		first := shardedController(t, f, "replica-1", humustest.NewTelemetry(), slow("replica-1"))
@@ -209,16 +209,16 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 // runUntilCancelled's first reconcile of each object runs until its
 // context ends, which cancelled counts, and returns a status after it; the
 // next ones return one at once.
-func runUntilCancelled(cancelled *atomic.Int32) Reconciler[cacheSpec, cacheStatus] {
+func runUntilCancelled(cancelled *atomic.Int32) reconciler {
 	var calls counter
-	return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+	return reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
 		if calls.inc(m.Name) == 1 {
 			<-ctx.Done()
 			cancelled.Add(1)
 		}
 		st := m.Status
 		st.ReadyReplicas = m.Spec.Size
-		return Result[cacheStatus]{Status: &st}, nil
+		return result{Status: &st}, nil
 	})
 }
 
@@ -249,7 +249,7 @@ func TestAShardedReplicaThatCannotRenewStopsItsShardsAndTakesThemAgain(t *testin
 		leases.hung.Store(true)
 		renewed := leases.lastRenewal()
 		le := testSettings().LeaderElection
-		time.Sleep(time.Until(renewed.Add(control.LostDeadline(control.LeaderElection(le)))))
+		time.Sleep(time.Until(renewed.Add(LostDeadline(LeaderElection(le)))))
 		synctest.Wait()
 		if n := cancelled.Load(); n != 8 {
 			t.Errorf("reconciles cancelled by the lost deadline = %d, want all 8", n)
@@ -276,7 +276,7 @@ func TestAShardedReplicaThatCannotRenewStopsItsShardsAndTakesThemAgain(t *testin
 		if n := len(f.appliesTo("status")); n != 8 {
 			t.Errorf("status applies = %d, want 8: every object reconciled once the shards were taken again", n)
 		}
-		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+		if err := ctrl.Ready.Healthy(t.Context()); err != nil {
 			t.Errorf("Synced: %v", err)
 		}
 		cancel()
@@ -296,7 +296,7 @@ func TestAShardedReplicaReconcilesAtMostWorkersObjectsAtOnce(t *testing.T) {
 		var mu sync.Mutex
 		var now, most int
 		var calls counter
-		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
 			calls.inc(m.Name)
 			mu.Lock()
 			now++
@@ -308,7 +308,7 @@ func TestAShardedReplicaReconcilesAtMostWorkersObjectsAtOnce(t *testing.T) {
 			mu.Unlock()
 			st := m.Status
 			st.ReadyReplicas = m.Spec.Size
-			return Result[cacheStatus]{Status: &st}, nil
+			return result{Status: &st}, nil
 		})
 		served(t, shardedControllerOf(t, f, "replica-1", humustest.NewTelemetry(), rec, 3))
 		time.Sleep(2 * time.Minute)
@@ -404,7 +404,7 @@ func TestAShardedReplicaTakesNoShardWhileTheUnshardedLeaseIsHeld(t *testing.T) {
 		renewing, stopRenewing := context.WithCancel(t.Context())
 		defer stopRenewing()
 		go func() {
-			for control.Sleep(renewing, 2*time.Second) {
+			for Sleep(renewing, 2*time.Second) {
 				l, err := leases.Get(renewing, "memcached-controller", metav1.GetOptions{})
 				if err != nil {
 					return
@@ -697,13 +697,13 @@ func TestAReplicaWithOneShardThatMayNotListTheLeasesSaysTheGuardIsOff(t *testing
 		})
 		tel := humustest.NewTelemetry()
 		var calls counter
-		ctrl := observedController(t, f, tel, testSettings(), readyReplicas(&calls))
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls), observed(tel))
 		stop := served(t, ctrl)
 		time.Sleep(10 * time.Second) // the Lease taken, and renewed
 		synctest.Wait()
-		recs := recordsWithBody(tel, control.GuardOff)
+		recs := recordsWithBody(tel, GuardOff)
 		if len(recs) != 1 {
-			t.Fatalf("%q records = %d, want 1", control.GuardOff, len(recs))
+			t.Fatalf("%q records = %d, want 1", GuardOff, len(recs))
 		}
 		if r := recs[0]; r.Severity() != otellog.SeverityWarn {
 			t.Errorf("the record's severity = %v, want WARN", r.Severity())

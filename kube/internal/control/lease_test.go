@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -21,7 +21,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/z5labs/humus/kube/internal/control"
 	"github.com/z5labs/humus/kube/internal/elector/electortest"
 )
 
@@ -96,8 +95,8 @@ func (h *hungLeases) lastRenewal() time.Time {
 
 // hangLeases makes ctrl's Lease requests go through a hungLeases.
 func hangLeases(ctrl *Controller) *hungLeases {
-	h := &hungLeases{LeasesGetter: ctrl.engine.API.Leases}
-	ctrl.engine.API.Leases = h
+	h := &hungLeases{LeasesGetter: ctrl.API.Leases}
+	ctrl.API.Leases = h
 	return h
 }
 
@@ -121,10 +120,10 @@ func applyTimes(f *fakeCluster) func() []time.Time {
 // stuckAndSlow reconciles stuck and slow once each, after sending on
 // inFlight: stuck ignores its cancelled context for a minute, slow notices
 // it (sawCancel counts it); both return a status after it.
-func stuckAndSlow(calls *counter, inFlight chan<- struct{}, sawCancel *atomic.Int32) Reconciler[cacheSpec, cacheStatus] {
-	return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+func stuckAndSlow(calls *counter, inFlight chan<- struct{}, sawCancel *atomic.Int32) reconciler {
+	return reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
 		if calls.inc(m.Name) > 1 {
-			return Result[cacheStatus]{}, nil
+			return result{}, nil
 		}
 		inFlight <- struct{}{}
 		switch m.Name {
@@ -136,7 +135,7 @@ func stuckAndSlow(calls *counter, inFlight chan<- struct{}, sawCancel *atomic.In
 		}
 		st := m.Status
 		st.ReadyReplicas = 7
-		return Result[cacheStatus]{Status: &st}, nil
+		return result{Status: &st}, nil
 	})
 }
 
@@ -157,7 +156,7 @@ func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 		ctrl := newTestController(t, f, s, rec)
 		leases := hangLeases(ctrl)
 		var aborts atomic.Int32
-		ctrl.engine.API.Abort = func() { aborts.Add(1) }
+		ctrl.API.Abort = func() { aborts.Add(1) }
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		errc := make(chan error, 1)
@@ -193,8 +192,8 @@ func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 		case <-time.After(time.Until(expiry)):
 			t.Fatalf("Serve didn't return before the Lease could expire, %s after the last renewal", s.LeaderElection.LeaseDuration)
 		}
-		if returned, bound := time.Now(), renewed.Add(control.LostDeadline(control.LeaderElection(s.LeaderElection))); returned.After(bound) {
-			t.Errorf("Serve returned %s after the last renewal, want by %s", returned.Sub(renewed), control.LostDeadline(control.LeaderElection(s.LeaderElection)))
+		if returned, bound := time.Now(), renewed.Add(LostDeadline(LeaderElection(s.LeaderElection))); returned.After(bound) {
+			t.Errorf("Serve returned %s after the last renewal, want by %s", returned.Sub(renewed), LostDeadline(LeaderElection(s.LeaderElection)))
 		}
 		time.Sleep(2 * time.Minute) // the stuck Reconciler returns, with a status
 		synctest.Wait()
@@ -217,12 +216,12 @@ func TestTheLeaseIsReleasedOnlyByItsHolder(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		var calls counter
 		inFlight, finish := make(chan struct{}), make(chan struct{})
-		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
 			if calls.inc(m.Name) == 1 {
 				close(inFlight)
 				<-finish
 			}
-			return Result[cacheStatus]{}, nil
+			return result{}, nil
 		})
 		electortest.CheckVersions(f.kube)
 		var updates []*coordinationapiv1.Lease
@@ -316,7 +315,7 @@ func TestShutdownReturnsByItsDeadlineWhileTheReleaseHangs(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		start := time.Now()
-		ctrl.engine.BeginShutdown()
+		ctrl.BeginShutdown()
 		err := ctrl.Shutdown(ctx)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Shutdown = %v, want an error wrapping context.DeadlineExceeded", err)
@@ -386,7 +385,7 @@ func TestServeEndsWhenTheLeaseIsForbidden(t *testing.T) {
 		if got := calls.get("m"); got != 0 {
 			t.Errorf("reconciles = %d, want none without the Lease", got)
 		}
-		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+		if err := ctrl.Ready.Healthy(t.Context()); err == nil {
 			t.Error("Synced is healthy after Serve returned")
 		}
 	})
@@ -408,7 +407,7 @@ func TestALeaseForbiddenForAFewSecondsIsWaitedOut(t *testing.T) {
 				forbid := func() {
 					mu.Lock()
 					defer mu.Unlock()
-					until = time.Now().Add(control.UnservedGrace - 4*time.Second)
+					until = time.Now().Add(UnservedGrace - 4*time.Second)
 				}
 				f.kube.PrependReactor(verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 					mu.Lock()
@@ -430,7 +429,7 @@ func TestALeaseForbiddenForAFewSecondsIsWaitedOut(t *testing.T) {
 					forbid()
 				}
 				if returned, err := awaitServe(ctrl, stop, time.Minute); returned {
-					t.Fatalf("Serve = %v, want it to wait out 403s of the Lease for %s", err, control.UnservedGrace-4*time.Second)
+					t.Fatalf("Serve = %v, want it to wait out 403s of the Lease for %s", err, UnservedGrace-4*time.Second)
 				}
 				lease, err := f.kube.CoordinationV1().Leases("kube-system").Get(t.Context(), "memcached-controller", metav1.GetOptions{})
 				if err != nil {
@@ -475,7 +474,7 @@ func TestServeEndsWhenAReleasedLeaseMayBeReadButNotTaken(t *testing.T) {
 		stop := served(t, ctrl)
 
 		le := testSettings().LeaderElection
-		bound := control.UnservedGrace + le.RetryPeriod + time.Second
+		bound := UnservedGrace + le.RetryPeriod + time.Second
 		returned, err := awaitServe(ctrl, stop, bound)
 		if !returned {
 			t.Fatalf("Serve didn't return within unservedGrace+RetryPeriod+1s (%s) of every take refused; Serve, cancelled = %v", bound, stop())
@@ -487,7 +486,7 @@ func TestServeEndsWhenAReleasedLeaseMayBeReadButNotTaken(t *testing.T) {
 		if got := calls.get("m"); got != 0 {
 			t.Errorf("reconciles = %d, want none without the Lease", got)
 		}
-		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+		if err := ctrl.Ready.Healthy(t.Context()); err == nil {
 			t.Error("Synced is healthy after Serve returned")
 		}
 	})
@@ -538,7 +537,7 @@ func TestServeEndsWhenTheLeaseCanNeverBeCreated(t *testing.T) {
 				if got := calls.get("m"); tc.verb == "create" && got != 0 {
 					t.Errorf("reconciles = %d, want none without the Lease", got)
 				}
-				if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+				if err := ctrl.Ready.Healthy(t.Context()); err == nil {
 					t.Error("Synced is healthy after Serve returned")
 				}
 			})
