@@ -3,8 +3,6 @@ package kube
 import (
 	"context"
 	"errors"
-	"strconv"
-	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -93,23 +91,8 @@ func outcomes(tel *humustest.Telemetry, calls *counter) ReconcilerFunc[cacheSpec
 	}
 }
 
-const (
-	failMessage  = "the memcached image can't be pulled"
-	panicMessage = "runtime error: index out of range [5] with length 0"
-)
-
 func outcomeObjects() []runtime.Object {
 	return []runtime.Object{cacheObject("default", "ok", 1), cacheObject("default", "fail", 1), cacheObject("default", "boom", 5)}
-}
-
-// failuresOf is how many failures a failure's record counts.
-func failuresOf(t *testing.T, r sdklog.Record) int {
-	t.Helper()
-	n, err := strconv.Atoi(recordAttrs(r)[control.AttrFailures])
-	if err != nil {
-		t.Errorf("the record %q counts no failures: %v", r.Body().AsString(), err)
-	}
-	return n
 }
 
 func recordBodies(tel *humustest.Telemetry) []string {

@@ -590,3 +590,13 @@ func awaitServe(ctrl *Controller, stop func() error, d time.Duration) (returned 
 		return false, nil
 	}
 }
+
+// beginDeletion marks the object ns/name of gvr as being deleted, as the
+// API server does when an object with a finalizer is deleted.
+func (f *fakeCluster) beginDeletion(t testing.TB, gvr schema.GroupVersionResource, ns, name string) {
+	t.Helper()
+	u := f.get(t, gvr, ns, name)
+	now := metav1.Now()
+	u.SetDeletionTimestamp(&now)
+	f.update(t, gvr, u)
+}

@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func TestEveryWriteCarriesTheObjectsUID(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
 		var calls counter
-		fin := Finalize("cache.example.com/finalizer", func(ctx context.Context, m memcached) error { return nil })
+		fin := finalizing(func(ctx context.Context, m memcached) error { return nil })
 		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls), fin))
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
@@ -60,7 +60,7 @@ func TestEveryWriteCarriesTheObjectsUID(t *testing.T) {
 
 func TestAWriteRefusedForAStaleObjectIsNotRetried(t *testing.T) {
 	gr := cachesGVR.GroupResource()
-	gk := schema.GroupKind{Group: caches.Group, Kind: caches.Kind}
+	gk := schema.GroupKind{Group: cachesGVR.Group, Kind: "Memcached"}
 	invalid := func(path *field.Path) error {
 		return apierrors.NewInvalid(gk, "m", field.ErrorList{field.Invalid(path, "uid-m", "field is immutable")})
 	}
@@ -85,7 +85,7 @@ func TestAWriteRefusedForAStaleObjectIsNotRetried(t *testing.T) {
 				})
 				tel := humustest.NewTelemetry()
 				var calls counter
-				stop := served(t, observedController(t, f, tel, testSettings(), readyReplicas(&calls)))
+				stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls), observed(tel)))
 				time.Sleep(time.Minute)
 				synctest.Wait()
 
