@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -355,17 +354,6 @@ func (c *counter) get(key string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n[key]
-}
-
-func (c *counter) keys() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var ks []string
-	for k := range c.n {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // served runs ctrl's Serve in the background, in a synctest bubble or on
