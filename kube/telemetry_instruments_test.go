@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/teltest"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -19,42 +21,7 @@ import (
 	"github.com/z5labs/humus/kube/internal/control"
 )
 
-// instrumentsOf returns the metrics tel collected under the module's
-// scope, by name.
-func instrumentsOf(t testing.TB, tel *humustest.Telemetry) map[string]metricdata.Metrics {
-	t.Helper()
-	rm, err := tel.Metrics(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]metricdata.Metrics{}
-	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != "github.com/z5labs/humus/kube" {
-			continue
-		}
-		for _, m := range sm.Metrics {
-			out[m.Name] = m
-		}
-	}
-	return out
-}
-
 const p = "humus.kube.controller."
-
-// histogramPoints returns a Float64 histogram's data points; none when
-// nothing was recorded.
-func histogramPoints(t testing.TB, ms map[string]metricdata.Metrics, name string) []metricdata.HistogramDataPoint[float64] {
-	t.Helper()
-	m, ok := ms[name]
-	if !ok {
-		return nil
-	}
-	h, ok := m.Data.(metricdata.Histogram[float64])
-	if !ok {
-		t.Fatalf("%s is a %T, want a metricdata.Histogram[float64]", name, m.Data)
-	}
-	return h.DataPoints
-}
 
 // reconcileDurations returns reconcile.duration's data points by outcome.
 func reconcileDurations(t testing.TB, tel *humustest.Telemetry) map[string]metricdata.HistogramDataPoint[float64] {
@@ -142,3 +109,9 @@ func TestAnErrorCreatingAnInstrumentIsAmongTheConstructorsErrors(t *testing.T) {
 		})
 	}
 }
+
+// The readers of what the telemetry measured, kube/internal/teltest's.
+var (
+	instrumentsOf   = teltest.Instruments
+	histogramPoints = teltest.HistogramPoints
+)

@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/teltest"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -22,26 +24,6 @@ import (
 
 	"github.com/z5labs/humus/humustest"
 )
-
-// instrumentsOf returns the metrics tel collected under the module's
-// scope, by name.
-func instrumentsOf(t testing.TB, tel *humustest.Telemetry) map[string]metricdata.Metrics {
-	t.Helper()
-	rm, err := tel.Metrics(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]metricdata.Metrics{}
-	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != "github.com/z5labs/humus/kube" {
-			continue
-		}
-		for _, m := range sm.Metrics {
-			out[m.Name] = m
-		}
-	}
-	return out
-}
 
 const p = "humus.kube.controller."
 
@@ -80,21 +62,6 @@ func gauged(t testing.TB, ms map[string]metricdata.Metrics, name string) float64
 	}
 	checkController(t, name, g.DataPoints[0].Attributes)
 	return g.DataPoints[0].Value
-}
-
-// histogramPoints returns a Float64 histogram's data points; none when
-// nothing was recorded.
-func histogramPoints(t testing.TB, ms map[string]metricdata.Metrics, name string) []metricdata.HistogramDataPoint[float64] {
-	t.Helper()
-	m, ok := ms[name]
-	if !ok {
-		return nil
-	}
-	h, ok := m.Data.(metricdata.Histogram[float64])
-	if !ok {
-		t.Fatalf("%s is a %T, want a metricdata.Histogram[float64]", name, m.Data)
-	}
-	return h.DataPoints
 }
 
 // queueDurations returns queue.duration's one data point, or a zero one
@@ -744,3 +711,9 @@ func TestChangeLatencyRunsFromTheAPIServersStampToTheEndOfTheReconcile(t *testin
 		}
 	})
 }
+
+// The readers of what the telemetry measured, kube/internal/teltest's.
+var (
+	instrumentsOf   = teltest.Instruments
+	histogramPoints = teltest.HistogramPoints
+)

@@ -10,7 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
+	"github.com/z5labs/humus/kube/internal/teltest"
+
 	"go.opentelemetry.io/otel/codes"
 	otellog "go.opentelemetry.io/otel/log"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
@@ -25,17 +26,6 @@ import (
 	"github.com/z5labs/humus/humustest"
 )
 
-// spansNamed returns the ended spans named name, in the order they ended.
-func spansNamed(tel *humustest.Telemetry, name string) []sdktrace.ReadOnlySpan {
-	var out []sdktrace.ReadOnlySpan
-	for _, s := range tel.Spans() {
-		if s.Name() == name {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // reconcileSpansOf returns the reconcile spans of the object named name.
 func reconcileSpansOf(tel *humustest.Telemetry, kind, name string) []sdktrace.ReadOnlySpan {
 	var out []sdktrace.ReadOnlySpan
@@ -45,40 +35,6 @@ func reconcileSpansOf(tel *humustest.Telemetry, kind, name string) []sdktrace.Re
 		}
 	}
 	return out
-}
-
-// spanAttrs returns s's attributes, each as its value's string.
-func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
-	return attrStrings(s.Attributes())
-}
-
-func attrStrings(kvs []attribute.KeyValue) map[string]string {
-	m := map[string]string{}
-	for _, kv := range kvs {
-		m[string(kv.Key)] = kv.Value.String()
-	}
-	return m
-}
-
-// recordsWithBody returns the log records whose body is body.
-func recordsWithBody(tel *humustest.Telemetry, body string) []sdklog.Record {
-	var out []sdklog.Record
-	for _, r := range tel.Records() {
-		if r.Body().AsString() == body {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// recordAttrs returns r's attributes, each as its value's string.
-func recordAttrs(r sdklog.Record) map[string]string {
-	m := map[string]string{}
-	r.WalkAttributes(func(kv attribute.KeyValue) bool {
-		m[string(kv.Key)] = kv.Value.String()
-		return true
-	})
-	return m
 }
 
 // keysOf returns m's keys, sorted.
@@ -650,3 +606,12 @@ func TestAReconcilersOwnRecordsNameItsController(t *testing.T) {
 		}
 	})
 }
+
+// The readers of what the telemetry recorded, kube/internal/teltest's.
+var (
+	spansNamed      = teltest.SpansNamed
+	spanAttrs       = teltest.SpanAttrs
+	attrStrings     = teltest.AttrStrings
+	recordsWithBody = teltest.RecordsWithBody
+	recordAttrs     = teltest.RecordAttrs
+)
