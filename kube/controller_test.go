@@ -98,7 +98,7 @@ func TestKindControllerReconcilesClientGosStruct(t *testing.T) {
 		if got := calls.get("team-a"); got != 2 {
 			t.Errorf("reconciles in 30s = %d, want 2", got)
 		}
-		if got := len(f.appliesTo("status")); got != 0 {
+		if got := len(f.AppliesTo("status")); got != 0 {
 			t.Errorf("status applies = %d, want none for a Kind", got)
 		}
 
@@ -111,7 +111,7 @@ func TestKindControllerReconcilesClientGosStruct(t *testing.T) {
 			t.Errorf("reconciles after an owned ConfigMap changed = %d, want %d", got, before+1)
 		}
 
-		f.beginDeletion(t, namespacesGVR, "", "team-a")
+		f.BeginDeletion(t, namespacesGVR, "", "team-a")
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if got := finalized.get("team-a"); got != 1 {
@@ -160,7 +160,7 @@ func createControlledConfigMap(t *testing.T, f *fakeCluster) {
 			APIVersion: "v1", Kind: "Namespace", Name: "team-a", UID: "uid-team-a", Controller: new(true),
 		}}},
 	}
-	if _, err := f.meta.Resource(configMaps).Namespace("team-a").(metadataCreator).CreateFake(cm, metav1.CreateOptions{}); err != nil {
+	if _, err := f.Meta.Resource(configMaps).Namespace("team-a").(metadataCreator).CreateFake(cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -188,7 +188,7 @@ func TestAKindsFinalizerIsRemovedAndItsDeletionCompletes(t *testing.T) {
 		stop := served(t, observedKindController(t, f, humustest.NewTelemetry(), testSettings(), rec, fin))
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		ns := f.get(t, namespacesGVR, "", "team-a")
+		ns := f.Get(t, namespacesGVR, "", "team-a")
 		if got := ns.GetFinalizers(); len(got) != 1 || got[0] != "example.com/default-deny" {
 			t.Fatalf("finalizers = %v, want [example.com/default-deny]", got)
 		}
@@ -196,25 +196,25 @@ func TestAKindsFinalizerIsRemovedAndItsDeletionCompletes(t *testing.T) {
 
 		now := metav1.Now()
 		ns.SetDeletionTimestamp(&now)
-		f.update(t, namespacesGVR, ns)
+		f.Update(t, namespacesGVR, ns)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		if got := finalized.get("team-a"); got != 1 {
 			t.Errorf("f ran %d times, want 1", got)
 		}
-		applies := f.appliesTo("")
+		applies := f.AppliesTo("")
 		if len(applies) != 2 {
 			t.Fatalf("finalizer applies = %+v, want two: the finalizer added, then removed", applies)
 		}
 		removal := applies[1]
-		if removal.fieldOwner != "memcached-controller" {
-			t.Errorf("the removal's field manager = %q, want memcached-controller", removal.fieldOwner)
+		if removal.FieldOwner != "memcached-controller" {
+			t.Errorf("the removal's field manager = %q, want memcached-controller", removal.FieldOwner)
 		}
-		meta, _ := removal.body["metadata"].(map[string]any)
+		meta, _ := removal.Body["metadata"].(map[string]any)
 		if fins, _ := meta["finalizers"].([]any); len(fins) != 0 {
 			t.Errorf("the removal applied finalizers %v, want none", fins)
 		}
-		if _, err := f.dyn.Tracker().Get(namespacesGVR, "", "team-a"); !apierrors.IsNotFound(err) {
+		if _, err := f.Dyn.Tracker().Get(namespacesGVR, "", "team-a"); !apierrors.IsNotFound(err) {
 			t.Errorf("the Namespace after its finalizer's removal: %v, want NotFound: its deletion completed", err)
 		}
 		if got := calls.get("team-a"); got != reconciled {

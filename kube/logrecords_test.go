@@ -38,12 +38,12 @@ func TestTwoControllersRecordsNameTheirControllerAndResource(t *testing.T) {
 		})
 		setup := fakeSetup(tel)
 		sc, err := NewController(setup, client, web, sites, siteFails, Reads(cms))
-		sc = f.built(t, sc, err)
+		sc = built(t, f, sc, err)
 		mirrorFails := KindReconcilerFunc[corev1.ConfigMap](func(ctx context.Context, cm corev1.ConfigMap) (time.Duration, error) {
 			return 0, errors.New("the namespace team-b isn't found")
 		})
 		mc, err := NewKindController(setup, client, mirror, configMapKind, mirrorFails)
-		mc = f.built(t, mc, err)
+		mc = built(t, f, mc, err)
 		stopSites, stopMirror := served(t, sc), served(t, mc)
 		settle(10 * time.Second)
 		if err := stopSites(); err != nil {

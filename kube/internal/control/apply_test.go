@@ -15,11 +15,12 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/fakeapi"
 )
 
 // uidOf returns the metadata.uid of an apply's body.
-func uidOf(a applied) any {
-	meta, _ := a.body["metadata"].(map[string]any)
+func uidOf(a fakeapi.Applied) any {
+	meta, _ := a.Body["metadata"].(map[string]any)
 	return meta["uid"]
 }
 
@@ -34,22 +35,22 @@ func TestEveryWriteCarriesTheObjectsUID(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 
-		f.beginDeletion(t, cachesGVR, "default", "m")
+		f.BeginDeletion(t, cachesGVR, "default", "m")
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 
-		statuses, finalizers := f.appliesTo("status"), f.appliesTo("")
+		statuses, finalizers := f.AppliesTo("status"), f.AppliesTo("")
 		if len(statuses) != 1 || len(finalizers) != 2 {
 			t.Fatalf("applies = %d of the status and %d of the finalizer, want 1 and 2 (its add and its removal)", len(statuses), len(finalizers))
 		}
 		for _, a := range append(statuses, finalizers...) {
 			if got := uidOf(a); got != "uid-m" {
-				t.Errorf("the %q apply's metadata.uid = %v, want uid-m: %v", a.subresource, got, a.body)
+				t.Errorf("the %q apply's metadata.uid = %v, want uid-m: %v", a.Subresource, got, a.Body)
 			}
 			// Fenced: conditioned on the version it was computed from, so
 			// the API server refuses it once anyone else has written.
-			if meta, _ := a.body["metadata"].(map[string]any); meta["resourceVersion"] == nil || meta["resourceVersion"] == "" {
-				t.Errorf("the %q apply has no metadata.resourceVersion: %v", a.subresource, a.body)
+			if meta, _ := a.Body["metadata"].(map[string]any); meta["resourceVersion"] == nil || meta["resourceVersion"] == "" {
+				t.Errorf("the %q apply has no metadata.resourceVersion: %v", a.Subresource, a.Body)
 			}
 		}
 		if err := stop(); err != nil {
@@ -77,7 +78,7 @@ func TestAWriteRefusedForAStaleObjectIsNotRetried(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
-				f.dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				f.Dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
 					if a.GetSubresource() == "status" {
 						return true, nil, tc.err
 					}

@@ -37,25 +37,25 @@ func TestControllerSettlesInOneReconcile(t *testing.T) {
 		if got := calls.get("m"); got != 1 {
 			t.Errorf("reconciles = %d, want 1: the event of its own status reconciles nothing", got)
 		}
-		statuses := f.appliesTo("status")
+		statuses := f.AppliesTo("status")
 		if len(statuses) != 1 {
 			t.Fatalf("status applies = %d, want 1", len(statuses))
 		}
-		if got := statuses[0].fieldOwner; got != "memcached-controller" {
+		if got := statuses[0].FieldOwner; got != "memcached-controller" {
 			t.Errorf("the status apply's field manager = %q, want memcached-controller", got)
 		}
-		got := f.get(t, cachesGVR, "default", "m")
+		got := f.Get(t, cachesGVR, "default", "m")
 		if n, _, _ := unstructured.NestedInt64(got.Object, "status", "readyReplicas"); n != 3 {
 			t.Errorf("status.readyReplicas = %d, want 3", n)
 		}
-		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "replica-1" {
+		if h := holder(f.Lease(t, "kube-system", "memcached-controller")); h != "replica-1" {
 			t.Errorf("the Lease's holder = %q, want replica-1", h)
 		}
 
 		if err := stop(); err != nil {
 			t.Errorf("Serve = %v, want nil", err)
 		}
-		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "" {
+		if h := holder(f.Lease(t, "kube-system", "memcached-controller")); h != "" {
 			t.Errorf("the Lease's holder after shutdown = %q, want none", h)
 		}
 		if err := ctrl.Ready.Healthy(t.Context()); err == nil {
@@ -82,13 +82,13 @@ func TestAStatusIsAppliedWhenReconcileFails(t *testing.T) {
 		stop := served(t, newTestController(t, f, s, rec))
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if got := len(f.appliesTo("status")); got != 1 {
+		if got := len(f.AppliesTo("status")); got != 1 {
 			t.Errorf("status applies = %d, want 1: the failure's condition, once, however often it retries", got)
 		}
 		if got := calls.get("m"); got < 3 {
 			t.Errorf("reconciles = %d, want the error retried", got)
 		}
-		conds, _, _ := unstructured.NestedSlice(f.get(t, cachesGVR, "default", "m").Object, "status", "conditions")
+		conds, _, _ := unstructured.NestedSlice(f.Get(t, cachesGVR, "default", "m").Object, "status", "conditions")
 		if len(conds) != 1 || conds[0].(map[string]any)["reason"] != "ApplyFailed" {
 			t.Errorf("status.conditions = %v, want the ApplyFailed condition", conds)
 		}
@@ -218,7 +218,7 @@ func TestShutdownFinishesTheReconcileInFlightAndLeavesTheBacklog(t *testing.T) {
 		if keys := calls.keys(); len(keys) != 1 {
 			t.Errorf("reconciled %v, want only the one in flight at shutdown", keys)
 		}
-		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "" {
+		if h := holder(f.Lease(t, "kube-system", "memcached-controller")); h != "" {
 			t.Errorf("the Lease's holder after shutdown = %q, want none", h)
 		}
 		if err := ctrl.Shutdown(t.Context()); err != nil {
@@ -251,15 +251,15 @@ func TestAPanicIsRecoveredAndNotRetried(t *testing.T) {
 		if got := calls.get("good"); got != 1 {
 			t.Errorf("the other object's reconciles = %d, want 1", got)
 		}
-		for _, a := range f.appliesTo("status") {
-			if a.key == "default/bad" {
-				t.Errorf("a status was applied to the panicking object: %v", a.body)
+		for _, a := range f.AppliesTo("status") {
+			if a.Key == "default/bad" {
+				t.Errorf("a status was applied to the panicking object: %v", a.Body)
 			}
 		}
 
-		bad := f.get(t, cachesGVR, "default", "bad")
+		bad := f.Get(t, cachesGVR, "default", "bad")
 		_ = unstructured.SetNestedField(bad.Object, int64(2), "spec", "size")
-		f.update(t, cachesGVR, bad)
+		f.Update(t, cachesGVR, bad)
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if got := calls.get("bad"); got != 2 {
@@ -274,7 +274,7 @@ func TestAPanicIsRecoveredAndNotRetried(t *testing.T) {
 func TestAStatusAppliedIsNotAppliedAgainOnALaggingCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
-		f.statusLag = 5 * time.Second
+		f.LagStatus(5 * time.Second)
 		var calls counter
 		ready := readyReplicas(&calls)
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
@@ -287,7 +287,7 @@ func TestAStatusAppliedIsNotAppliedAgainOnALaggingCache(t *testing.T) {
 		stop := served(t, newTestController(t, f, testSettings(), rec))
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if got := len(f.appliesTo("status")); got != 1 {
+		if got := len(f.AppliesTo("status")); got != 1 {
 			t.Errorf("status applies = %d, want 1: the key came up on a cache older than its own write", got)
 		}
 		if got := calls.get("m"); got != 2 {
@@ -310,24 +310,24 @@ func TestFinalizeAddsRunsAndRemovesTheFinalizer(t *testing.T) {
 		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls), fin))
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		m := f.get(t, cachesGVR, "default", "m")
+		m := f.Get(t, cachesGVR, "default", "m")
 		if got := m.GetFinalizers(); len(got) != 1 || got[0] != "cache.example.com/finalizer" {
 			t.Fatalf("finalizers = %v, want [cache.example.com/finalizer]", got)
 		}
-		adds := f.appliesTo("")
-		if len(adds) != 1 || adds[0].fieldOwner != "memcached-controller" {
+		adds := f.AppliesTo("")
+		if len(adds) != 1 || adds[0].FieldOwner != "memcached-controller" {
 			t.Fatalf("finalizer applies = %+v, want one by memcached-controller", adds)
 		}
 
 		now := metav1.Now()
 		m.SetDeletionTimestamp(&now)
-		f.update(t, cachesGVR, m)
+		f.Update(t, cachesGVR, m)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		if got := finalized.get("m"); got != 1 {
 			t.Errorf("f ran %d times, want 1", got)
 		}
-		if _, err := f.dyn.Tracker().Get(cachesGVR, "default", "m"); err == nil {
+		if _, err := f.Dyn.Tracker().Get(cachesGVR, "default", "m"); err == nil {
 			t.Errorf("the object is still there: its finalizer wasn't removed")
 		}
 		if got := calls.get("m"); got != 1 {
@@ -354,7 +354,7 @@ func TestAPanickingFinalizerKeepsTheFinalizer(t *testing.T) {
 		if got := finalized.get("m"); got != 1 {
 			t.Errorf("f ran %d times, want 1: a panic isn't retried", got)
 		}
-		if got := f.get(t, cachesGVR, "default", "m").GetFinalizers(); len(got) != 1 {
+		if got := f.Get(t, cachesGVR, "default", "m").GetFinalizers(); len(got) != 1 {
 			t.Errorf("finalizers = %v, want the finalizer kept", got)
 		}
 		if err := stop(); err != nil {
@@ -366,7 +366,7 @@ func TestAPanickingFinalizerKeepsTheFinalizer(t *testing.T) {
 func TestServeFailsWhenTheResourceIsNotServed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds)
-		f.dyn.PrependReactor("list", "memcacheds", func(k8stesting.Action) (bool, runtime.Object, error) {
+		f.Dyn.PrependReactor("list", "memcacheds", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewGenericServerResponse(http.StatusNotFound, "list", cachesGVR.GroupResource(), "", "", 0, false)
 		})
 		var calls counter
@@ -389,8 +389,8 @@ func TestLosingTheLeaseCancelsTheReconcilesAndEndsServe(t *testing.T) {
 			}
 			return false, nil, nil
 		}
-		f.kube.PrependReactor("update", "leases", refuse)
-		f.kube.PrependReactor("get", "leases", refuse)
+		f.Kube.PrependReactor("update", "leases", refuse)
+		f.Kube.PrependReactor("get", "leases", refuse)
 		inFlight := make(chan struct{})
 		var sawErr error
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
@@ -445,7 +445,7 @@ func TestResyncReconcilesEveryObjectAgain(t *testing.T) {
 				}
 			}
 		}
-		if got := len(f.appliesTo("status")); got != 2 {
+		if got := len(f.AppliesTo("status")); got != 2 {
 			t.Errorf("status applies = %d, want 2, one for each object: a resync's reconcile finds its status applied", got)
 		}
 		if err := stop(); err != nil {
@@ -483,7 +483,7 @@ func TestOwnsIgnoresAnOwnedObjectWhoseControllerIsAnother(t *testing.T) {
 				synctest.Wait()
 				before := calls.get("m")
 
-				owned := f.meta.Resource(deployments).Namespace("default")
+				owned := f.Meta.Resource(deployments).Namespace("default")
 				dep := &metav1.PartialObjectMetadata{
 					TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 					ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "default", OwnerReferences: []metav1.OwnerReference{tc.ref}},

@@ -4,29 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/z5labs/humus/kube/internal/fakeapi"
+
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/contrib/bridges/otelslog"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
-	metadatafake "k8s.io/client-go/metadata/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
@@ -156,147 +148,6 @@ type build struct {
 }
 
 type option func(*build)
-
-// fakeCluster is client-go's fakes standing in for the API server: the
-// dynamic client for the controller's objects, the metadata client for
-// the owned ones, and a clientset for the Lease. The fake dynamic client
-// can't apply an unstructured object, so an apply reactor of the test's
-// own does what server-side apply would for the controller's two writes:
-// the status, and the finalizer.
-type fakeCluster struct {
-	dyn  *dynamicfake.FakeDynamicClient
-	meta *metadatafake.FakeMetadataClient
-	kube *kubefake.Clientset
-
-	mu      sync.Mutex
-	rv      int
-	applies []applied
-	// statusLag delays the status apply's effect on the tracker, and so
-	// its watch event, while the apply returns at once: a watch that
-	// lags behind the controller's own write.
-	statusLag time.Duration
-}
-
-type applied struct {
-	gvr         schema.GroupVersionResource
-	key         string
-	subresource string
-	fieldOwner  string
-	body        map[string]any
-}
-
-// api is the API clients of f's fakes.
-func (f *fakeCluster) api() API {
-	return API{Clients: cache.Clients{Dynamic: f.dyn, Metadata: f.meta}, Leases: f.kube.CoordinationV1()}.OrNoop()
-}
-
-func (f *fakeCluster) nextRV() string {
-	f.rv++
-	return strconv.Itoa(f.rv)
-}
-
-// apply handles a server-side apply of a status or of metadata.finalizers.
-func (f *fakeCluster) apply(a k8stesting.Action) (bool, runtime.Object, error) {
-	pa := a.(k8stesting.PatchAction)
-	if pa.GetPatchType() != types.ApplyPatchType {
-		return false, nil, nil
-	}
-	gvr, ns, name := pa.GetResource(), pa.GetNamespace(), pa.GetName()
-	obj, err := f.dyn.Tracker().Get(gvr, ns, name)
-	if err != nil {
-		return true, nil, err
-	}
-	u := obj.(*unstructured.Unstructured).DeepCopy()
-	var body map[string]any
-	if err := utiljson.Unmarshal(pa.GetPatch(), &body); err != nil {
-		return true, nil, err
-	}
-	opts := a.(k8stesting.PatchActionImpl).GetPatchOptions()
-	f.mu.Lock()
-	f.applies = append(f.applies, applied{gvr: gvr, key: Key(u), subresource: pa.GetSubresource(), fieldOwner: opts.FieldManager, body: body})
-	u.SetResourceVersion(f.nextRV())
-	lag := f.statusLag
-	f.mu.Unlock()
-
-	switch pa.GetSubresource() {
-	case "status":
-		u.Object["status"] = body["status"]
-		if lag > 0 {
-			time.AfterFunc(lag, func() { _ = f.dyn.Tracker().Update(gvr, u.DeepCopy(), ns) })
-			return true, u, nil
-		}
-	case "":
-		meta, _ := body["metadata"].(map[string]any)
-		var fins []string
-		if list, ok := meta["finalizers"].([]any); ok {
-			for _, s := range list {
-				fins = append(fins, s.(string))
-			}
-		}
-		u.SetFinalizers(fins)
-		if u.GetDeletionTimestamp() != nil && len(fins) == 0 {
-			// The last finalizer is gone: the deletion completes.
-			return true, u, f.dyn.Tracker().Delete(gvr, ns, name)
-		}
-	default:
-		return true, nil, fmt.Errorf("fake: no apply to %s", pa.GetSubresource())
-	}
-	return true, u, f.dyn.Tracker().Update(gvr, u, ns)
-}
-
-// createObject adds u, and update stores it, as the API server would
-// after a write: with a new resourceVersion.
-func (f *fakeCluster) createObject(t testing.TB, gvr schema.GroupVersionResource, u *unstructured.Unstructured) {
-	t.Helper()
-	if err := f.dyn.Tracker().Create(gvr, f.stamped(u), u.GetNamespace()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (f *fakeCluster) update(t testing.TB, gvr schema.GroupVersionResource, u *unstructured.Unstructured) {
-	t.Helper()
-	if err := f.dyn.Tracker().Update(gvr, f.stamped(u), u.GetNamespace()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// stamped gives u a new resourceVersion, and returns it.
-func (f *fakeCluster) stamped(u *unstructured.Unstructured) *unstructured.Unstructured {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	u.SetResourceVersion(f.nextRV())
-	return u
-}
-
-func (f *fakeCluster) get(t testing.TB, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
-	t.Helper()
-	obj, err := f.dyn.Tracker().Get(gvr, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return obj.(*unstructured.Unstructured).DeepCopy()
-}
-
-func (f *fakeCluster) appliesTo(subresource string) []applied {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []applied
-	for _, a := range f.applies {
-		if a.subresource == subresource {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-func (f *fakeCluster) lease(t testing.TB, ns, name string) *coordinationv1.Lease {
-	t.Helper()
-	l, err := f.kube.CoordinationV1().Leases(ns).Get(t.Context(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
 
 // object returns an unstructured object of the test's resource.
 func object(apiVersion, kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
@@ -439,7 +290,7 @@ func newTestController(t testing.TB, f *fakeCluster, s Settings, rec reconciler,
 	if b.cfg.Cache == nil {
 		b.cfg.Cache = sharedCache(tel)
 	}
-	b.cfg.API = f.api()
+	b.cfg.API = apiOf(f)
 	return New(b.cfg)
 }
 
@@ -448,33 +299,6 @@ func newTestController(t testing.TB, f *fakeCluster, s Settings, rec reconciler,
 func sharedCache(tel humus.Telemetry) *cache.Shared {
 	log := slog.New(otelslog.NewHandler(InstrumentationScope, otelslog.WithLoggerProvider(tel.Resolved().LoggerProvider)))
 	return cache.NewShared(func(k cache.Key) logr.Logger { return InformerLogger(log.Handler(), k) })
-}
-
-func newFakeCluster(t testing.TB, listKinds map[schema.GroupVersionResource]string, objs ...runtime.Object) *fakeCluster {
-	t.Helper()
-	f := &fakeCluster{}
-	for _, o := range objs {
-		if u, ok := o.(*unstructured.Unstructured); ok {
-			u.SetResourceVersion(f.nextRV())
-		}
-	}
-	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, objs...)
-	scheme := metadatafake.NewTestScheme()
-	if err := metav1.AddMetaToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	f.meta = metadatafake.NewSimpleMetadataClient(scheme)
-	f.kube = kubefake.NewClientset()
-	f.dyn.PrependReactor("patch", "*", f.apply)
-	return f
-}
-
-// holder is the Lease's holder, or "" for none.
-func holder(l *coordinationv1.Lease) string {
-	if l.Spec.HolderIdentity == nil {
-		return ""
-	}
-	return *l.Spec.HolderIdentity
 }
 
 // deleting marks u as being deleted, held by finalizer.
@@ -488,11 +312,11 @@ func deleting(u *unstructured.Unstructured, finalizer string) *unstructured.Unst
 // resize changes the object's spec in the fake cluster, as an edit would.
 func resize(t *testing.T, f *fakeCluster, name string, size int64) {
 	t.Helper()
-	u := f.get(t, cachesGVR, "default", name)
+	u := f.Get(t, cachesGVR, "default", name)
 	if err := unstructured.SetNestedField(u.Object, size, "spec", "size"); err != nil {
 		t.Fatal(err)
 	}
-	f.update(t, cachesGVR, u)
+	f.Update(t, cachesGVR, u)
 }
 
 // readyReplicas reports the object's size as its ready replicas: a
@@ -557,20 +381,6 @@ func settle(d time.Duration) {
 	synctest.Wait()
 }
 
-// answerStatusAppliesAt makes f answer every status apply of a Memcached
-// with the resourceVersion rv, whatever the version it stored.
-func (f *fakeCluster) answerStatusAppliesAt(rv string) {
-	f.dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		handled, obj, err := f.apply(a)
-		if a.GetSubresource() != "status" || err != nil || obj == nil {
-			return handled, obj, err
-		}
-		u := obj.(*unstructured.Unstructured).DeepCopy()
-		u.SetResourceVersion(rv)
-		return handled, u, nil
-	})
-}
-
 // owning has the controller own gvr's objects, of its namespace, that
 // labels select ("": all).
 func owning(gvr schema.GroupVersionResource, labels string) option {
@@ -591,12 +401,16 @@ func awaitServe(ctrl *Controller, stop func() error, d time.Duration) (returned 
 	}
 }
 
-// beginDeletion marks the object ns/name of gvr as being deleted, as the
-// API server does when an object with a finalizer is deleted.
-func (f *fakeCluster) beginDeletion(t testing.TB, gvr schema.GroupVersionResource, ns, name string) {
-	t.Helper()
-	u := f.get(t, gvr, ns, name)
-	now := metav1.Now()
-	u.SetDeletionTimestamp(&now)
-	f.update(t, gvr, u)
+// fakeCluster is the API server's stand-in the engine's tests and kube's
+// share, kube/internal/fakeapi's.
+type fakeCluster = fakeapi.Cluster
+
+var (
+	newFakeCluster = fakeapi.New
+	holder         = fakeapi.Holder
+)
+
+// apiOf is the API clients of f's fakes.
+func apiOf(f *fakeCluster) API {
+	return API{Clients: cache.Clients{Dynamic: f.Dyn, Metadata: f.Meta}, Leases: f.Kube.CoordinationV1()}.OrNoop()
 }

@@ -52,7 +52,7 @@ func listsFailing(t *testing.T, n int, err error) (ctrl *Controller, lists *fail
 	t.Helper()
 	f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 	lists = &failingLists{n: n, err: err}
-	f.dyn.PrependReactor("list", "memcacheds", lists.react)
+	f.Dyn.PrependReactor("list", "memcacheds", lists.react)
 	calls = &counter{}
 	return newTestController(t, f, testSettings(), readyReplicas(calls)), lists, calls
 }
@@ -181,7 +181,7 @@ func TestServeEndsWhenAnOwnedResourceIsNotServedOrForbidden(t *testing.T) {
 			resetErrorBackoff(t)
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-				f.meta.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+				f.Meta.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
 					return true, nil, tc.err
 				})
 				var calls counter
@@ -237,7 +237,7 @@ type outage struct {
 
 func newOutage(f *fakeCluster) *outage {
 	o := &outage{f: f}
-	f.dyn.PrependReactor("list", "memcacheds", func(k8stesting.Action) (bool, runtime.Object, error) {
+	f.Dyn.PrependReactor("list", "memcacheds", func(k8stesting.Action) (bool, runtime.Object, error) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		if o.down {
@@ -246,14 +246,14 @@ func newOutage(f *fakeCluster) *outage {
 		}
 		return false, nil, nil
 	})
-	f.dyn.PrependWatchReactor("memcacheds", func(a k8stesting.Action) (bool, watch.Interface, error) {
+	f.Dyn.PrependWatchReactor("memcacheds", func(a k8stesting.Action) (bool, watch.Interface, error) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		if o.down {
 			o.refused++
 			return true, nil, notServed
 		}
-		w, err := f.dyn.Tracker().Watch(cachesGVR, a.GetNamespace())
+		w, err := f.Dyn.Tracker().Watch(cachesGVR, a.GetNamespace())
 		if err != nil {
 			return true, nil, err
 		}
@@ -336,8 +336,8 @@ func TestServeEndsWhenItsRightsAreTakenAwayWhileItsWatchIsOpen(t *testing.T) {
 			}
 			return false, nil, nil
 		}
-		f.dyn.PrependReactor("list", "memcacheds", refuse)
-		f.dyn.PrependWatchReactor("memcacheds", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		f.Dyn.PrependReactor("list", "memcacheds", refuse)
+		f.Dyn.PrependWatchReactor("memcacheds", func(a k8stesting.Action) (bool, watch.Interface, error) {
 			handled, _, err := refuse(a)
 			return handled, nil, err
 		})
@@ -401,10 +401,10 @@ func TestTheRightsProbe(t *testing.T) {
 					versions[r] = append(versions[r], a.(k8stesting.WatchAction).GetWatchRestrictions().ResourceVersion)
 					return false, nil, nil
 				}
-				f.dyn.PrependReactor("list", "memcacheds", listed)
-				f.meta.PrependReactor("list", "deployments", listed)
-				f.dyn.PrependWatchReactor("memcacheds", watched)
-				f.meta.PrependWatchReactor("deployments", watched)
+				f.Dyn.PrependReactor("list", "memcacheds", listed)
+				f.Meta.PrependReactor("list", "deployments", listed)
+				f.Dyn.PrependWatchReactor("memcacheds", watched)
+				f.Meta.PrependWatchReactor("deployments", watched)
 				settings := testSettings()
 				settings.Namespace = tc.namespace
 				var calls counter
@@ -472,7 +472,7 @@ func TestServeEndsWhenTheResourceMayBeListedButNotWatched(t *testing.T) {
 	resetErrorBackoff(t)
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-		f.dyn.PrependWatchReactor("memcacheds", func(k8stesting.Action) (bool, watch.Interface, error) {
+		f.Dyn.PrependWatchReactor("memcacheds", func(k8stesting.Action) (bool, watch.Interface, error) {
 			return true, nil, apierrors.NewForbidden(cachesGVR.GroupResource(), "", errors.New("watch not allowed"))
 		})
 		var calls counter

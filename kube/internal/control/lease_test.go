@@ -104,7 +104,7 @@ func hangLeases(ctrl *Controller) *hungLeases {
 func applyTimes(f *fakeCluster) func() []time.Time {
 	var mu sync.Mutex
 	var times []time.Time
-	f.dyn.PrependReactor("patch", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+	f.Dyn.PrependReactor("patch", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		times = append(times, time.Now())
@@ -180,7 +180,7 @@ func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 			t.Errorf("the connections were aborted %d times by the renew deadline, want once", n)
 		}
 		late := cacheObject("default", "late", 1)
-		if _, err := f.dyn.Resource(cachesGVR).Namespace("default").Create(t.Context(), late, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Dyn.Resource(cachesGVR).Namespace("default").Create(t.Context(), late, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 
@@ -205,7 +205,7 @@ func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 		if got := calls.get("late"); got != 0 {
 			t.Errorf("an object changed after the renew deadline was reconciled %d times, want none", got)
 		}
-		if got := len(f.appliesTo("status")); got != 0 {
+		if got := len(f.AppliesTo("status")); got != 0 {
 			t.Errorf("status applies = %d, want none: both statuses came after the renew deadline", got)
 		}
 	})
@@ -223,11 +223,11 @@ func TestTheLeaseIsReleasedOnlyByItsHolder(t *testing.T) {
 			}
 			return result{}, nil
 		})
-		electortest.CheckVersions(f.kube)
+		electortest.CheckVersions(f.Kube)
 		var updates []*coordinationapiv1.Lease
 		var mu sync.Mutex
 		var recording atomic.Bool
-		f.kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			if recording.Load() {
 				mu.Lock()
 				defer mu.Unlock()
@@ -244,9 +244,9 @@ func TestTheLeaseIsReleasedOnlyByItsHolder(t *testing.T) {
 
 		// Another replica holds the Lease by the time shutdown releases it,
 		// as after a partition: the release must leave its record alone.
-		leaseNow := f.lease(t, "kube-system", "memcached-controller")
+		leaseNow := f.Lease(t, "kube-system", "memcached-controller")
 		leaseNow.Spec.HolderIdentity = new("replica-2")
-		if _, err := f.kube.CoordinationV1().Leases("kube-system").Update(t.Context(), leaseNow, metav1.UpdateOptions{}); err != nil {
+		if _, err := f.Kube.CoordinationV1().Leases("kube-system").Update(t.Context(), leaseNow, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		recording.Store(true)
@@ -258,7 +258,7 @@ func TestTheLeaseIsReleasedOnlyByItsHolder(t *testing.T) {
 		if err := <-done; err != nil && !errors.Is(err, ErrLostLeadership) {
 			t.Errorf("Serve = %v", err)
 		}
-		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "replica-2" {
+		if h := holder(f.Lease(t, "kube-system", "memcached-controller")); h != "replica-2" {
 			t.Errorf("the Lease's holder after shutdown = %q, want replica-2's record untouched", h)
 		}
 		mu.Lock()
@@ -274,9 +274,9 @@ func TestTheLeaseIsReleasedOnlyByItsHolder(t *testing.T) {
 func TestTheReleaseIsAnUpdateConditionedOnTheLeaseRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-		electortest.CheckVersions(f.kube)
+		electortest.CheckVersions(f.Kube)
 		var released *coordinationapiv1.Lease
-		f.kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			l := a.(k8stesting.UpdateAction).GetObject().(*coordinationapiv1.Lease)
 			if holder(l) == "" {
 				released = l.DeepCopy()
@@ -288,7 +288,7 @@ func TestTheReleaseIsAnUpdateConditionedOnTheLeaseRead(t *testing.T) {
 		stop := served(t, ctrl)
 		time.Sleep(time.Second)
 		synctest.Wait()
-		read := f.lease(t, "kube-system", "memcached-controller")
+		read := f.Lease(t, "kube-system", "memcached-controller")
 		if err := stop(); err != nil {
 			t.Fatalf("Serve = %v, want nil", err)
 		}
@@ -348,7 +348,7 @@ func TestAStandbyTakesAReleasedLeaseWithinRetryPeriod(t *testing.T) {
 				if err := stopLeader(); err != nil {
 					t.Fatalf("the leader's Serve = %v, want nil", err)
 				}
-				for holder(f.lease(t, s.LeaderElection.Namespace, s.Name)) != "replica-2" {
+				for holder(f.Lease(t, s.LeaderElection.Namespace, s.Name)) != "replica-2" {
 					if time.Since(released) > s.LeaderElection.RetryPeriod {
 						t.Fatalf("the standby didn't take the released Lease within RetryPeriod (%s)", s.LeaderElection.RetryPeriod)
 					}
@@ -367,7 +367,7 @@ func TestServeEndsWhenTheLeaseIsForbidden(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		leases := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
 		denied := apierrors.NewForbidden(leases, "memcached-controller", errors.New("the ServiceAccount default/memcached may not get it"))
-		f.kube.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, denied
 		})
 		var calls counter
@@ -409,7 +409,7 @@ func TestALeaseForbiddenForAFewSecondsIsWaitedOut(t *testing.T) {
 					defer mu.Unlock()
 					until = time.Now().Add(UnservedGrace - 4*time.Second)
 				}
-				f.kube.PrependReactor(verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+				f.Kube.PrependReactor(verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 					mu.Lock()
 					defer mu.Unlock()
 					if time.Now().Before(until) {
@@ -431,7 +431,7 @@ func TestALeaseForbiddenForAFewSecondsIsWaitedOut(t *testing.T) {
 				if returned, err := awaitServe(ctrl, stop, time.Minute); returned {
 					t.Fatalf("Serve = %v, want it to wait out 403s of the Lease for %s", err, UnservedGrace-4*time.Second)
 				}
-				lease, err := f.kube.CoordinationV1().Leases("kube-system").Get(t.Context(), "memcached-controller", metav1.GetOptions{})
+				lease, err := f.Kube.CoordinationV1().Leases("kube-system").Get(t.Context(), "memcached-controller", metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -462,11 +462,11 @@ func TestServeEndsWhenAReleasedLeaseMayBeReadButNotTaken(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "memcached-controller"},
 			Spec:       coordinationapiv1.LeaseSpec{LeaseDurationSeconds: new(int32(1)), LeaseTransitions: new(int32(3))},
 		}
-		if _, err := f.kube.CoordinationV1().Leases("kube-system").Create(t.Context(), released, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Kube.CoordinationV1().Leases("kube-system").Create(t.Context(), released, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		denied := apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "memcached-controller", errors.New("update not allowed"))
-		f.kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, denied
 		})
 		var calls counter
@@ -516,7 +516,7 @@ func TestServeEndsWhenTheLeaseCanNeverBeCreated(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-				f.kube.PrependReactor(tc.verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+				f.Kube.PrependReactor(tc.verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 					return true, nil, tc.err
 				})
 				var calls counter

@@ -39,7 +39,7 @@ func TestAKeyThatKeepsFailingIsRecordedAtASlowingRate(t *testing.T) {
 				if tc.changes > 0 {
 					for i := range int(time.Minute / tc.changes) {
 						time.Sleep(tc.changes)
-						f.update(t, cachesGVR, cacheObject("default", "fail", int64(2+i)))
+						f.Update(t, cachesGVR, cacheObject("default", "fail", int64(2+i)))
 					}
 				} else {
 					time.Sleep(time.Minute)

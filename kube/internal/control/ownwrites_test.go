@@ -97,12 +97,12 @@ func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanItsBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
-		f.answerStatusAppliesAt(aheadRV)
+		f.AnswerStatusAppliesAt("memcacheds", aheadRV)
 		var calls counter
 		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls)))
 
 		sleepUntil(start, time.Second)
-		if got := len(f.appliesTo("status")); got != 1 {
+		if got := len(f.AppliesTo("status")); got != 1 {
 			t.Fatalf("status applies = %d, want 1", got)
 		}
 		// The object changes, with a resourceVersion behind the write's.
@@ -115,7 +115,7 @@ func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanItsBound(t *testing.T) {
 		if got := calls.get("m"); got != 2 {
 			t.Errorf("reconciles by rywBound+5s = %d, want 2: a write the cache never catches up with is forgotten after rywBound", got)
 		}
-		if n, _, _ := unstructured.NestedInt64(f.get(t, cachesGVR, "default", "m").Object, "status", "readyReplicas"); n != 5 {
+		if n, _, _ := unstructured.NestedInt64(f.Get(t, cachesGVR, "default", "m").Object, "status", "readyReplicas"); n != 5 {
 			t.Errorf("status.readyReplicas = %d, want 5: the change was reconciled", n)
 		}
 		if err := stop(); err != nil {
@@ -128,7 +128,7 @@ func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanRywBoundAfterTheWrite(t *t
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
-		f.answerStatusAppliesAt(aheadRV)
+		f.AnswerStatusAppliesAt("memcacheds", aheadRV)
 		var calls counter
 		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls)))
 		sleepUntil(start, RYWBound-time.Second)

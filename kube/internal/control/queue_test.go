@@ -91,9 +91,9 @@ func backlog(n int) []runtime.Object {
 // relabel changes an object's labels: a change a reconcile reads.
 func relabel(t *testing.T, f *fakeCluster, name, value string) {
 	t.Helper()
-	u := f.get(t, cachesGVR, "default", name)
+	u := f.Get(t, cachesGVR, "default", name)
 	u.SetLabels(map[string]string{"tier": value})
-	f.update(t, cachesGVR, u)
+	f.Update(t, cachesGVR, u)
 }
 
 func oneWorker() Settings {
@@ -157,7 +157,7 @@ func TestARetryKeepsItsTimeAndItsPriority(t *testing.T) {
 		j.fail["x"], j.fail["m-00"], j.fail["m-01"] = 1, 1, 1
 		stop := served(t, newTestController(t, f, oneWorker(), reconcileFunc(j.reconcile)))
 		time.Sleep(500 * time.Millisecond)
-		f.createObject(t, cachesGVR, cacheObject("default", "x", 1))
+		f.Create(t, cachesGVR, cacheObject("default", "x", 1))
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if err := stop(); err != nil {
@@ -188,7 +188,7 @@ func TestAfterKeepsItsTimeAndItsPriority(t *testing.T) {
 		j.after["x"] = 2500 * time.Millisecond
 		stop := served(t, newTestController(t, f, oneWorker(), reconcileFunc(j.reconcile)))
 		time.Sleep(500 * time.Millisecond)
-		f.createObject(t, cachesGVR, cacheObject("default", "x", 1))
+		f.Create(t, cachesGVR, cacheObject("default", "x", 1))
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if err := stop(); err != nil {
@@ -255,7 +255,7 @@ func TestShutdownLeavesTheBacklogAtBothPriorities(t *testing.T) {
 		j.took = 10 * time.Second
 		stop := served(t, newTestController(t, f, oneWorker(), reconcileFunc(j.reconcile)))
 		time.Sleep(time.Second)
-		f.createObject(t, cachesGVR, cacheObject("default", "x", 1))
+		f.Create(t, cachesGVR, cacheObject("default", "x", 1))
 		relabel(t, f, "m-04", "a")
 		synctest.Wait()
 		if err := stop(); err != nil {
@@ -275,7 +275,7 @@ func TestANewLeadersBacklogIsLowPriority(t *testing.T) {
 		f := newFakeCluster(t, listKinds, backlog(6)...)
 		now := metav1.NewMicroTime(time.Now())
 		holder, duration := "replica-2", int32(30)
-		if _, err := f.kube.CoordinationV1().Leases("kube-system").Create(context.Background(), &coordinationv1.Lease{
+		if _, err := f.Kube.CoordinationV1().Leases("kube-system").Create(context.Background(), &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "memcached-controller"},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &duration,
 				AcquireTime: &now, RenewTime: &now},

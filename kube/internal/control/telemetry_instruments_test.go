@@ -120,7 +120,7 @@ func heldByAnother(t testing.TB, f *fakeCluster, ns, name, holder string) {
 			RenewTime:            &now,
 		},
 	}
-	if _, err := f.kube.CoordinationV1().Leases(ns).Create(context.Background(), lease, metav1.CreateOptions{}); err != nil {
+	if _, err := f.Kube.CoordinationV1().Leases(ns).Create(context.Background(), lease, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -174,8 +174,8 @@ func TestTheControllersInstrumentsAreTheProposals(t *testing.T) {
 				time.Sleep(time.Minute)
 				// A change, for reconcile.change_latency: the objects above
 				// were there before Serve, and no change queued them.
-				f.createObject(t, cachesGVR, cacheObject("default", "c", 1))
-				f.createObject(t, namespacesGVR, object("v1", "Namespace", "", "team-c", nil))
+				f.Create(t, cachesGVR, cacheObject("default", "c", 1))
+				f.Create(t, namespacesGVR, object("v1", "Namespace", "", "team-c", nil))
 				time.Sleep(time.Minute)
 				synctest.Wait()
 				if err := stop(); err != nil {
@@ -312,7 +312,7 @@ func TestAStandbysQueueHoldsEveryObjectAndItsReconcileInstrumentsReadZero(t *tes
 		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls), observed(tel)))
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "replica-2" {
+		if h := holder(f.Lease(t, "kube-system", "memcached-controller")); h != "replica-2" {
 			t.Fatalf("the Lease's holder = %q, want replica-2", h)
 		}
 		if keys := calls.keys(); len(keys) != 0 {
@@ -343,9 +343,9 @@ func TestAStandbysQueueHoldsEveryObjectAndItsReconcileInstrumentsReadZero(t *tes
 
 		// Changes to an object whose key waits add nothing.
 		for size := range int64(3) {
-			a := f.get(t, cachesGVR, "default", "a")
+			a := f.Get(t, cachesGVR, "default", "a")
 			_ = unstructured.SetNestedField(a.Object, size+2, "spec", "size")
-			f.update(t, cachesGVR, a)
+			f.Update(t, cachesGVR, a)
 			time.Sleep(time.Second)
 			synctest.Wait()
 		}
@@ -358,7 +358,7 @@ func TestAStandbysQueueHoldsEveryObjectAndItsReconcileInstrumentsReadZero(t *tes
 		}
 
 		// A new object adds one.
-		f.createObject(t, cachesGVR, cacheObject("default", "d", 1))
+		f.Create(t, cachesGVR, cacheObject("default", "d", 1))
 		time.Sleep(time.Second)
 		synctest.Wait()
 		ms = instrumentsOf(t, tel)
@@ -494,7 +494,7 @@ func TestTheUnfinishedDurationGaugesWhileReconcilesAreInFlight(t *testing.T) {
 		s.Workers = 2
 		stop := served(t, newTestController(t, f, s, rec, observed(tel)))
 		time.Sleep(3 * time.Second)
-		f.createObject(t, cachesGVR, cacheObject("default", "b", 1))
+		f.Create(t, cachesGVR, cacheObject("default", "b", 1))
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 
@@ -680,13 +680,13 @@ func TestChangeLatencyRunsFromTheAPIServersStampToTheEndOfTheReconcile(t *testin
 			{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, Time: &stamp},
 			{Manager: "earlier", Operation: metav1.ManagedFieldsOperationUpdate, Time: new(metav1.NewTime(stamp.Add(-time.Minute)))},
 		})
-		f.createObject(t, cachesGVR, x)
+		f.Create(t, cachesGVR, x)
 		time.Sleep(10 * time.Second)
 		// Stamped this second: from when its event came, now. It fails at
 		// 1s and 3.5s (2.5s' backoff), and succeeds at 9.5s (5s more).
 		y := cacheObject("default", "y", 1)
 		y.SetCreationTimestamp(metav1.NewTime(time.Now()))
-		f.createObject(t, cachesGVR, y)
+		f.Create(t, cachesGVR, y)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if err := stop(); err != nil {

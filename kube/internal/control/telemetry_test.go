@@ -515,7 +515,7 @@ func failedReconcileCases() []failedReconcile {
 	rejected := errors.New("etcdserver: request timed out")
 	refuse := func(subresource string) func(*fakeCluster) {
 		return func(f *fakeCluster) {
-			f.dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			f.Dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
 				if a.GetSubresource() == subresource {
 					return true, nil, rejected
 				}

@@ -44,7 +44,7 @@ func TestAReconcilePastItsTimeoutIsEndedAndRetried(t *testing.T) {
 		if got := calls.get("hung"); got < 2 {
 			t.Errorf("reconciles of hung past its timeout = %d, want it retried", got)
 		}
-		if got := f.appliesTo("status"); len(got) < 2 {
+		if got := f.AppliesTo("status"); len(got) < 2 {
 			t.Errorf("status applies = %d, want quick's and hung's", len(got))
 		}
 
@@ -108,13 +108,13 @@ func TestANilAfterTheTimeoutIsASuccess(t *testing.T) {
 		if n := finalized.get("gone"); n != 1 {
 			t.Errorf("f called %d times, want once: its late nil is a success", n)
 		}
-		if _, err := f.dyn.Tracker().Get(cachesGVR, "default", "gone"); err == nil {
+		if _, err := f.Dyn.Tracker().Get(cachesGVR, "default", "gone"); err == nil {
 			t.Error("gone is still there a minute on, want its finalizer removed and its deletion completed")
 		}
 		if n := calls.get("late"); n != 1 {
 			t.Errorf("late reconciled %d times in a minute, want once: its late nil is a success, its After 10m", n)
 		}
-		if u := f.get(t, cachesGVR, "default", "late"); u.Object["status"] == nil {
+		if u := f.Get(t, cachesGVR, "default", "late"); u.Object["status"] == nil {
 			t.Error("late's status wasn't applied")
 		}
 		time.Sleep(10 * time.Minute)
