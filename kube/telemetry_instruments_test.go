@@ -26,27 +26,14 @@ const p = "humus.kube.controller."
 // reconcileDurations returns reconcile.duration's data points by outcome.
 func reconcileDurations(t testing.TB, tel *humustest.Telemetry) map[string]metricdata.HistogramDataPoint[float64] {
 	t.Helper()
-	out := map[string]metricdata.HistogramDataPoint[float64]{}
-	for _, dp := range histogramPoints(t, instrumentsOf(t, tel), p+"reconcile.duration") {
-		o, ok := dp.Attributes.Value(control.AttrOutcome)
-		if !ok {
-			t.Fatalf("a reconcile.duration point has no %s: %v", control.AttrOutcome, dp.Attributes.ToSlice())
-		}
-		if _, dup := out[o.AsString()]; dup {
-			t.Fatalf("two reconcile.duration points of outcome %s", o.AsString())
-		}
-		out[o.AsString()] = dp
-	}
-	return out
+	return teltest.HistogramBy(t, tel, p+"reconcile.duration", control.AttrOutcome)
 }
 
 // checkController fails t unless set names the controller
 // memcached-controller.
 func checkController(t testing.TB, name string, set attribute.Set) {
 	t.Helper()
-	if v, ok := set.Value(control.AttrController); !ok || v.AsString() != "memcached-controller" {
-		t.Errorf("%s's point has %s = %q, want memcached-controller", name, control.AttrController, v.String())
-	}
+	teltest.CheckAttr(t, name, set, control.AttrController, "memcached-controller")
 }
 
 // failingMeterProvider's meters fail to create a histogram, as a
@@ -110,8 +97,6 @@ func TestAnErrorCreatingAnInstrumentIsAmongTheConstructorsErrors(t *testing.T) {
 	}
 }
 
-// The readers of what the telemetry measured, kube/internal/teltest's.
-var (
-	instrumentsOf   = teltest.Instruments
-	histogramPoints = teltest.HistogramPoints
-)
+// instrumentsOf is the reader of what the telemetry measured,
+// kube/internal/teltest's.
+var instrumentsOf = teltest.Instruments

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"maps"
 	"time"
 
 	"github.com/z5labs/humus/kube/internal/teltest"
@@ -58,30 +59,12 @@ func recordBodies(tel *humustest.Telemetry) []string {
 	return out
 }
 
-func spanNames(tel *humustest.Telemetry) []string {
-	var names []string
-	for _, s := range tel.Spans() {
-		names = append(names, s.Name())
-	}
-	return names
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 // The readers of what the telemetry recorded, kube/internal/teltest's.
 var (
 	spansNamed      = teltest.SpansNamed
 	spanAttrs       = teltest.SpanAttrs
 	recordsWithBody = teltest.RecordsWithBody
 	recordAttrs     = teltest.RecordAttrs
+	spanNames       = teltest.SpanNames
+	mapsEqual       = maps.Equal[map[string]string, map[string]string]
 )

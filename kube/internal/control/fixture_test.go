@@ -343,24 +343,7 @@ func served(t testing.TB, ctrl *Controller) (stop func() error) {
 // servedIn is served with Serve's context made from ctx.
 func servedIn(t testing.TB, ctx context.Context, ctrl *Controller) (stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	var err error
-	go func() {
-		defer close(done)
-		err = ctrl.Serve(ctx)
-	}()
-	stop = func() error {
-		cancel()
-		select {
-		case <-done:
-			return err
-		case <-time.After(30 * time.Second):
-			return errors.New("served: Serve didn't return within 30s of its context being cancelled")
-		}
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
+	return fakeapi.Served(t, ctx, ctrl)
 }
 
 // newCountingQueue is a countingQueue shut down when t ends.

@@ -83,27 +83,14 @@ func queueDurations(t testing.TB, ms map[string]metricdata.Metrics) metricdata.H
 // reconcileDurations returns reconcile.duration's data points by outcome.
 func reconcileDurations(t testing.TB, tel *humustest.Telemetry) map[string]metricdata.HistogramDataPoint[float64] {
 	t.Helper()
-	out := map[string]metricdata.HistogramDataPoint[float64]{}
-	for _, dp := range histogramPoints(t, instrumentsOf(t, tel), p+"reconcile.duration") {
-		o, ok := dp.Attributes.Value(AttrOutcome)
-		if !ok {
-			t.Fatalf("a reconcile.duration point has no %s: %v", AttrOutcome, dp.Attributes.ToSlice())
-		}
-		if _, dup := out[o.AsString()]; dup {
-			t.Fatalf("two reconcile.duration points of outcome %s", o.AsString())
-		}
-		out[o.AsString()] = dp
-	}
-	return out
+	return teltest.HistogramBy(t, tel, p+"reconcile.duration", AttrOutcome)
 }
 
 // checkController fails t unless set names the controller
 // memcached-controller.
 func checkController(t testing.TB, name string, set attribute.Set) {
 	t.Helper()
-	if v, ok := set.Value(AttrController); !ok || v.AsString() != "memcached-controller" {
-		t.Errorf("%s's point has %s = %q, want memcached-controller", name, AttrController, v.String())
-	}
+	teltest.CheckAttr(t, name, set, AttrController, "memcached-controller")
 }
 
 // heldByAnother creates the Lease ns/name held by holder, renewed now and

@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -210,26 +211,6 @@ func checkThePanickedReconcilesSpan(t *testing.T, tel *humustest.Telemetry) {
 	if st := got[AttrExcStacktrace]; !strings.Contains(st, "panic(") || !strings.Contains(st, "control.outcomes.func1") {
 		t.Errorf("the exception's stack doesn't show the panic in the Reconciler:\n%s", st)
 	}
-}
-
-func spanNames(tel *humustest.Telemetry) []string {
-	var names []string
-	for _, s := range tel.Spans() {
-		names = append(names, s.Name())
-	}
-	return names
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestAFailedReconcileIsOneWarnRecordInItsSpan(t *testing.T) {
@@ -614,4 +595,6 @@ var (
 	attrStrings     = teltest.AttrStrings
 	recordsWithBody = teltest.RecordsWithBody
 	recordAttrs     = teltest.RecordAttrs
+	spanNames       = teltest.SpanNames
+	mapsEqual       = maps.Equal[map[string]string, map[string]string]
 )

@@ -7,6 +7,8 @@
 package fakeapi
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -235,4 +237,31 @@ func (f *Cluster) AnswerStatusAppliesAt(resource, rv string) {
 		u.SetResourceVersion(rv)
 		return handled, u, nil
 	})
+}
+
+// Served runs s's Serve (a controller's) in the background, in a synctest
+// bubble or on the real control plane, with a context made from ctx,
+// until stop is called or t ends. stop cancels Serve's context and
+// returns what Serve returned, at once when Serve already has, as often
+// as it is called; it gives up after 30s.
+func Served(t testing.TB, ctx context.Context, s interface{ Serve(context.Context) error }) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		err = s.Serve(ctx)
+	}()
+	stop = func() error {
+		cancel()
+		select {
+		case <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			return errors.New("served: Serve didn't return within 30s of its context being cancelled")
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
 }

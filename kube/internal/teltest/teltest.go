@@ -100,3 +100,39 @@ func HistogramPoints(t testing.TB, ms map[string]metricdata.Metrics, name string
 	}
 	return h.DataPoints
 }
+
+// SpanNames are the names of tel's ended spans, in the order they ended.
+func SpanNames(tel *humustest.Telemetry) []string {
+	var names []string
+	for _, s := range tel.Spans() {
+		names = append(names, s.Name())
+	}
+	return names
+}
+
+// HistogramBy returns the Float64 histogram name's data points in tel by
+// their value of the attribute key, failing t on a point without it or
+// two with one value.
+func HistogramBy(t testing.TB, tel *humustest.Telemetry, name, key string) map[string]metricdata.HistogramDataPoint[float64] {
+	t.Helper()
+	out := map[string]metricdata.HistogramDataPoint[float64]{}
+	for _, dp := range HistogramPoints(t, Instruments(t, tel), name) {
+		v, ok := dp.Attributes.Value(attribute.Key(key))
+		if !ok {
+			t.Fatalf("a %s point has no %s: %v", name, key, dp.Attributes.ToSlice())
+		}
+		if _, dup := out[v.AsString()]; dup {
+			t.Fatalf("two %s points of %s %s", name, key, v.AsString())
+		}
+		out[v.AsString()] = dp
+	}
+	return out
+}
+
+// CheckAttr fails t unless set, metric name's point's, has key = want.
+func CheckAttr(t testing.TB, name string, set attribute.Set, key, want string) {
+	t.Helper()
+	if v, ok := set.Value(attribute.Key(key)); !ok || v.AsString() != want {
+		t.Errorf("%s's point has %s = %q, want %s", name, key, v.String(), want)
+	}
+}
