@@ -176,7 +176,7 @@ func BenchmarkProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	f.use(ctrl)
+	use(f, ctrl)
 	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
 	if err := store.Add(cached(b, benchCache())); err != nil {
 		b.Fatal(err)
@@ -192,7 +192,7 @@ func BenchmarkProcess(b *testing.B) {
 		item, _ := w.Q.Get()
 		ctrl.engine.Process(ctx, w, p, item)
 	}
-	if n := len(f.appliesTo("status")); n != 0 {
+	if n := len(f.AppliesTo("status")); n != 0 {
 		b.Fatalf("status applies = %d, want none: the status didn't change", n)
 	}
 }
@@ -214,7 +214,7 @@ func BenchmarkRelated(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	f.use(ctrl)
+	use(f, ctrl)
 	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, ctrl.engine.Indexers())
 	for i := range sitesN {
 		if err := store.Add(cached(b, siteObject("default", fmt.Sprintf("site-%05d", i), fmt.Sprintf("content-%03d", i%configMapsN)))); err != nil {

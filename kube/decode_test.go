@@ -58,7 +58,7 @@ func TestAStatusWhoseTimeCannotBeParsedIsReconciledFromAZeroStatus(t *testing.T)
 		if len(handed) == 0 || handed[0].Conditions != nil {
 			t.Errorf("the status handed to the Reconciler = %+v, want the zero status", handed)
 		}
-		st, _, _ := unstructured.NestedMap(f.get(t, cachesGVR, "default", "m").Object, "status")
+		st, _, _ := unstructured.NestedMap(f.Get(t, cachesGVR, "default", "m").Object, "status")
 		if st["readyReplicas"] != int64(3) || st["conditions"] != nil {
 			t.Errorf("the status the API server holds = %v, want readyReplicas 3 and no conditions, the Reconciler's", st)
 		}
@@ -176,10 +176,10 @@ func TestAnObjectThatCannotBeDecodedGetsNoFinalizer(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 
-		if adds := f.appliesTo(""); len(adds) != 0 {
-			t.Errorf("finalizer applies = %d (%v), want none: the decode fails before the finalizer", len(adds), adds[0].body)
+		if adds := f.AppliesTo(""); len(adds) != 0 {
+			t.Errorf("finalizer applies = %d (%v), want none: the decode fails before the finalizer", len(adds), adds[0].Body)
 		}
-		if got := f.get(t, cachesGVR, "default", "m").GetFinalizers(); len(got) != 0 {
+		if got := f.Get(t, cachesGVR, "default", "m").GetFinalizers(); len(got) != 0 {
 			t.Errorf("finalizers = %v, want none", got)
 		}
 		if calls.get("m") != 0 || finalized.get("m") != 0 {
@@ -219,7 +219,7 @@ func TestAStatusThatCannotBeDecodedIsReconciledFromAZeroStatus(t *testing.T) {
 		if len(handed) == 0 || handed[0].ReadyReplicas != 0 || handed[0].Conditions != nil {
 			t.Errorf("the status handed to the Reconciler = %+v, want the zero status", handed)
 		}
-		st, _, _ := unstructured.NestedMap(f.get(t, cachesGVR, "default", "m").Object, "status")
+		st, _, _ := unstructured.NestedMap(f.Get(t, cachesGVR, "default", "m").Object, "status")
 		if st["readyReplicas"] != int64(3) {
 			t.Errorf("the status the API server holds = %v, want readyReplicas 3, the Reconciler's", st)
 		}
@@ -255,10 +255,10 @@ func TestADeletingObjectThatCannotBeDecodedIsRetriedWithBackoff(t *testing.T) {
 		if got := finalized.get("m"); got != 0 {
 			t.Errorf("f ran %d times, want never: the object can't be decoded", got)
 		}
-		if got := f.get(t, cachesGVR, "default", "m").GetFinalizers(); len(got) != 1 {
+		if got := f.Get(t, cachesGVR, "default", "m").GetFinalizers(); len(got) != 1 {
 			t.Errorf("finalizers = %v, want the finalizer kept", got)
 		}
-		if got := len(f.appliesTo("")); got != 0 {
+		if got := len(f.AppliesTo("")); got != 0 {
 			t.Errorf("finalizer applies = %d, want none", got)
 		}
 		for i, r := range recordsWithBody(tel, "reconcile failed") {

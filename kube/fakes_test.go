@@ -3,206 +3,22 @@ package kube
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
-	"slices"
-	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
+	"github.com/z5labs/humus/kube/internal/fakeapi"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
-	metadatafake "k8s.io/client-go/metadata/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/internal/cache"
 	"github.com/z5labs/humus/kube/internal/control"
 )
-
-// The unit tests' one fixture to run a controller on client-go's fakes,
-// in a synctest bubble: newFakeCluster holds the objects,
-// newTestController or observedController (observedKindController for a
-// Kind) builds the controller on them, and served runs it.
-
-// fakeCluster is client-go's fakes standing in for the API server: the
-// dynamic client for the controller's objects, the metadata client for
-// the owned ones, and a clientset for the Lease. The fake dynamic client
-// can't apply an unstructured object, so an apply reactor of the test's
-// own does what server-side apply would for the controller's two writes:
-// the status, and the finalizer.
-type fakeCluster struct {
-	dyn  *dynamicfake.FakeDynamicClient
-	meta *metadatafake.FakeMetadataClient
-	kube *kubefake.Clientset
-
-	mu      sync.Mutex
-	rv      int
-	applies []applied
-	// statusLag delays the status apply's effect on the tracker, and so
-	// its watch event, while the apply returns at once: a watch that
-	// lags behind the controller's own write.
-	statusLag time.Duration
-}
-
-type applied struct {
-	gvr         schema.GroupVersionResource
-	key         string
-	subresource string
-	fieldOwner  string
-	body        map[string]any
-}
-
-func newFakeCluster(t testing.TB, listKinds map[schema.GroupVersionResource]string, objs ...runtime.Object) *fakeCluster {
-	t.Helper()
-	f := &fakeCluster{}
-	for _, o := range objs {
-		if u, ok := o.(*unstructured.Unstructured); ok {
-			u.SetResourceVersion(f.nextRV())
-		}
-	}
-	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, objs...)
-	scheme := metadatafake.NewTestScheme()
-	if err := metav1.AddMetaToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	f.meta = metadatafake.NewSimpleMetadataClient(scheme)
-	f.kube = kubefake.NewClientset()
-	f.dyn.PrependReactor("patch", "*", f.apply)
-	return f
-}
-
-func (f *fakeCluster) nextRV() string {
-	f.rv++
-	return strconv.Itoa(f.rv)
-}
-
-// apply handles a server-side apply of a status or of metadata.finalizers.
-func (f *fakeCluster) apply(a k8stesting.Action) (bool, runtime.Object, error) {
-	pa := a.(k8stesting.PatchAction)
-	if pa.GetPatchType() != types.ApplyPatchType {
-		return false, nil, nil
-	}
-	gvr, ns, name := pa.GetResource(), pa.GetNamespace(), pa.GetName()
-	obj, err := f.dyn.Tracker().Get(gvr, ns, name)
-	if err != nil {
-		return true, nil, err
-	}
-	u := obj.(*unstructured.Unstructured).DeepCopy()
-	var body map[string]any
-	if err := utiljson.Unmarshal(pa.GetPatch(), &body); err != nil {
-		return true, nil, err
-	}
-	opts := a.(k8stesting.PatchActionImpl).GetPatchOptions()
-	f.mu.Lock()
-	f.applies = append(f.applies, applied{gvr: gvr, key: control.Key(u), subresource: pa.GetSubresource(), fieldOwner: opts.FieldManager, body: body})
-	u.SetResourceVersion(f.nextRV())
-	lag := f.statusLag
-	f.mu.Unlock()
-
-	switch pa.GetSubresource() {
-	case "status":
-		u.Object["status"] = body["status"]
-		if lag > 0 {
-			time.AfterFunc(lag, func() { _ = f.dyn.Tracker().Update(gvr, u.DeepCopy(), ns) })
-			return true, u, nil
-		}
-	case "":
-		meta, _ := body["metadata"].(map[string]any)
-		var fins []string
-		if list, ok := meta["finalizers"].([]any); ok {
-			for _, s := range list {
-				fins = append(fins, s.(string))
-			}
-		}
-		u.SetFinalizers(fins)
-		if u.GetDeletionTimestamp() != nil && len(fins) == 0 {
-			// The last finalizer is gone: the deletion completes.
-			return true, u, f.dyn.Tracker().Delete(gvr, ns, name)
-		}
-	default:
-		return true, nil, fmt.Errorf("fake: no apply to %s", pa.GetSubresource())
-	}
-	return true, u, f.dyn.Tracker().Update(gvr, u, ns)
-}
-
-// createObject adds u, and update stores it, as the API server would
-// after a write: with a new resourceVersion.
-func (f *fakeCluster) createObject(t testing.TB, gvr schema.GroupVersionResource, u *unstructured.Unstructured) {
-	t.Helper()
-	if err := f.dyn.Tracker().Create(gvr, f.stamped(u), u.GetNamespace()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (f *fakeCluster) update(t testing.TB, gvr schema.GroupVersionResource, u *unstructured.Unstructured) {
-	t.Helper()
-	if err := f.dyn.Tracker().Update(gvr, f.stamped(u), u.GetNamespace()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// stamped gives u a new resourceVersion, and returns it.
-func (f *fakeCluster) stamped(u *unstructured.Unstructured) *unstructured.Unstructured {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	u.SetResourceVersion(f.nextRV())
-	return u
-}
-
-func (f *fakeCluster) get(t testing.TB, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
-	t.Helper()
-	obj, err := f.dyn.Tracker().Get(gvr, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return obj.(*unstructured.Unstructured).DeepCopy()
-}
-
-func (f *fakeCluster) appliesTo(subresource string) []applied {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []applied
-	for _, a := range f.applies {
-		if a.subresource == subresource {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-func (f *fakeCluster) lease(t testing.TB, ns, name string) *coordinationv1.Lease {
-	t.Helper()
-	l, err := f.kube.CoordinationV1().Leases(ns).Get(t.Context(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
-// holder is the Lease's holder, or "" for none.
-func holder(l *coordinationv1.Lease) string {
-	if l.Spec.HolderIdentity == nil {
-		return ""
-	}
-	return *l.Spec.HolderIdentity
-}
-
-// use replaces c's clients with the fakes: the package's seam for them.
-func (f *fakeCluster) use(c *Controller) *Controller {
-	c.engine.API = control.API{Clients: cache.Clients{Dynamic: f.dyn, Metadata: f.meta}, Leases: f.kube.CoordinationV1()}.OrNoop()
-	return c
-}
 
 // fakeSetup is a Setup on a test host, recording into tel, or into no
 // telemetry when tel is nil.
@@ -227,7 +43,7 @@ func observedController(t *testing.T, f *fakeCluster, tel *humustest.Telemetry, 
 	t.Helper()
 	setup := fakeSetup(tel)
 	ctrl, err := NewController(setup, testClient(t, setup), s, caches, rec, parts...)
-	return f.built(t, ctrl, err)
+	return built(t, f, ctrl, err)
 }
 
 // observedKindController is a controller of Namespaces on f's fakes,
@@ -236,17 +52,7 @@ func observedKindController(t *testing.T, f *fakeCluster, tel *humustest.Telemet
 	t.Helper()
 	setup := fakeSetup(tel)
 	ctrl, err := NewKindController(setup, testClient(t, setup), s, namespaces, rec, parts...)
-	return f.built(t, ctrl, err)
-}
-
-// built is the controller a constructor returned, on f's fakes; its
-// error fails t.
-func (f *fakeCluster) built(t testing.TB, ctrl *Controller, err error) *Controller {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f.use(ctrl)
+	return built(t, f, ctrl, err)
 }
 
 // testClient is a Client that opens no connection; a controller built with
@@ -298,30 +104,6 @@ func deleting(u *unstructured.Unstructured, finalizer string) *unstructured.Unst
 	now := metav1.Now()
 	u.SetDeletionTimestamp(&now)
 	return u
-}
-
-// beginDeletion marks the object ns/name of gvr as being deleted, as the
-// API server does when an object with a finalizer is deleted.
-func (f *fakeCluster) beginDeletion(t testing.TB, gvr schema.GroupVersionResource, ns, name string) {
-	t.Helper()
-	u := f.get(t, gvr, ns, name)
-	now := metav1.Now()
-	u.SetDeletionTimestamp(&now)
-	f.update(t, gvr, u)
-}
-
-// answerStatusAppliesAt makes f answer every status apply of a Memcached
-// with the resourceVersion rv, whatever the version it stored.
-func (f *fakeCluster) answerStatusAppliesAt(rv string) {
-	f.dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		handled, obj, err := f.apply(a)
-		if a.GetSubresource() != "status" || err != nil || obj == nil {
-			return handled, obj, err
-		}
-		u := obj.(*unstructured.Unstructured).DeepCopy()
-		u.SetResourceVersion(rv)
-		return handled, u, nil
-	})
 }
 
 // countingQueue counts the keys added to it, and keeps their priorities.
@@ -382,27 +164,6 @@ func (c *counter) get(key string) int {
 	return c.n[key]
 }
 
-func (c *counter) keys() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var ks []string
-	for k := range c.n {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
-
-// resize changes the object's spec in the fake cluster, as an edit would.
-func resize(t *testing.T, f *fakeCluster, name string, size int64) {
-	t.Helper()
-	u := f.get(t, cachesGVR, "default", name)
-	if err := unstructured.SetNestedField(u.Object, size, "spec", "size"); err != nil {
-		t.Fatal(err)
-	}
-	f.update(t, cachesGVR, u)
-}
-
 // served runs ctrl's Serve in the background, in a synctest bubble or on
 // the real control plane, until stop is called or t ends. stop cancels
 // Serve's context and returns what Serve returned, at once when Serve
@@ -416,24 +177,7 @@ func served(t testing.TB, ctrl *Controller) (stop func() error) {
 // servedIn is served with Serve's context made from ctx.
 func servedIn(t testing.TB, ctx context.Context, ctrl *Controller) (stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	var err error
-	go func() {
-		defer close(done)
-		err = ctrl.Serve(ctx)
-	}()
-	stop = func() error {
-		cancel()
-		select {
-		case <-done:
-			return err
-		case <-time.After(30 * time.Second):
-			return errors.New("served: Serve didn't return within 30s of its context being cancelled")
-		}
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
+	return fakeapi.Served(t, ctx, ctrl)
 }
 
 // awaitServe waits up to d for ctrl's Serve, run by served, to return by
@@ -456,4 +200,35 @@ func cached(t testing.TB, u *unstructured.Unstructured) *cache.Object {
 		t.Fatal(err)
 	}
 	return o.(*cache.Object)
+}
+
+// sleepUntil sleeps until d after start, and lets the bubble settle.
+func sleepUntil(start time.Time, d time.Duration) {
+	time.Sleep(time.Until(start.Add(d)))
+	synctest.Wait()
+}
+
+// fakeCluster is the API server's stand-in kube's tests and the engine's
+// share, kube/internal/fakeapi's.
+type fakeCluster = fakeapi.Cluster
+
+var (
+	newFakeCluster = fakeapi.New
+	holder         = fakeapi.Holder
+)
+
+// use replaces c's clients with f's fakes: the package's seam for them.
+func use(f *fakeCluster, c *Controller) *Controller {
+	c.engine.API = control.API{Clients: cache.Clients{Dynamic: f.Dyn, Metadata: f.Meta}, Leases: f.Kube.CoordinationV1()}.OrNoop()
+	return c
+}
+
+// built is the controller a constructor returned, on f's fakes; its
+// error fails t.
+func built(t testing.TB, f *fakeCluster, ctrl *Controller, err error) *Controller {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return use(f, ctrl)
 }

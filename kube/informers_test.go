@@ -2,7 +2,10 @@ package kube
 
 import (
 	"context"
+	"net"
+	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -66,4 +70,23 @@ func TestAnInformerRefusedByTheAPIServerStopsAtOnce(t *testing.T) {
 			})
 		})
 	}
+}
+
+// errRefusedAtConnect is a dial refused as net gives it, ECONNREFUSED
+// within: what client-go's reflector takes for a refusal.
+var errRefusedAtConnect = &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+
+// resetErrorBackoff readies apimachinery's global error backoff for a test
+// whose bubble reaches utilruntime.HandleError, as client-go's watch error
+// handler does. The backoff sleeps for however long time went backwards
+// since its last error: made with the real clock, it would hold the first
+// error in a bubble, whose clock starts in 2000, for decades of fake time.
+// Handled once in a bubble of its own, where those decades pass at once,
+// the last error is at the time every bubble starts at.
+func resetErrorBackoff(t *testing.T) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := klog.NewContext(t.Context(), logr.Discard())
+		utilruntime.HandleErrorWithContext(ctx, nil, "resetting the error backoff")
+	})
 }

@@ -90,7 +90,7 @@ func siteController(t *testing.T, f *fakeCluster, client *Client, tel *humustest
 	t.Helper()
 	setup := fakeSetup(tel)
 	ctrl, err := NewController(setup, client, s, sites, rec, parts...)
-	return f.built(t, ctrl, err)
+	return built(t, f, ctrl, err)
 }
 
 // settle lets the bubble's controllers work for d.
@@ -99,9 +99,9 @@ func settle(d time.Duration) {
 	synctest.Wait()
 }
 
-func (f *fakeCluster) content(t *testing.T, name string) string {
+func content(t *testing.T, f *fakeCluster, name string) string {
 	t.Helper()
-	s, _, _ := unstructured.NestedString(f.get(t, sitesGVR, "default", name).Object, "status", "content")
+	s, _, _ := unstructured.NestedString(f.Get(t, sitesGVR, "default", name).Object, "status", "content")
 	return s
 }
 
@@ -119,7 +119,7 @@ func TestReferencesReconcilesEveryReferrerOfARelatedChange(t *testing.T) {
 		stop := served(t, siteController(t, f, client, nil, testSettings(), serveContent(cms, &calls), References(cms, contentFrom)))
 		settle(10 * time.Second)
 		for name, want := range map[string]string{"a": "one", "b": "one", "x": "two"} {
-			if got := f.content(t, name); got != want {
+			if got := content(t, f, name); got != want {
 				t.Fatalf("%s's content at start = %q, want %q", name, got, want)
 			}
 		}
@@ -137,28 +137,28 @@ func TestReferencesReconcilesEveryReferrerOfARelatedChange(t *testing.T) {
 		}
 
 		before := count()
-		f.update(t, configMapsGVR, configMapObject("default", "c1", "one, edited", nil))
+		f.Update(t, configMapsGVR, configMapObject("default", "c1", "one, edited", nil))
 		settle(time.Second)
 		expect("c1 edited", before, map[string]int{"a": 1, "b": 1, "x": 0})
-		if got := f.content(t, "a") + "|" + f.content(t, "b"); got != "one, edited|one, edited" {
+		if got := content(t, f, "a") + "|" + content(t, f, "b"); got != "one, edited|one, edited" {
 			t.Errorf("a's and b's content = %q, want c1's new content", got)
 		}
 
 		// a now names c2: c1's changes no longer reach it, c2's do.
-		f.update(t, sitesGVR, siteObject("default", "a", "c2"))
+		f.Update(t, sitesGVR, siteObject("default", "a", "c2"))
 		settle(time.Second)
 		before = count()
-		f.update(t, configMapsGVR, configMapObject("default", "c1", "one, again", nil))
+		f.Update(t, configMapsGVR, configMapObject("default", "c1", "one, again", nil))
 		settle(time.Second)
 		expect("c1 edited after a moved to c2", before, map[string]int{"a": 0, "b": 1, "x": 0})
 
 		before = count()
-		if err := f.dyn.Tracker().Delete(configMapsGVR, "default", "c2"); err != nil {
+		if err := f.Dyn.Tracker().Delete(configMapsGVR, "default", "c2"); err != nil {
 			t.Fatal(err)
 		}
 		settle(time.Second)
 		expect("c2 deleted", before, map[string]int{"a": 1, "b": 0, "x": 1})
-		if got := f.content(t, "x"); got != "" {
+		if got := content(t, f, "x"); got != "" {
 			t.Errorf("x's content once c2 is deleted = %q, want none", got)
 		}
 		if err := stop(); err != nil {
@@ -185,7 +185,7 @@ func TestRelatedReconcilesWhatItsFunctionNamesBeforeAndAfter(t *testing.T) {
 		settle(10 * time.Second)
 
 		a, b := calls.get("a"), calls.get("b")
-		f.update(t, configMapsGVR, configMapObject("default", "c1", "one", map[string]string{"site": "b"}))
+		f.Update(t, configMapsGVR, configMapObject("default", "c1", "one", map[string]string{"site": "b"}))
 		settle(time.Second)
 		if got := [2]int{calls.get("a") - a, calls.get("b") - b}; got != [2]int{1, 1} {
 			t.Errorf("reconciles of a and b when c1's label moved from a to b = %v, want [1 1]", got)
@@ -221,8 +221,8 @@ func TestControllersOnOneClientShareOneInformer(t *testing.T) {
 				}
 			}
 		}
-		informerLists("metadata ", f.meta.Actions())
-		informerLists("", f.dyn.Actions())
+		informerLists("metadata ", f.Meta.Actions())
+		informerLists("", f.Dyn.Actions())
 		// Deployments: one informer and two checks; ConfigMaps, one
 		// informer of whole objects (the checks list through the metadata
 		// client); Websites, each controller's informer and check.
@@ -305,7 +305,7 @@ func TestAReadersSelectorIsListedAndWatchedWith(t *testing.T) {
 		if err != nil || len(got) != 1 || got[0].Name != "c1" {
 			t.Errorf("List = %v, %v; want c1 alone", got, err)
 		}
-		for _, a := range f.dyn.Actions() {
+		for _, a := range f.Dyn.Actions() {
 			if a.GetResource() != configMapsGVR || (a.GetVerb() != "list" && a.GetVerb() != "watch") {
 				continue
 			}
@@ -382,11 +382,11 @@ func TestAPanickingReferencesIsRecordedOnceAndStopsNothing(t *testing.T) {
 		served(t, siteController(t, f, client, tel, testSettings(), serveContent(cms, &calls), References(cms, refs)))
 		settle(10 * time.Second)
 		for i := range 3 {
-			f.update(t, sitesGVR, siteObject("default", "bad", "c1"+strings.Repeat(" ", i)))
+			f.Update(t, sitesGVR, siteObject("default", "bad", "c1"+strings.Repeat(" ", i)))
 			settle(time.Second)
 		}
 		good := calls.get("good")
-		f.update(t, configMapsGVR, configMapObject("default", "c1", "edited", nil))
+		f.Update(t, configMapsGVR, configMapObject("default", "c1", "edited", nil))
 		settle(time.Second)
 		if calls.get("good")-good != 1 {
 			t.Errorf("reconciles of good for c1's change = %d, want 1", calls.get("good")-good)
@@ -437,9 +437,7 @@ func TestAReaderReadsTheAppsOwnWrite(t *testing.T) {
 
 		// The reconcile wrote c1, and the API server answered with the
 		// version the fake's next write makes.
-		f.mu.Lock()
-		next := strconv.Itoa(f.rv + 1)
-		f.mu.Unlock()
+		next := f.UpcomingRV()
 		wroteConfigMap(ledger, "default", "c1", transport.Answer{ResourceVersion: next})
 		got := make(chan string, 1)
 		go func() {
@@ -456,7 +454,7 @@ func TestAReaderReadsTheAppsOwnWrite(t *testing.T) {
 			t.Fatalf("Get returned %q before the cache brought the write", s)
 		default:
 		}
-		f.update(t, configMapsGVR, configMapObject("default", "c1", "written", nil))
+		f.Update(t, configMapsGVR, configMapObject("default", "c1", "written", nil))
 		settle(10 * time.Millisecond)
 		if s := <-got; s != "written" {
 			t.Errorf("Get after its own write = %q, want the written content", s)
@@ -470,7 +468,7 @@ func TestAReaderReadsTheAppsOwnWrite(t *testing.T) {
 		}
 
 		// The App deleted c1.
-		wroteConfigMap(ledger, "default", "c1", transport.Answer{Deleted: true, UID: string(f.get(t, configMapsGVR, "default", "c1").GetUID())})
+		wroteConfigMap(ledger, "default", "c1", transport.Answer{Deleted: true, UID: string(f.Get(t, configMapsGVR, "default", "c1").GetUID())})
 		gone := make(chan error, 1)
 		go func() {
 			_, err := cms.Get(ctx, "default", "c1")
@@ -482,7 +480,7 @@ func TestAReaderReadsTheAppsOwnWrite(t *testing.T) {
 			t.Fatalf("Get = %v before the cache brought the App's delete, want it to wait", err)
 		default:
 		}
-		if err := f.dyn.Tracker().Delete(configMapsGVR, "default", "c1"); err != nil {
+		if err := f.Dyn.Tracker().Delete(configMapsGVR, "default", "c1"); err != nil {
 			t.Fatal(err)
 		}
 		settle(10 * time.Millisecond)
@@ -530,12 +528,12 @@ func TestAnIndexListsAReadersObjectsByItsValues(t *testing.T) {
 		if got := names("web"); got != "c1,c2" {
 			t.Errorf("web = %s, want c1,c2", got)
 		}
-		f.update(t, configMapsGVR, configMapObject("default", "c2", "two", map[string]string{"tier": "db"}))
+		f.Update(t, configMapsGVR, configMapObject("default", "c2", "two", map[string]string{"tier": "db"}))
 		settle(time.Second)
 		if got := names("db"); got != "c2,c3" {
 			t.Errorf("db once c2 moved = %s, want c2,c3", got)
 		}
-		f.update(t, configMapsGVR, configMapObject("default", "bad", "boom again", map[string]string{"tier": "panic"}))
+		f.Update(t, configMapsGVR, configMapObject("default", "bad", "boom again", map[string]string{"tier": "panic"}))
 		settle(time.Second)
 		panics := 0
 		for _, r := range tel.Records() {
@@ -569,7 +567,7 @@ func TestSelectorsLimitTheOwnAndTheOwnedCaches(t *testing.T) {
 			t.Errorf("reconciles: web %d, other %d; want 1 and 0", calls.get("web"), calls.get("other"))
 		}
 		selectors := map[string]string{}
-		for _, a := range append(f.dyn.Actions(), f.meta.Actions()...) {
+		for _, a := range append(f.Dyn.Actions(), f.Meta.Actions()...) {
 			if l, ok := a.(k8stesting.ListAction); ok && !strings.Contains(l.GetListRestrictions().Fields.String(), control.ProbeName) {
 				selectors[a.GetResource().Resource] = l.GetListRestrictions().Labels.String()
 			}
@@ -640,7 +638,7 @@ func TestFailuresAreForgottenWithTheirObjects(t *testing.T) {
 				served(t, ctrl)
 				settle(10 * time.Second)
 				for i := range n {
-					f.createObject(t, tc.gvr, tc.failing(i))
+					f.Create(t, tc.gvr, tc.failing(i))
 					synctest.Wait() // the fake watch's channel holds 100 events
 				}
 				settle(10 * time.Second)
@@ -649,7 +647,7 @@ func TestFailuresAreForgottenWithTheirObjects(t *testing.T) {
 				}
 				for i := range n {
 					u := tc.failing(i)
-					if err := f.dyn.Tracker().Delete(tc.gvr, u.GetNamespace(), u.GetName()); err != nil {
+					if err := f.Dyn.Tracker().Delete(tc.gvr, u.GetNamespace(), u.GetName()); err != nil {
 						t.Fatal(err)
 					}
 					synctest.Wait()
@@ -694,12 +692,12 @@ func TestAReadersGetOfAnOwnWriteItsCacheWontHoldDoesntWait(t *testing.T) {
 				f, cms, ledger, ctx := readingOwnWrites(t, tc.sel)
 				rv := "100000" // a version the cache never brings of it
 				if tc.deleteWritten {
-					f.update(t, configMapsGVR, configMapObject("default", "c1", "written", nil))
-					rv = f.get(t, configMapsGVR, "default", "c1").GetResourceVersion()
+					f.Update(t, configMapsGVR, configMapObject("default", "c1", "written", nil))
+					rv = f.Get(t, configMapsGVR, "default", "c1").GetResourceVersion()
 				}
 				wroteConfigMap(ledger, tc.ns, tc.cm, transport.Answer{ResourceVersion: rv, Labels: tc.labels})
 				if tc.deleteWritten {
-					if err := f.dyn.Tracker().Delete(configMapsGVR, "default", "c1"); err != nil {
+					if err := f.Dyn.Tracker().Delete(configMapsGVR, "default", "c1"); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -727,7 +725,7 @@ func TestALateReadOfAnOwnedOnlyCacheSaysWhatToDo(t *testing.T) {
 		})
 		cm := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 			ObjectMeta: metav1.ObjectMeta{Name: "c1", Namespace: "default"}}
-		if _, err := f.meta.Resource(configMapsGVR).Namespace("default").(metadataCreator).CreateFake(cm, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Meta.Resource(configMapsGVR).Namespace("default").(metadataCreator).CreateFake(cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		served(t, siteController(t, f, client, nil, testSettings(), nothing, Owns(configMapsGVR)))
@@ -780,7 +778,7 @@ func TestAReadersListLeavesOutWhatDoesntDecode(t *testing.T) {
 		if _, err := all.Get(t.Context(), "default", "bad"); err == nil || !strings.Contains(err.Error(), "spec.contentFrom") {
 			t.Errorf("Get of it = %v, want an error naming spec.contentFrom", err)
 		}
-		f.update(t, sitesGVR, siteObject("default", "bad", "c2"))
+		f.Update(t, sitesGVR, siteObject("default", "bad", "c2"))
 		settle(time.Second)
 		if got := names(); got != "a,bad" {
 			t.Errorf("List once it decodes = %s, want a,bad", got)
@@ -805,9 +803,7 @@ func TestAReadersListReadsTheAppsOwnWrites(t *testing.T) {
 		}
 		// The reconcile created c2; the API server answered with the
 		// version the fake's next write makes.
-		f.mu.Lock()
-		next := strconv.Itoa(f.rv + 1)
-		f.mu.Unlock()
+		next := f.UpcomingRV()
 		wroteConfigMap(ledger, "default", "c2", transport.Answer{ResourceVersion: next, Created: true})
 		got := make(chan int, 1)
 		go func() {
@@ -823,7 +819,7 @@ func TestAReadersListReadsTheAppsOwnWrites(t *testing.T) {
 			t.Fatalf("List returned %d objects before the cache brought the write", n)
 		default:
 		}
-		f.createObject(t, configMapsGVR, configMapObject("default", "c2", "two", nil))
+		f.Create(t, configMapsGVR, configMapObject("default", "c2", "two", nil))
 		settle(10 * time.Millisecond)
 		if n := <-got; n != 2 {
 			t.Errorf("List after its own create = %d objects, want c1 and c2", n)

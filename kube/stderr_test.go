@@ -84,7 +84,7 @@ func TestStderrHelperProcess(t *testing.T) {
 		}
 		t.Fatalf("the child didn't run what it should:\n%v\nrecords, by body: %v", err, bodies)
 	}
-	if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "" {
+	if h := holder(f.Lease(t, "kube-system", "memcached-controller")); h != "" {
 		t.Errorf("the Lease's holder after shutdown = %q, want none", h)
 	}
 	fmt.Printf("%s: %d records, %d spans\n", stderrHelperRan, len(tel.Records()), len(tel.Spans()))
@@ -97,7 +97,7 @@ func TestStderrHelperProcess(t *testing.T) {
 func failSomeRequests(f *fakeCluster) *atomic.Int32 {
 	// The reflector retries the failed list, and reports the error.
 	var listed atomic.Int32
-	f.meta.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+	f.Meta.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if listed.Add(1) == 2 {
 			return true, nil, errors.New("the server is currently unable to handle the request")
 		}
@@ -105,13 +105,13 @@ func failSomeRequests(f *fakeCluster) *atomic.Int32 {
 	})
 	// One renewal of the Lease fails; the next succeeds.
 	updates := new(atomic.Int32)
-	f.kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+	f.Kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if updates.Add(1) == 3 {
 			return true, nil, errors.New("etcdserver: request timed out")
 		}
 		return false, nil, nil
 	})
-	f.dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	f.Dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if pa := a.(k8stesting.PatchAction); pa.GetName() == "rejected" && pa.GetSubresource() == "status" {
 			return true, nil, errors.New("etcdserver: request timed out")
 		}

@@ -24,7 +24,7 @@ func TestATermsProofEndsWhenItReleasesTheLease(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		var mu sync.Mutex
 		var released time.Time
-		f.kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			if holder(a.(k8stesting.UpdateAction).GetObject().(*coordinationapiv1.Lease)) == "" {
 				mu.Lock()
 				released = time.Now()
@@ -100,7 +100,7 @@ func TestATermReleasesItsLeaseOnlyOnceItsEventInFlightIsAnswered(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		var mu sync.Mutex
 		var released, answered time.Time
-		f.kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			if holder(a.(k8stesting.UpdateAction).GetObject().(*coordinationapiv1.Lease)) == "" {
 				mu.Lock()
 				released = time.Now()

@@ -118,7 +118,7 @@ func TestATrimmedReaderKeepsOnlyWhatItsTypeDecodes(t *testing.T) {
 
 		// Someone else's change reconciles the owner, and is read.
 		before := calls.get("a")
-		f.update(t, deployments, siteDeployment("a", 5))
+		f.Update(t, deployments, siteDeployment("a", 5))
 		settle(time.Second)
 		if calls.get("a") == before {
 			t.Error("a change to the Deployment didn't reconcile the Website that owns it")
@@ -131,7 +131,7 @@ func TestATrimmedReaderKeepsOnlyWhatItsTypeDecodes(t *testing.T) {
 		// objects, trimmed (the served check lists through the metadata
 		// client).
 		lists := 0
-		for _, a := range f.dyn.Actions() {
+		for _, a := range f.Dyn.Actions() {
 			if a.GetVerb() == "list" && a.GetResource() == deployments {
 				lists++
 			}

@@ -1,11 +1,10 @@
-package kube
+package control
 
 import (
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/z5labs/humus/kube/internal/control"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,7 +29,7 @@ func TestAnOwnedObjectsUpdateQueuesItsOwnerOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := newCountingQueue(t)
 			sh := testWork(q)
-			c := &control.Controller{Kind: "Memcached", Group: "cache.example.com"}
+			c := &Controller{Kind: "Memcached", Group: "cache.example.com"}
 			c.OwnerKeys(sh, schema.GroupResource{Group: "apps", Resource: "deployments"}).OnUpdate(owned(tc.old), owned(tc.now))
 			if !slices.Equal(q.added, tc.want) {
 				t.Errorf("keys added = %v, want %v", q.added, tc.want)
@@ -60,48 +59,48 @@ func TestAnEventsPriority(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		event func(h handler)
-		want  control.Priority
+		want  Priority
 	}{
-		{"the initial list", func(h handler) { h.OnAdd(base(), true) }, control.Low},
-		{"a create", func(h handler) { h.OnAdd(base(), false) }, control.Normal},
-		{"a resync", func(h handler) { u := base(); h.OnUpdate(u, u) }, control.Low},
+		{"the initial list", func(h handler) { h.OnAdd(base(), true) }, Low},
+		{"a create", func(h handler) { h.OnAdd(base(), false) }, Normal},
+		{"a resync", func(h handler) { u := base(); h.OnUpdate(u, u) }, Low},
 		{"a relist that found it unchanged", func(h handler) { h.OnUpdate(base(), base()) }, none},
 		{"a status written by another", func(h handler) {
 			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.Object["status"] = map[string]any{"readyReplicas": 1} }))
-		}, control.Low},
+		}, Low},
 		{"the controller's finalizer added by another replica", func(h handler) {
 			h.OnUpdate(changed(func(u *unstructured.Unstructured) { u.SetFinalizers(nil) }), base())
-		}, control.Low},
+		}, Low},
 		{"the spec", func(h handler) {
 			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.SetGeneration(2) }))
-		}, control.Normal},
+		}, Normal},
 		{"a label", func(h handler) {
 			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"a": "b"}) }))
-		}, control.Normal},
+		}, Normal},
 		{"an annotation", func(h handler) {
 			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{"a": "b"}) }))
-		}, control.Normal},
+		}, Normal},
 		{"a deletion begun", func(h handler) {
 			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.SetDeletionTimestamp(&metav1.Time{Time: time.Now()}) }))
-		}, control.Normal},
+		}, Normal},
 		{"an owner reference", func(h handler) {
 			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) {
 				u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "u"}})
 			}))
-		}, control.Normal},
+		}, Normal},
 		{"another's finalizer", func(h handler) {
 			h.OnUpdate(base(), changed(func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"cache.example.com/finalizer", "other"}) }))
-		}, control.Normal},
+		}, Normal},
 		{"anything, of a kind without generation", func(h handler) {
 			h.OnUpdate(changed(func(u *unstructured.Unstructured) { u.SetGeneration(0); u.SetResourceVersion("5") }),
 				changed(func(u *unstructured.Unstructured) { u.SetGeneration(0); u.Object["data"] = "x" }))
-		}, control.Normal},
-		{"a deletion", func(h handler) { h.OnDelete(base()) }, control.Normal},
+		}, Normal},
+		{"a deletion", func(h handler) { h.OnDelete(base()) }, Normal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &countingQueue{Queue: control.NewQueue("test", time.Minute, nil)}
+			q := &countingQueue{Queue: NewQueue("test", time.Minute, nil)}
 			defer q.ShutDown()
-			c := &control.Controller{Finalizer: "cache.example.com/finalizer"}
+			c := &Controller{Finalizer: "cache.example.com/finalizer"}
 			tc.event(c.ObjectKeys(testWork(q)))
 			if want := queuedAt(tc.want); !slices.Equal(q.priorities, want) {
 				t.Errorf("queued at %v, want at %v", q.priorities, want)
@@ -111,14 +110,14 @@ func TestAnEventsPriority(t *testing.T) {
 }
 
 // none is the priority of an event that queues nothing.
-const none control.Priority = 255
+const none Priority = 255
 
 // queuedAt is what a countingQueue holds once an event queued at p.
-func queuedAt(p control.Priority) []control.Priority {
+func queuedAt(p Priority) []Priority {
 	if p == none {
 		return nil
 	}
-	return []control.Priority{p}
+	return []Priority{p}
 }
 
 type handler = interface {
@@ -135,18 +134,18 @@ func TestAnOwnedObjectsEventsPriority(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		event func(h handler)
-		want  control.Priority
+		want  Priority
 	}{
-		{"the initial list", func(h handler) { h.OnAdd(owned("5"), true) }, control.Low},
-		{"a create", func(h handler) { h.OnAdd(owned("5"), false) }, control.Normal},
+		{"the initial list", func(h handler) { h.OnAdd(owned("5"), true) }, Low},
+		{"a create", func(h handler) { h.OnAdd(owned("5"), false) }, Normal},
 		{"a relist that found it unchanged", func(h handler) { h.OnUpdate(owned("5"), owned("5")) }, none},
-		{"a change", func(h handler) { h.OnUpdate(owned("5"), owned("6")) }, control.Normal},
-		{"a deletion", func(h handler) { h.OnDelete(owned("5")) }, control.Normal},
+		{"a change", func(h handler) { h.OnUpdate(owned("5"), owned("6")) }, Normal},
+		{"a deletion", func(h handler) { h.OnDelete(owned("5")) }, Normal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &countingQueue{Queue: control.NewQueue("test", time.Minute, nil)}
+			q := &countingQueue{Queue: NewQueue("test", time.Minute, nil)}
 			defer q.ShutDown()
-			c := &control.Controller{Kind: "Memcached", Group: "cache.example.com", OwnWrites: control.NewOwnedWrites([]schema.GroupVersionResource{deployments})}
+			c := &Controller{Kind: "Memcached", Group: "cache.example.com", OwnWrites: NewOwnedWrites([]schema.GroupVersionResource{deployments})}
 			tc.event(c.OwnerKeys(testWork(q), deploymentsGR))
 			want, keys := queuedAt(tc.want), []string{"default/m"}
 			if want == nil {

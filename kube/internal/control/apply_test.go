@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -15,11 +15,12 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/fakeapi"
 )
 
 // uidOf returns the metadata.uid of an apply's body.
-func uidOf(a applied) any {
-	meta, _ := a.body["metadata"].(map[string]any)
+func uidOf(a fakeapi.Applied) any {
+	meta, _ := a.Body["metadata"].(map[string]any)
 	return meta["uid"]
 }
 
@@ -29,27 +30,27 @@ func TestEveryWriteCarriesTheObjectsUID(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
 		var calls counter
-		fin := Finalize("cache.example.com/finalizer", func(ctx context.Context, m memcached) error { return nil })
+		fin := finalizing(func(ctx context.Context, m memcached) error { return nil })
 		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls), fin))
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 
-		f.beginDeletion(t, cachesGVR, "default", "m")
+		f.BeginDeletion(t, cachesGVR, "default", "m")
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 
-		statuses, finalizers := f.appliesTo("status"), f.appliesTo("")
+		statuses, finalizers := f.AppliesTo("status"), f.AppliesTo("")
 		if len(statuses) != 1 || len(finalizers) != 2 {
 			t.Fatalf("applies = %d of the status and %d of the finalizer, want 1 and 2 (its add and its removal)", len(statuses), len(finalizers))
 		}
 		for _, a := range append(statuses, finalizers...) {
 			if got := uidOf(a); got != "uid-m" {
-				t.Errorf("the %q apply's metadata.uid = %v, want uid-m: %v", a.subresource, got, a.body)
+				t.Errorf("the %q apply's metadata.uid = %v, want uid-m: %v", a.Subresource, got, a.Body)
 			}
 			// Fenced: conditioned on the version it was computed from, so
 			// the API server refuses it once anyone else has written.
-			if meta, _ := a.body["metadata"].(map[string]any); meta["resourceVersion"] == nil || meta["resourceVersion"] == "" {
-				t.Errorf("the %q apply has no metadata.resourceVersion: %v", a.subresource, a.body)
+			if meta, _ := a.Body["metadata"].(map[string]any); meta["resourceVersion"] == nil || meta["resourceVersion"] == "" {
+				t.Errorf("the %q apply has no metadata.resourceVersion: %v", a.Subresource, a.Body)
 			}
 		}
 		if err := stop(); err != nil {
@@ -60,7 +61,7 @@ func TestEveryWriteCarriesTheObjectsUID(t *testing.T) {
 
 func TestAWriteRefusedForAStaleObjectIsNotRetried(t *testing.T) {
 	gr := cachesGVR.GroupResource()
-	gk := schema.GroupKind{Group: caches.Group, Kind: caches.Kind}
+	gk := schema.GroupKind{Group: cachesGVR.Group, Kind: "Memcached"}
 	invalid := func(path *field.Path) error {
 		return apierrors.NewInvalid(gk, "m", field.ErrorList{field.Invalid(path, "uid-m", "field is immutable")})
 	}
@@ -77,7 +78,7 @@ func TestAWriteRefusedForAStaleObjectIsNotRetried(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 3))
-				f.dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				f.Dyn.PrependReactor("patch", "memcacheds", func(a k8stesting.Action) (bool, runtime.Object, error) {
 					if a.GetSubresource() == "status" {
 						return true, nil, tc.err
 					}
@@ -85,7 +86,7 @@ func TestAWriteRefusedForAStaleObjectIsNotRetried(t *testing.T) {
 				})
 				tel := humustest.NewTelemetry()
 				var calls counter
-				stop := served(t, observedController(t, f, tel, testSettings(), readyReplicas(&calls)))
+				stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls), observed(tel)))
 				time.Sleep(time.Minute)
 				synctest.Wait()
 

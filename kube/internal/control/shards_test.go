@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube/internal/control"
+
 	"github.com/z5labs/humus/kube/internal/elector/electortest"
 	"github.com/z5labs/humus/kube/internal/shard"
 )
@@ -38,27 +38,27 @@ func shardObjects(n int) []runtime.Object {
 
 // shardedController is a controller of 4 shards on f, as replica id,
 // recording into tel.
-func shardedController(t *testing.T, f *fakeCluster, id string, tel *humustest.Telemetry, rec Reconciler[cacheSpec, cacheStatus]) *Controller {
+func shardedController(t *testing.T, f *fakeCluster, id string, tel *humustest.Telemetry, rec reconciler) *Controller {
 	t.Helper()
 	return shardedControllerOf(t, f, id, tel, rec, 20) // every object of a shard in flight at once
 }
 
 // shardedControllerOf is shardedController with workers Workers.
-func shardedControllerOf(t *testing.T, f *fakeCluster, id string, tel *humustest.Telemetry, rec Reconciler[cacheSpec, cacheStatus], workers int) *Controller {
+func shardedControllerOf(t *testing.T, f *fakeCluster, id string, tel *humustest.Telemetry, rec reconciler, workers int) *Controller {
 	t.Helper()
 	s := testSettings()
 	s.Shards, s.Workers = 4, workers
 	s.LeaderElection.Identity = id
-	return observedController(t, f, tel, s, rec)
+	return newTestController(t, f, s, rec, observed(tel))
 }
 
 // shardedControllerBy is shardedController dividing the objects by key.
-func shardedControllerBy(t *testing.T, f *fakeCluster, id string, by ShardKey, rec Reconciler[cacheSpec, cacheStatus]) *Controller {
+func shardedControllerBy(t *testing.T, f *fakeCluster, id string, by ShardKey, rec reconciler) *Controller {
 	t.Helper()
 	s := testSettings()
 	s.Shards, s.ShardBy, s.Workers = 4, by, 20
 	s.LeaderElection.Identity = id
-	return observedController(t, f, humustest.NewTelemetry(), s, rec)
+	return newTestController(t, f, s, rec, observed(humustest.NewTelemetry()))
 }
 
 // shardHoldersOf is the holder of each of the 4 shards' Leases in f.
@@ -66,7 +66,7 @@ func shardHoldersOf(t *testing.T, f *fakeCluster) []string {
 	t.Helper()
 	holders := make([]string, 4)
 	for i := range holders {
-		holders[i] = holder(f.lease(t, "kube-system", shard.LeaseName("memcached-controller", shard.DefaultKey, i, 4)))
+		holders[i] = holder(f.Lease(t, "kube-system", shard.LeaseName("memcached-controller", shard.DefaultKey, i, 4)))
 	}
 	return holders
 }
@@ -79,7 +79,7 @@ func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testi
 	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(40)...)
-		electortest.CheckVersions(f.kube)
+		electortest.CheckVersions(f.Kube)
 		tel := humustest.NewTelemetry()
 		var calls counter
 		ctrl := shardedController(t, f, "replica-1", tel, readyReplicas(&calls))
@@ -90,7 +90,7 @@ func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testi
 		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
 			t.Errorf("the shards' holders = %q, want replica-1 for each", got)
 		}
-		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+		if err := ctrl.Ready.Healthy(t.Context()); err != nil {
 			t.Errorf("Synced with every shard's caches synced: %v", err)
 		}
 		for i := range 40 {
@@ -99,10 +99,10 @@ func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testi
 			}
 		}
 		for _, s := range tel.Spans() {
-			name := attrStrings(s.Attributes())[control.AttrObjectName]
+			name := attrStrings(s.Attributes())[AttrObjectName]
 			want := shard.NewRange(shard.Of(shard.Hash("uid-"+name), 4), 4).String()
-			if got := attrStrings(s.Attributes())[control.AttrShard]; got != want {
-				t.Errorf("the span of %s has %s %q, want %q", name, control.AttrShard, got, want)
+			if got := attrStrings(s.Attributes())[AttrShard]; got != want {
+				t.Errorf("the span of %s has %s %q, want %q", name, AttrShard, got, want)
 			}
 		}
 		warnings := 0
@@ -128,8 +128,8 @@ func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testi
 			t.Fatalf("queue.oldest_wait = %+v, want a point for each shard and priority", oldest)
 		}
 		for _, dp := range oldest.DataPoints {
-			shard, _ := dp.Attributes.Value(control.AttrShard)
-			pr, _ := dp.Attributes.Value(control.AttrPriority)
+			shard, _ := dp.Attributes.Value(AttrShard)
+			pr, _ := dp.Attributes.Value(AttrPriority)
 			if dp.Value != 0 || shard.AsString() == "" || pr.AsString() == "" {
 				t.Errorf("a queue.oldest_wait point = %v with %v, want 0 with a shard and a priority", dp.Value, dp.Attributes.ToSlice())
 			}
@@ -145,7 +145,7 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(40)...)
-		electortest.CheckVersions(f.kube)
+		electortest.CheckVersions(f.Kube)
 
 		// Each reconcile takes longer than a handover does, and is recorded
 		// by replica.
@@ -155,8 +155,8 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 			start, end time.Time
 		}
 		spans := map[string][]span{}
-		slow := func(id string) Reconciler[cacheSpec, cacheStatus] {
-			return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		slow := func(id string) reconciler {
+			return reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
 				start := time.Now()
 				time.Sleep(30 * time.Second)
 				mu.Lock()
@@ -164,7 +164,7 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 				mu.Unlock()
 				st := m.Status
 				st.ReadyReplicas = m.Spec.Size
-				return Result[cacheStatus]{Status: &st}, nil
+				return result{Status: &st}, nil
 			})
 		}
 		first := shardedController(t, f, "replica-1", humustest.NewTelemetry(), slow("replica-1"))
@@ -209,16 +209,16 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 // runUntilCancelled's first reconcile of each object runs until its
 // context ends, which cancelled counts, and returns a status after it; the
 // next ones return one at once.
-func runUntilCancelled(cancelled *atomic.Int32) Reconciler[cacheSpec, cacheStatus] {
+func runUntilCancelled(cancelled *atomic.Int32) reconciler {
 	var calls counter
-	return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+	return reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
 		if calls.inc(m.Name) == 1 {
 			<-ctx.Done()
 			cancelled.Add(1)
 		}
 		st := m.Status
 		st.ReadyReplicas = m.Spec.Size
-		return Result[cacheStatus]{Status: &st}, nil
+		return result{Status: &st}, nil
 	})
 }
 
@@ -230,7 +230,7 @@ func TestAShardedReplicaThatCannotRenewStopsItsShardsAndTakesThemAgain(t *testin
 	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(8)...)
-		electortest.CheckVersions(f.kube)
+		electortest.CheckVersions(f.Kube)
 		applies := applyTimes(f)
 		var cancelled atomic.Int32
 		ctrl := shardedController(t, f, "replica-1", humustest.NewTelemetry(), runUntilCancelled(&cancelled))
@@ -249,7 +249,7 @@ func TestAShardedReplicaThatCannotRenewStopsItsShardsAndTakesThemAgain(t *testin
 		leases.hung.Store(true)
 		renewed := leases.lastRenewal()
 		le := testSettings().LeaderElection
-		time.Sleep(time.Until(renewed.Add(control.LostDeadline(control.LeaderElection(le)))))
+		time.Sleep(time.Until(renewed.Add(LostDeadline(LeaderElection(le)))))
 		synctest.Wait()
 		if n := cancelled.Load(); n != 8 {
 			t.Errorf("reconciles cancelled by the lost deadline = %d, want all 8", n)
@@ -273,10 +273,10 @@ func TestAShardedReplicaThatCannotRenewStopsItsShardsAndTakesThemAgain(t *testin
 		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
 			t.Errorf("the shards' holders once the API server answers = %q, want replica-1 for each", got)
 		}
-		if n := len(f.appliesTo("status")); n != 8 {
+		if n := len(f.AppliesTo("status")); n != 8 {
 			t.Errorf("status applies = %d, want 8: every object reconciled once the shards were taken again", n)
 		}
-		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+		if err := ctrl.Ready.Healthy(t.Context()); err != nil {
 			t.Errorf("Synced: %v", err)
 		}
 		cancel()
@@ -292,11 +292,11 @@ func TestAShardedReplicaReconcilesAtMostWorkersObjectsAtOnce(t *testing.T) {
 	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(40)...)
-		electortest.CheckVersions(f.kube)
+		electortest.CheckVersions(f.Kube)
 		var mu sync.Mutex
 		var now, most int
 		var calls counter
-		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
 			calls.inc(m.Name)
 			mu.Lock()
 			now++
@@ -308,7 +308,7 @@ func TestAShardedReplicaReconcilesAtMostWorkersObjectsAtOnce(t *testing.T) {
 			mu.Unlock()
 			st := m.Status
 			st.ReadyReplicas = m.Spec.Size
-			return Result[cacheStatus]{Status: &st}, nil
+			return result{Status: &st}, nil
 		})
 		served(t, shardedControllerOf(t, f, "replica-1", humustest.NewTelemetry(), rec, 3))
 		time.Sleep(2 * time.Minute)
@@ -337,7 +337,7 @@ func TestAShardWhoseLeaseIsDeletedIsTakenAgainOnceItCountsAsExpired(t *testing.T
 	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(8)...)
-		electortest.CheckVersions(f.kube)
+		electortest.CheckVersions(f.Kube)
 		tel := humustest.NewTelemetry()
 		var calls counter
 		ctrl := shardedController(t, f, "replica-1", tel, readyReplicas(&calls))
@@ -349,13 +349,13 @@ func TestAShardWhoseLeaseIsDeletedIsTakenAgainOnceItCountsAsExpired(t *testing.T
 		}
 		le := testSettings().LeaderElection
 		name := shard.LeaseName("memcached-controller", shard.DefaultKey, 0, 4)
-		if err := f.kube.CoordinationV1().Leases("kube-system").Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+		if err := f.Kube.CoordinationV1().Leases("kube-system").Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		deleted := time.Now()
 		time.Sleep(le.LeaseDuration - le.RetryPeriod)
 		synctest.Wait()
-		if l, err := f.kube.CoordinationV1().Leases("kube-system").Get(t.Context(), name, metav1.GetOptions{}); err == nil {
+		if l, err := f.Kube.CoordinationV1().Leases("kube-system").Get(t.Context(), name, metav1.GetOptions{}); err == nil {
 			t.Errorf("the deleted shard's Lease was taken again %s after the deletion, holder %q: before it counted as expired", time.Since(deleted), holder(l))
 		}
 		time.Sleep(2*le.RetryPeriod + time.Second)
@@ -396,15 +396,15 @@ func TestAShardedReplicaTakesNoShardWhileTheUnshardedLeaseIsHeld(t *testing.T) {
 	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(8)...)
-		electortest.CheckVersions(f.kube)
-		leases := f.kube.CoordinationV1().Leases("kube-system")
+		electortest.CheckVersions(f.Kube)
+		leases := f.Kube.CoordinationV1().Leases("kube-system")
 		if _, err := leases.Create(t.Context(), foreignLease("old", time.Now()), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		renewing, stopRenewing := context.WithCancel(t.Context())
 		defer stopRenewing()
 		go func() {
-			for control.Sleep(renewing, 2*time.Second) {
+			for Sleep(renewing, 2*time.Second) {
 				l, err := leases.Get(renewing, "memcached-controller", metav1.GetOptions{})
 				if err != nil {
 					return
@@ -425,7 +425,7 @@ func TestAShardedReplicaTakesNoShardWhileTheUnshardedLeaseIsHeld(t *testing.T) {
 		if len(l.Items) != 1 {
 			t.Errorf("Leases while the unsharded Lease is held = %d, want the unsharded one alone: no shard taken", len(l.Items))
 		}
-		if n := len(f.appliesTo("status")); n != 0 {
+		if n := len(f.AppliesTo("status")); n != 0 {
 			t.Errorf("status applies while the unsharded Lease is held = %d, want none", n)
 		}
 		stopRenewing()
@@ -449,16 +449,16 @@ func TestAShardTakenAsTheUnshardedLeaseIsTakenIsGivenBack(t *testing.T) {
 	resetErrorBackoff(t) // a shard's term ended before its caches synced reaches HandleError
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(8)...)
-		electortest.CheckVersions(f.kube)
+		electortest.CheckVersions(f.Kube)
 		var once sync.Once
 		var taken string
 		leasesGVR := coordinationv1.SchemeGroupVersion.WithResource("leases")
-		f.kube.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			once.Do(func() {
 				// The unsharded replica takes its Lease as this one takes
 				// its first shard.
 				taken = a.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease).Name
-				if err := f.kube.Tracker().Create(leasesGVR, foreignLease("old", time.Now()), "kube-system"); err != nil {
+				if err := f.Kube.Tracker().Create(leasesGVR, foreignLease("old", time.Now()), "kube-system"); err != nil {
 					t.Error(err)
 				}
 			})
@@ -472,10 +472,10 @@ func TestAShardTakenAsTheUnshardedLeaseIsTakenIsGivenBack(t *testing.T) {
 		if taken == "" {
 			t.Fatal("no shard was taken")
 		}
-		if h := holder(f.lease(t, "kube-system", taken)); h != "" {
+		if h := holder(f.Lease(t, "kube-system", taken)); h != "" {
 			t.Errorf("the holder of %s, taken as the unsharded Lease was = %q, want none: given back", taken, h)
 		}
-		if n := len(f.appliesTo("status")); n != 0 {
+		if n := len(f.AppliesTo("status")); n != 0 {
 			t.Errorf("status applies = %d, want none: the shard given back before reconciling", n)
 		}
 		if err := stop(); err != nil {
@@ -500,7 +500,7 @@ func shardLease(i, n int, holder string, renewed time.Time) *coordinationv1.Leas
 func TestAReplicaWithOneShardWaitsForAHeldShardsLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-		leases := f.kube.CoordinationV1().Leases("kube-system")
+		leases := f.Kube.CoordinationV1().Leases("kube-system")
 		if _, err := leases.Create(t.Context(), shardLease(1, 2, "old", time.Now()), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -517,7 +517,7 @@ func TestAReplicaWithOneShardWaitsForAHeldShardsLease(t *testing.T) {
 		}
 		time.Sleep(2*testSettings().LeaderElection.RetryPeriod + time.Second)
 		synctest.Wait()
-		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "replica-1" {
+		if h := holder(f.Lease(t, "kube-system", "memcached-controller")); h != "replica-1" {
 			t.Errorf("the one Lease's holder once the shard's expired = %q, want replica-1", h)
 		}
 		if got := calls.get("m"); got != 1 {
@@ -537,11 +537,11 @@ func TestTheOneLeaseTakenAsAShardIsTakenIsGivenBack(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		leasesGVR := coordinationv1.SchemeGroupVersion.WithResource("leases")
 		var once sync.Once
-		f.kube.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 			once.Do(func() {
 				// A sharded replica takes a shard as this one takes the
 				// one Lease.
-				if err := f.kube.Tracker().Create(leasesGVR, shardLease(0, 2, "old", time.Now()), "kube-system"); err != nil {
+				if err := f.Kube.Tracker().Create(leasesGVR, shardLease(0, 2, "old", time.Now()), "kube-system"); err != nil {
 					t.Error(err)
 				}
 			})
@@ -552,7 +552,7 @@ func TestTheOneLeaseTakenAsAShardIsTakenIsGivenBack(t *testing.T) {
 		stop := served(t, ctrl)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "" {
+		if h := holder(f.Lease(t, "kube-system", "memcached-controller")); h != "" {
 			t.Errorf("the one Lease's holder, taken as a shard's was = %q, want none: given back", h)
 		}
 		if got := calls.get("m"); got != 0 {
@@ -581,7 +581,7 @@ func TestAReplicaOfAnotherShardKeyTakesNoShardWhileTheOldKeysAreHeld(t *testing.
 			objs[i] = cacheObject(fmt.Sprintf("ns-%d", i%8), fmt.Sprintf("m-%d", i), 1)
 		}
 		f := newFakeCluster(t, listKinds, objs...)
-		electortest.CheckVersions(f.kube)
+		electortest.CheckVersions(f.Kube)
 		var oldCalls, newCalls counter
 		stopOld := served(t, shardedControllerBy(t, f, "replica-1", ShardByUID, readyReplicas(&oldCalls)))
 		time.Sleep(10 * time.Second)
@@ -599,7 +599,7 @@ func TestAReplicaOfAnotherShardKeyTakesNoShardWhileTheOldKeysAreHeld(t *testing.
 		if got := len(newCalls.keys()); got != 0 {
 			t.Errorf("the replica by namespace reconciled %d times while the uid shards were held, want none", got)
 		}
-		leases, err := f.kube.CoordinationV1().Leases("kube-system").List(t.Context(), metav1.ListOptions{})
+		leases, err := f.Kube.CoordinationV1().Leases("kube-system").List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -617,7 +617,7 @@ func TestAReplicaOfAnotherShardKeyTakesNoShardWhileTheOldKeysAreHeld(t *testing.
 		synctest.Wait()
 		for i := range 4 {
 			name := shard.LeaseName("memcached-controller", string(ShardByNamespace), i, 4)
-			if h := holder(f.lease(t, "kube-system", name)); h != "replica-2" {
+			if h := holder(f.Lease(t, "kube-system", name)); h != "replica-2" {
 				t.Errorf("%s's holder %s after the uid replica released its shards = %q, want replica-2", name, time.Since(stopped), h)
 			}
 		}
@@ -638,16 +638,16 @@ func TestAShardTakenWhenTheListAfterTheTakeFailsIsGivenBack(t *testing.T) {
 	resetErrorBackoff(t)
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, shardObjects(8)...)
-		electortest.CheckVersions(f.kube)
+		electortest.CheckVersions(f.Kube)
 		var mu sync.Mutex
 		var taken bool
-		f.kube.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			taken = true
 			return false, nil, nil
 		})
-		f.kube.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if taken {
@@ -669,7 +669,7 @@ func TestAShardTakenWhenTheListAfterTheTakeFailsIsGivenBack(t *testing.T) {
 		mu.Lock()
 		taken = false // the test's own list
 		mu.Unlock()
-		leases, err := f.kube.CoordinationV1().Leases("kube-system").List(t.Context(), metav1.ListOptions{})
+		leases, err := f.Kube.CoordinationV1().Leases("kube-system").List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -692,18 +692,18 @@ func TestAShardTakenWhenTheListAfterTheTakeFailsIsGivenBack(t *testing.T) {
 func TestAReplicaWithOneShardThatMayNotListTheLeasesSaysTheGuardIsOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-		f.kube.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(coordinationv1.Resource("leases"), "", errors.New("list not allowed"))
 		})
 		tel := humustest.NewTelemetry()
 		var calls counter
-		ctrl := observedController(t, f, tel, testSettings(), readyReplicas(&calls))
+		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls), observed(tel))
 		stop := served(t, ctrl)
 		time.Sleep(10 * time.Second) // the Lease taken, and renewed
 		synctest.Wait()
-		recs := recordsWithBody(tel, control.GuardOff)
+		recs := recordsWithBody(tel, GuardOff)
 		if len(recs) != 1 {
-			t.Fatalf("%q records = %d, want 1", control.GuardOff, len(recs))
+			t.Fatalf("%q records = %d, want 1", GuardOff, len(recs))
 		}
 		if r := recs[0]; r.Severity() != otellog.SeverityWarn {
 			t.Errorf("the record's severity = %v, want WARN", r.Severity())

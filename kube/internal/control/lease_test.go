@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -21,7 +21,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/z5labs/humus/kube/internal/control"
 	"github.com/z5labs/humus/kube/internal/elector/electortest"
 )
 
@@ -96,8 +95,8 @@ func (h *hungLeases) lastRenewal() time.Time {
 
 // hangLeases makes ctrl's Lease requests go through a hungLeases.
 func hangLeases(ctrl *Controller) *hungLeases {
-	h := &hungLeases{LeasesGetter: ctrl.engine.API.Leases}
-	ctrl.engine.API.Leases = h
+	h := &hungLeases{LeasesGetter: ctrl.API.Leases}
+	ctrl.API.Leases = h
 	return h
 }
 
@@ -105,7 +104,7 @@ func hangLeases(ctrl *Controller) *hungLeases {
 func applyTimes(f *fakeCluster) func() []time.Time {
 	var mu sync.Mutex
 	var times []time.Time
-	f.dyn.PrependReactor("patch", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+	f.Dyn.PrependReactor("patch", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		times = append(times, time.Now())
@@ -121,10 +120,10 @@ func applyTimes(f *fakeCluster) func() []time.Time {
 // stuckAndSlow reconciles stuck and slow once each, after sending on
 // inFlight: stuck ignores its cancelled context for a minute, slow notices
 // it (sawCancel counts it); both return a status after it.
-func stuckAndSlow(calls *counter, inFlight chan<- struct{}, sawCancel *atomic.Int32) Reconciler[cacheSpec, cacheStatus] {
-	return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+func stuckAndSlow(calls *counter, inFlight chan<- struct{}, sawCancel *atomic.Int32) reconciler {
+	return reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
 		if calls.inc(m.Name) > 1 {
-			return Result[cacheStatus]{}, nil
+			return result{}, nil
 		}
 		inFlight <- struct{}{}
 		switch m.Name {
@@ -136,7 +135,7 @@ func stuckAndSlow(calls *counter, inFlight chan<- struct{}, sawCancel *atomic.In
 		}
 		st := m.Status
 		st.ReadyReplicas = 7
-		return Result[cacheStatus]{Status: &st}, nil
+		return result{Status: &st}, nil
 	})
 }
 
@@ -157,7 +156,7 @@ func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 		ctrl := newTestController(t, f, s, rec)
 		leases := hangLeases(ctrl)
 		var aborts atomic.Int32
-		ctrl.engine.API.Abort = func() { aborts.Add(1) }
+		ctrl.API.Abort = func() { aborts.Add(1) }
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		errc := make(chan error, 1)
@@ -181,7 +180,7 @@ func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 			t.Errorf("the connections were aborted %d times by the renew deadline, want once", n)
 		}
 		late := cacheObject("default", "late", 1)
-		if _, err := f.dyn.Resource(cachesGVR).Namespace("default").Create(t.Context(), late, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Dyn.Resource(cachesGVR).Namespace("default").Create(t.Context(), late, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 
@@ -193,8 +192,8 @@ func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 		case <-time.After(time.Until(expiry)):
 			t.Fatalf("Serve didn't return before the Lease could expire, %s after the last renewal", s.LeaderElection.LeaseDuration)
 		}
-		if returned, bound := time.Now(), renewed.Add(control.LostDeadline(control.LeaderElection(s.LeaderElection))); returned.After(bound) {
-			t.Errorf("Serve returned %s after the last renewal, want by %s", returned.Sub(renewed), control.LostDeadline(control.LeaderElection(s.LeaderElection)))
+		if returned, bound := time.Now(), renewed.Add(LostDeadline(LeaderElection(s.LeaderElection))); returned.After(bound) {
+			t.Errorf("Serve returned %s after the last renewal, want by %s", returned.Sub(renewed), LostDeadline(LeaderElection(s.LeaderElection)))
 		}
 		time.Sleep(2 * time.Minute) // the stuck Reconciler returns, with a status
 		synctest.Wait()
@@ -206,7 +205,7 @@ func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 		if got := calls.get("late"); got != 0 {
 			t.Errorf("an object changed after the renew deadline was reconciled %d times, want none", got)
 		}
-		if got := len(f.appliesTo("status")); got != 0 {
+		if got := len(f.AppliesTo("status")); got != 0 {
 			t.Errorf("status applies = %d, want none: both statuses came after the renew deadline", got)
 		}
 	})
@@ -217,18 +216,18 @@ func TestTheLeaseIsReleasedOnlyByItsHolder(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		var calls counter
 		inFlight, finish := make(chan struct{}), make(chan struct{})
-		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
 			if calls.inc(m.Name) == 1 {
 				close(inFlight)
 				<-finish
 			}
-			return Result[cacheStatus]{}, nil
+			return result{}, nil
 		})
-		electortest.CheckVersions(f.kube)
+		electortest.CheckVersions(f.Kube)
 		var updates []*coordinationapiv1.Lease
 		var mu sync.Mutex
 		var recording atomic.Bool
-		f.kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			if recording.Load() {
 				mu.Lock()
 				defer mu.Unlock()
@@ -245,9 +244,9 @@ func TestTheLeaseIsReleasedOnlyByItsHolder(t *testing.T) {
 
 		// Another replica holds the Lease by the time shutdown releases it,
 		// as after a partition: the release must leave its record alone.
-		leaseNow := f.lease(t, "kube-system", "memcached-controller")
+		leaseNow := f.Lease(t, "kube-system", "memcached-controller")
 		leaseNow.Spec.HolderIdentity = new("replica-2")
-		if _, err := f.kube.CoordinationV1().Leases("kube-system").Update(t.Context(), leaseNow, metav1.UpdateOptions{}); err != nil {
+		if _, err := f.Kube.CoordinationV1().Leases("kube-system").Update(t.Context(), leaseNow, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		recording.Store(true)
@@ -259,7 +258,7 @@ func TestTheLeaseIsReleasedOnlyByItsHolder(t *testing.T) {
 		if err := <-done; err != nil && !errors.Is(err, ErrLostLeadership) {
 			t.Errorf("Serve = %v", err)
 		}
-		if h := holder(f.lease(t, "kube-system", "memcached-controller")); h != "replica-2" {
+		if h := holder(f.Lease(t, "kube-system", "memcached-controller")); h != "replica-2" {
 			t.Errorf("the Lease's holder after shutdown = %q, want replica-2's record untouched", h)
 		}
 		mu.Lock()
@@ -275,9 +274,9 @@ func TestTheLeaseIsReleasedOnlyByItsHolder(t *testing.T) {
 func TestTheReleaseIsAnUpdateConditionedOnTheLeaseRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-		electortest.CheckVersions(f.kube)
+		electortest.CheckVersions(f.Kube)
 		var released *coordinationapiv1.Lease
-		f.kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			l := a.(k8stesting.UpdateAction).GetObject().(*coordinationapiv1.Lease)
 			if holder(l) == "" {
 				released = l.DeepCopy()
@@ -289,7 +288,7 @@ func TestTheReleaseIsAnUpdateConditionedOnTheLeaseRead(t *testing.T) {
 		stop := served(t, ctrl)
 		time.Sleep(time.Second)
 		synctest.Wait()
-		read := f.lease(t, "kube-system", "memcached-controller")
+		read := f.Lease(t, "kube-system", "memcached-controller")
 		if err := stop(); err != nil {
 			t.Fatalf("Serve = %v, want nil", err)
 		}
@@ -316,7 +315,7 @@ func TestShutdownReturnsByItsDeadlineWhileTheReleaseHangs(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		start := time.Now()
-		ctrl.engine.BeginShutdown()
+		ctrl.BeginShutdown()
 		err := ctrl.Shutdown(ctx)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Shutdown = %v, want an error wrapping context.DeadlineExceeded", err)
@@ -349,7 +348,7 @@ func TestAStandbyTakesAReleasedLeaseWithinRetryPeriod(t *testing.T) {
 				if err := stopLeader(); err != nil {
 					t.Fatalf("the leader's Serve = %v, want nil", err)
 				}
-				for holder(f.lease(t, s.LeaderElection.Namespace, s.Name)) != "replica-2" {
+				for holder(f.Lease(t, s.LeaderElection.Namespace, s.Name)) != "replica-2" {
 					if time.Since(released) > s.LeaderElection.RetryPeriod {
 						t.Fatalf("the standby didn't take the released Lease within RetryPeriod (%s)", s.LeaderElection.RetryPeriod)
 					}
@@ -368,7 +367,7 @@ func TestServeEndsWhenTheLeaseIsForbidden(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		leases := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
 		denied := apierrors.NewForbidden(leases, "memcached-controller", errors.New("the ServiceAccount default/memcached may not get it"))
-		f.kube.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, denied
 		})
 		var calls counter
@@ -386,7 +385,7 @@ func TestServeEndsWhenTheLeaseIsForbidden(t *testing.T) {
 		if got := calls.get("m"); got != 0 {
 			t.Errorf("reconciles = %d, want none without the Lease", got)
 		}
-		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+		if err := ctrl.Ready.Healthy(t.Context()); err == nil {
 			t.Error("Synced is healthy after Serve returned")
 		}
 	})
@@ -408,9 +407,9 @@ func TestALeaseForbiddenForAFewSecondsIsWaitedOut(t *testing.T) {
 				forbid := func() {
 					mu.Lock()
 					defer mu.Unlock()
-					until = time.Now().Add(control.UnservedGrace - 4*time.Second)
+					until = time.Now().Add(UnservedGrace - 4*time.Second)
 				}
-				f.kube.PrependReactor(verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+				f.Kube.PrependReactor(verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 					mu.Lock()
 					defer mu.Unlock()
 					if time.Now().Before(until) {
@@ -430,9 +429,9 @@ func TestALeaseForbiddenForAFewSecondsIsWaitedOut(t *testing.T) {
 					forbid()
 				}
 				if returned, err := awaitServe(ctrl, stop, time.Minute); returned {
-					t.Fatalf("Serve = %v, want it to wait out 403s of the Lease for %s", err, control.UnservedGrace-4*time.Second)
+					t.Fatalf("Serve = %v, want it to wait out 403s of the Lease for %s", err, UnservedGrace-4*time.Second)
 				}
-				lease, err := f.kube.CoordinationV1().Leases("kube-system").Get(t.Context(), "memcached-controller", metav1.GetOptions{})
+				lease, err := f.Kube.CoordinationV1().Leases("kube-system").Get(t.Context(), "memcached-controller", metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -463,11 +462,11 @@ func TestServeEndsWhenAReleasedLeaseMayBeReadButNotTaken(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "memcached-controller"},
 			Spec:       coordinationapiv1.LeaseSpec{LeaseDurationSeconds: new(int32(1)), LeaseTransitions: new(int32(3))},
 		}
-		if _, err := f.kube.CoordinationV1().Leases("kube-system").Create(t.Context(), released, metav1.CreateOptions{}); err != nil {
+		if _, err := f.Kube.CoordinationV1().Leases("kube-system").Create(t.Context(), released, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		denied := apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "memcached-controller", errors.New("update not allowed"))
-		f.kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		f.Kube.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, denied
 		})
 		var calls counter
@@ -475,7 +474,7 @@ func TestServeEndsWhenAReleasedLeaseMayBeReadButNotTaken(t *testing.T) {
 		stop := served(t, ctrl)
 
 		le := testSettings().LeaderElection
-		bound := control.UnservedGrace + le.RetryPeriod + time.Second
+		bound := UnservedGrace + le.RetryPeriod + time.Second
 		returned, err := awaitServe(ctrl, stop, bound)
 		if !returned {
 			t.Fatalf("Serve didn't return within unservedGrace+RetryPeriod+1s (%s) of every take refused; Serve, cancelled = %v", bound, stop())
@@ -487,7 +486,7 @@ func TestServeEndsWhenAReleasedLeaseMayBeReadButNotTaken(t *testing.T) {
 		if got := calls.get("m"); got != 0 {
 			t.Errorf("reconciles = %d, want none without the Lease", got)
 		}
-		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+		if err := ctrl.Ready.Healthy(t.Context()); err == nil {
 			t.Error("Synced is healthy after Serve returned")
 		}
 	})
@@ -517,7 +516,7 @@ func TestServeEndsWhenTheLeaseCanNeverBeCreated(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-				f.kube.PrependReactor(tc.verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+				f.Kube.PrependReactor(tc.verb, "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 					return true, nil, tc.err
 				})
 				var calls counter
@@ -538,7 +537,7 @@ func TestServeEndsWhenTheLeaseCanNeverBeCreated(t *testing.T) {
 				if got := calls.get("m"); tc.verb == "create" && got != 0 {
 					t.Errorf("reconciles = %d, want none without the Lease", got)
 				}
-				if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+				if err := ctrl.Ready.Healthy(t.Context()); err == nil {
 					t.Error("Synced is healthy after Serve returned")
 				}
 			})

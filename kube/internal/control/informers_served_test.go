@@ -1,19 +1,16 @@
-package kube
+package control
 
 import (
 	"errors"
-	"net"
-	"os"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/z5labs/humus/kube/internal/control"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -55,7 +52,7 @@ func listsFailing(t *testing.T, n int, err error) (ctrl *Controller, lists *fail
 	t.Helper()
 	f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 	lists = &failingLists{n: n, err: err}
-	f.dyn.PrependReactor("list", "memcacheds", lists.react)
+	f.Dyn.PrependReactor("list", "memcacheds", lists.react)
 	calls = &counter{}
 	return newTestController(t, f, testSettings(), readyReplicas(calls)), lists, calls
 }
@@ -63,13 +60,10 @@ func listsFailing(t *testing.T, n int, err error) (ctrl *Controller, lists *fail
 const listingCaches = "kube: listing cache.example.com/v1alpha1, Resource=memcacheds: "
 
 var (
-	errRefused = errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
-	// errRefusedAtConnect is a dial refused as net gives it, ECONNREFUSED
-	// within: what client-go's reflector takes for a refusal.
-	errRefusedAtConnect = &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
-	unavailable         = apierrors.NewServiceUnavailable("the API server is shutting down")
-	forbidden           = apierrors.NewForbidden(cachesGVR.GroupResource(), "", errors.New("the ServiceAccount default/memcached may not list it"))
-	notServed           = apierrors.NewNotFound(cachesGVR.GroupResource(), "")
+	errRefused  = errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+	unavailable = apierrors.NewServiceUnavailable("the API server is shutting down")
+	forbidden   = apierrors.NewForbidden(cachesGVR.GroupResource(), "", errors.New("the ServiceAccount default/memcached may not list it"))
+	notServed   = apierrors.NewNotFound(cachesGVR.GroupResource(), "")
 )
 
 func TestServeRetriesATransientErrorAtStart(t *testing.T) {
@@ -93,7 +87,7 @@ func TestServeRetriesATransientErrorAtStart(t *testing.T) {
 				if got := lists.count(); got < 4 {
 					t.Errorf("lists = %d, want 3 that failed and then one that didn't", got)
 				}
-				if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+				if err := ctrl.Ready.Healthy(t.Context()); err != nil {
 					t.Errorf("Synced once the list answered: %v", err)
 				}
 				if got := calls.get("m"); got == 0 {
@@ -128,8 +122,8 @@ func TestATransientErrorOutlastingStartRetryEndsServe(t *testing.T) {
 				took := time.Since(start)
 				// The last retry is the last whose backoff ends within
 				// startRetry: no sooner than a maximal backoff before it.
-				if took <= control.StartRetry-control.RetryMax || took > control.StartRetry {
-					t.Errorf("Serve returned after %v, want after about startRetry (%v), retrying the error meanwhile", took, control.StartRetry)
+				if took <= StartRetry-RetryMax || took > StartRetry {
+					t.Errorf("Serve returned after %v, want after about startRetry (%v), retrying the error meanwhile", took, StartRetry)
 				}
 				if err == nil || !errors.Is(err, tc.err) || !strings.HasPrefix(err.Error(), listingCaches) {
 					t.Errorf("Serve = %v, want %q followed by the error, and wrapping it", err, listingCaches)
@@ -187,11 +181,11 @@ func TestServeEndsWhenAnOwnedResourceIsNotServedOrForbidden(t *testing.T) {
 			resetErrorBackoff(t)
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-				f.meta.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+				f.Meta.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
 					return true, nil, tc.err
 				})
 				var calls counter
-				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls), Owns(deployments))
+				ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls), owning(deployments, ""))
 				start := time.Now()
 				stop := served(t, ctrl)
 
@@ -243,7 +237,7 @@ type outage struct {
 
 func newOutage(f *fakeCluster) *outage {
 	o := &outage{f: f}
-	f.dyn.PrependReactor("list", "memcacheds", func(k8stesting.Action) (bool, runtime.Object, error) {
+	f.Dyn.PrependReactor("list", "memcacheds", func(k8stesting.Action) (bool, runtime.Object, error) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		if o.down {
@@ -252,14 +246,14 @@ func newOutage(f *fakeCluster) *outage {
 		}
 		return false, nil, nil
 	})
-	f.dyn.PrependWatchReactor("memcacheds", func(a k8stesting.Action) (bool, watch.Interface, error) {
+	f.Dyn.PrependWatchReactor("memcacheds", func(a k8stesting.Action) (bool, watch.Interface, error) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		if o.down {
 			o.refused++
 			return true, nil, notServed
 		}
-		w, err := f.dyn.Tracker().Watch(cachesGVR, a.GetNamespace())
+		w, err := f.Dyn.Tracker().Watch(cachesGVR, a.GetNamespace())
 		if err != nil {
 			return true, nil, err
 		}
@@ -298,14 +292,14 @@ func TestServeEndsWhenTheResourceStopsBeingServed(t *testing.T) {
 		stop := served(t, ctrl)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+		if err := ctrl.Ready.Healthy(t.Context()); err != nil {
 			t.Fatalf("Synced before the outage: %v", err)
 		}
 
 		start := time.Now()
 		o.begin()
-		if returned, err := awaitServe(ctrl, stop, control.UnservedGrace-time.Second); returned {
-			t.Fatalf("Serve = %v after %v, want it to wait out unservedGrace (%v)", err, time.Since(start), control.UnservedGrace)
+		if returned, err := awaitServe(ctrl, stop, UnservedGrace-time.Second); returned {
+			t.Fatalf("Serve = %v after %v, want it to wait out unservedGrace (%v)", err, time.Since(start), UnservedGrace)
 		}
 		returned, err := awaitServe(ctrl, stop, 5*time.Second)
 		if !returned {
@@ -314,7 +308,7 @@ func TestServeEndsWhenTheResourceStopsBeingServed(t *testing.T) {
 		if !apierrors.IsNotFound(err) || !strings.HasPrefix(err.Error(), listingCaches) {
 			t.Errorf("Serve = %v, want %q followed by the NotFound", err, listingCaches)
 		}
-		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+		if err := ctrl.Ready.Healthy(t.Context()); err == nil {
 			t.Error("Synced is healthy after Serve returned")
 		}
 	})
@@ -342,8 +336,8 @@ func TestServeEndsWhenItsRightsAreTakenAwayWhileItsWatchIsOpen(t *testing.T) {
 			}
 			return false, nil, nil
 		}
-		f.dyn.PrependReactor("list", "memcacheds", refuse)
-		f.dyn.PrependWatchReactor("memcacheds", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		f.Dyn.PrependReactor("list", "memcacheds", refuse)
+		f.Dyn.PrependWatchReactor("memcacheds", func(a k8stesting.Action) (bool, watch.Interface, error) {
 			handled, _, err := refuse(a)
 			return handled, nil, err
 		})
@@ -352,7 +346,7 @@ func TestServeEndsWhenItsRightsAreTakenAwayWhileItsWatchIsOpen(t *testing.T) {
 		stop := served(t, ctrl)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
-		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+		if err := ctrl.Ready.Healthy(t.Context()); err != nil {
 			t.Fatalf("Synced before the rights are taken away: %v", err)
 		}
 
@@ -360,15 +354,15 @@ func TestServeEndsWhenItsRightsAreTakenAwayWhileItsWatchIsOpen(t *testing.T) {
 		forbidden = true
 		mu.Unlock()
 		taken := time.Now()
-		returned, err := awaitServe(ctrl, stop, control.RightsProbe+control.UnservedGrace+2*time.Second)
+		returned, err := awaitServe(ctrl, stop, RightsProbe+UnservedGrace+2*time.Second)
 		if !returned {
 			t.Fatalf("Serve didn't return within rightsProbe+unservedGrace+2s (%s) of its rights taken away; Serve, cancelled = %v",
-				control.RightsProbe+control.UnservedGrace+2*time.Second, stop())
+				RightsProbe+UnservedGrace+2*time.Second, stop())
 		}
 		if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), listingCaches) {
 			t.Errorf("Serve = %v after %s, want %q followed by the Forbidden", err, time.Since(taken), listingCaches)
 		}
-		if err := ctrl.Synced().Healthy(t.Context()); err == nil {
+		if err := ctrl.Ready.Healthy(t.Context()); err == nil {
 			t.Error("Synced is healthy after Serve returned")
 		}
 	})
@@ -407,15 +401,15 @@ func TestTheRightsProbe(t *testing.T) {
 					versions[r] = append(versions[r], a.(k8stesting.WatchAction).GetWatchRestrictions().ResourceVersion)
 					return false, nil, nil
 				}
-				f.dyn.PrependReactor("list", "memcacheds", listed)
-				f.meta.PrependReactor("list", "deployments", listed)
-				f.dyn.PrependWatchReactor("memcacheds", watched)
-				f.meta.PrependWatchReactor("deployments", watched)
+				f.Dyn.PrependReactor("list", "memcacheds", listed)
+				f.Meta.PrependReactor("list", "deployments", listed)
+				f.Dyn.PrependWatchReactor("memcacheds", watched)
+				f.Meta.PrependWatchReactor("deployments", watched)
 				settings := testSettings()
 				settings.Namespace = tc.namespace
 				var calls counter
-				stop := served(t, newTestController(t, f, settings, readyReplicas(&calls), Owns(deployments)))
-				time.Sleep(2*control.RightsProbe + time.Second)
+				stop := served(t, newTestController(t, f, settings, readyReplicas(&calls), owning(deployments, "")))
+				time.Sleep(2*RightsProbe + time.Second)
 				synctest.Wait()
 				if err := stop(); err != nil {
 					t.Fatal(err)
@@ -458,7 +452,7 @@ func TestAResourceUnservedForLessThanTheGraceKeepsServing(t *testing.T) {
 		if returned, err := awaitServe(ctrl, stop, time.Minute); returned {
 			t.Fatalf("Serve = %v after a NotFound of 3s, want it to go on", err)
 		}
-		if err := ctrl.Synced().Healthy(t.Context()); err != nil {
+		if err := ctrl.Ready.Healthy(t.Context()); err != nil {
 			t.Errorf("Synced after the outage: %v", err)
 		}
 		before := calls.get("m")
@@ -478,13 +472,13 @@ func TestServeEndsWhenTheResourceMayBeListedButNotWatched(t *testing.T) {
 	resetErrorBackoff(t)
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
-		f.dyn.PrependWatchReactor("memcacheds", func(k8stesting.Action) (bool, watch.Interface, error) {
+		f.Dyn.PrependWatchReactor("memcacheds", func(k8stesting.Action) (bool, watch.Interface, error) {
 			return true, nil, apierrors.NewForbidden(cachesGVR.GroupResource(), "", errors.New("watch not allowed"))
 		})
 		var calls counter
 		ctrl := newTestController(t, f, testSettings(), readyReplicas(&calls))
 		stop := served(t, ctrl)
-		returned, err := awaitServe(ctrl, stop, control.UnservedGrace+5*time.Second)
+		returned, err := awaitServe(ctrl, stop, UnservedGrace+5*time.Second)
 		if !returned {
 			t.Fatalf("Serve didn't return within unservedGrace+5s of every watch being forbidden; Serve, cancelled = %v", stop())
 		}

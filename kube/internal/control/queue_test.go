@@ -1,4 +1,4 @@
-package kube
+package control
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/z5labs/humus/kube/internal/control"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,7 +37,7 @@ func newJournal() *journal {
 		after: map[string]time.Duration{}, took: time.Second}
 }
 
-func (j *journal) reconcile(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+func (j *journal) reconcile(ctx context.Context, m memcached) (result, error) {
 	j.mu.Lock()
 	if len(j.began) == 0 {
 		j.start = time.Now()
@@ -60,12 +59,12 @@ func (j *journal) reconcile(ctx context.Context, m memcached) (Result[cacheStatu
 	j.running[m.Name]--
 	j.mu.Unlock()
 	if fail {
-		return Result[cacheStatus]{}, errors.New("the memcached image can't be pulled")
+		return result{}, errors.New("the memcached image can't be pulled")
 	}
 	if first {
-		return Result[cacheStatus]{After: j.after[m.Name]}, nil
+		return result{After: j.after[m.Name]}, nil
 	}
-	return Result[cacheStatus]{}, nil
+	return result{}, nil
 }
 
 func (j *journal) order() []string {
@@ -92,9 +91,9 @@ func backlog(n int) []runtime.Object {
 // relabel changes an object's labels: a change a reconcile reads.
 func relabel(t *testing.T, f *fakeCluster, name, value string) {
 	t.Helper()
-	u := f.get(t, cachesGVR, "default", name)
+	u := f.Get(t, cachesGVR, "default", name)
 	u.SetLabels(map[string]string{"tier": value})
-	f.update(t, cachesGVR, u)
+	f.Update(t, cachesGVR, u)
 }
 
 func oneWorker() Settings {
@@ -112,7 +111,7 @@ func TestAChangeOvertakesTheBacklog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, listKinds, backlog(20)...)
 		j := newJournal()
-		stop := served(t, newTestController(t, f, oneWorker(), ReconcilerFunc[cacheSpec, cacheStatus](j.reconcile)))
+		stop := served(t, newTestController(t, f, oneWorker(), reconcileFunc(j.reconcile)))
 		time.Sleep(3500 * time.Millisecond) // the fourth reconcile is in flight
 		before := j.order()
 		if len(before) != 4 {
@@ -156,9 +155,9 @@ func TestARetryKeepsItsTimeAndItsPriority(t *testing.T) {
 		f := newFakeCluster(t, listKinds, backlog(10)...)
 		j := newJournal()
 		j.fail["x"], j.fail["m-00"], j.fail["m-01"] = 1, 1, 1
-		stop := served(t, newTestController(t, f, oneWorker(), ReconcilerFunc[cacheSpec, cacheStatus](j.reconcile)))
+		stop := served(t, newTestController(t, f, oneWorker(), reconcileFunc(j.reconcile)))
 		time.Sleep(500 * time.Millisecond)
-		f.createObject(t, cachesGVR, cacheObject("default", "x", 1))
+		f.Create(t, cachesGVR, cacheObject("default", "x", 1))
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if err := stop(); err != nil {
@@ -187,9 +186,9 @@ func TestAfterKeepsItsTimeAndItsPriority(t *testing.T) {
 		f := newFakeCluster(t, listKinds, backlog(10)...)
 		j := newJournal()
 		j.after["x"] = 2500 * time.Millisecond
-		stop := served(t, newTestController(t, f, oneWorker(), ReconcilerFunc[cacheSpec, cacheStatus](j.reconcile)))
+		stop := served(t, newTestController(t, f, oneWorker(), reconcileFunc(j.reconcile)))
 		time.Sleep(500 * time.Millisecond)
-		f.createObject(t, cachesGVR, cacheObject("default", "x", 1))
+		f.Create(t, cachesGVR, cacheObject("default", "x", 1))
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if err := stop(); err != nil {
@@ -217,7 +216,7 @@ func TestAKeyIsNeverOnTwoWorkers(t *testing.T) {
 		j.took = 5 * time.Second
 		s := testSettings()
 		s.Workers = 4
-		stop := served(t, newTestController(t, f, s, ReconcilerFunc[cacheSpec, cacheStatus](j.reconcile)))
+		stop := served(t, newTestController(t, f, s, reconcileFunc(j.reconcile)))
 		time.Sleep(time.Second)
 		inFlight := j.order()
 		if len(inFlight) != 4 {
@@ -254,9 +253,9 @@ func TestShutdownLeavesTheBacklogAtBothPriorities(t *testing.T) {
 		f := newFakeCluster(t, listKinds, backlog(5)...)
 		j := newJournal()
 		j.took = 10 * time.Second
-		stop := served(t, newTestController(t, f, oneWorker(), ReconcilerFunc[cacheSpec, cacheStatus](j.reconcile)))
+		stop := served(t, newTestController(t, f, oneWorker(), reconcileFunc(j.reconcile)))
 		time.Sleep(time.Second)
-		f.createObject(t, cachesGVR, cacheObject("default", "x", 1))
+		f.Create(t, cachesGVR, cacheObject("default", "x", 1))
 		relabel(t, f, "m-04", "a")
 		synctest.Wait()
 		if err := stop(); err != nil {
@@ -276,7 +275,7 @@ func TestANewLeadersBacklogIsLowPriority(t *testing.T) {
 		f := newFakeCluster(t, listKinds, backlog(6)...)
 		now := metav1.NewMicroTime(time.Now())
 		holder, duration := "replica-2", int32(30)
-		if _, err := f.kube.CoordinationV1().Leases("kube-system").Create(context.Background(), &coordinationv1.Lease{
+		if _, err := f.Kube.CoordinationV1().Leases("kube-system").Create(context.Background(), &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "memcached-controller"},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &duration,
 				AcquireTime: &now, RenewTime: &now},
@@ -284,7 +283,7 @@ func TestANewLeadersBacklogIsLowPriority(t *testing.T) {
 			t.Fatal(err)
 		}
 		j := newJournal()
-		stop := served(t, newTestController(t, f, oneWorker(), ReconcilerFunc[cacheSpec, cacheStatus](j.reconcile)))
+		stop := served(t, newTestController(t, f, oneWorker(), reconcileFunc(j.reconcile)))
 		time.Sleep(time.Second)
 		relabel(t, f, "m-01", "a") // long before the takeover, at about 30s
 		time.Sleep(24 * time.Second)
@@ -316,15 +315,15 @@ type heldReconciler struct {
 	calls    counter
 	inFlight chan struct{}
 	release  chan struct{}
-	first    func() (Result[cacheStatus], error)
-	rest     func() (Result[cacheStatus], error)
+	first    func() (result, error)
+	rest     func() (result, error)
 }
 
-func newHeldReconciler(first, rest func() (Result[cacheStatus], error)) *heldReconciler {
+func newHeldReconciler(first, rest func() (result, error)) *heldReconciler {
 	return &heldReconciler{inFlight: make(chan struct{}), release: make(chan struct{}), first: first, rest: rest}
 }
 
-func (h *heldReconciler) Reconcile(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+func (h *heldReconciler) Reconcile(ctx context.Context, m memcached) (result, error) {
 	if h.calls.inc(m.Name) == 1 {
 		close(h.inFlight)
 		<-h.release
@@ -351,9 +350,9 @@ func TestAChangeSupersedesAPendingAfter(t *testing.T) {
 		start := time.Now()
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		var calls counter
-		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
 			calls.inc(m.Name)
-			return Result[cacheStatus]{After: 10 * time.Second}, nil
+			return result{After: 10 * time.Second}, nil
 		})
 		stop := served(t, newTestController(t, f, testSettings(), rec))
 
@@ -381,11 +380,11 @@ func TestAChangeSupersedesAPendingBackoff(t *testing.T) {
 		start := time.Now()
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		var calls counter
-		rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
+		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
 			if calls.inc(m.Name) == 1 {
-				return Result[cacheStatus]{}, errors.New("the memcached image can't be pulled")
+				return result{}, errors.New("the memcached image can't be pulled")
 			}
-			return Result[cacheStatus]{}, nil
+			return result{}, nil
 		})
 		s := testSettings()
 		s.RetryBaseDelay, s.RetryMaxDelay = 10*time.Second, time.Minute
@@ -412,10 +411,10 @@ func TestASuccessfulReconcileSupersedesAPendingBackoff(t *testing.T) {
 		start := time.Now()
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		rec := newHeldReconciler(
-			func() (Result[cacheStatus], error) {
-				return Result[cacheStatus]{}, errors.New("the memcached image can't be pulled")
+			func() (result, error) {
+				return result{}, errors.New("the memcached image can't be pulled")
 			},
-			func() (Result[cacheStatus], error) { return Result[cacheStatus]{}, nil },
+			func() (result, error) { return result{}, nil },
 		)
 		s := testSettings()
 		s.RetryBaseDelay, s.RetryMaxDelay = 10*time.Second, time.Minute
@@ -443,8 +442,8 @@ func TestAPanicSupersedesAPendingAfter(t *testing.T) {
 		start := time.Now()
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		rec := newHeldReconciler(
-			func() (Result[cacheStatus], error) { return Result[cacheStatus]{After: 10 * time.Second}, nil },
-			func() (Result[cacheStatus], error) { panic("the cache's volume is gone") },
+			func() (result, error) { return result{After: 10 * time.Second}, nil },
+			func() (result, error) { panic("the cache's volume is gone") },
 		)
 		stop := served(t, newTestController(t, f, testSettings(), rec))
 
@@ -487,7 +486,7 @@ func TestAnEventThatComesBeforeItsWritesAnswerIsJudgedOnceTheReconcileEnds(t *te
 		t.Run(tc.name, func(t *testing.T) {
 			q := newCountingQueue(t)
 			sh := testWork(q)
-			c := &control.Controller{}
+			c := &Controller{}
 			h := c.ObjectKeys(sh)
 			c.InFlight.Begin("default/m")
 			h.OnUpdate(input, tc.event)
