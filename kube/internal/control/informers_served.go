@@ -24,14 +24,14 @@ import (
 
 // How long a controller waits on the API server before it gives up.
 const (
-	// StartRetry bounds how long step 1 retries a transient error, such
+	// startRetry bounds how long step 1 retries a transient error, such
 	// as a refused connection, a 429 or a 5xx, before it ends Serve: long
 	// enough for a rolling upgrade of the API server, short enough that a
 	// controller that can't start says so.
-	StartRetry = time.Minute
+	startRetry = time.Minute
 
 	retryFirst = 500 * time.Millisecond
-	RetryMax   = 8 * time.Second
+	retryMax   = 8 * time.Second
 )
 
 // checkServed lists the controller's resource, and each it owns, once, with
@@ -40,7 +40,7 @@ const (
 // and only log. A transient error is retried with backoff for startRetry.
 func (c *Controller) checkServed(ctx context.Context) error {
 	for i := range c.watched {
-		delay, deadline := retryFirst, time.Now().Add(StartRetry)
+		delay, deadline := retryFirst, time.Now().Add(startRetry)
 		for {
 			_, err := c.list(ctx, i, metav1.ListOptions{Limit: 1})
 			if err == nil {
@@ -50,10 +50,10 @@ func (c *Controller) checkServed(ctx context.Context) error {
 				return err
 			}
 			c.tel.log.WarnContext(ctx, "the API server is unavailable: retrying", "error", err.Error(), "after", delay)
-			if !Sleep(ctx, delay) {
+			if !sleep(ctx, delay) {
 				return err
 			}
-			delay = min(2*delay, RetryMax)
+			delay = min(2*delay, retryMax)
 		}
 	}
 	return nil

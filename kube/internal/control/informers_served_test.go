@@ -122,8 +122,8 @@ func TestATransientErrorOutlastingStartRetryEndsServe(t *testing.T) {
 				took := time.Since(start)
 				// The last retry is the last whose backoff ends within
 				// startRetry: no sooner than a maximal backoff before it.
-				if took <= StartRetry-RetryMax || took > StartRetry {
-					t.Errorf("Serve returned after %v, want after about startRetry (%v), retrying the error meanwhile", took, StartRetry)
+				if took <= startRetry-retryMax || took > startRetry {
+					t.Errorf("Serve returned after %v, want after about startRetry (%v), retrying the error meanwhile", took, startRetry)
 				}
 				if err == nil || !errors.Is(err, tc.err) || !strings.HasPrefix(err.Error(), listingCaches) {
 					t.Errorf("Serve = %v, want %q followed by the error, and wrapping it", err, listingCaches)

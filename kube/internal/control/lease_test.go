@@ -192,8 +192,8 @@ func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 		case <-time.After(time.Until(expiry)):
 			t.Fatalf("Serve didn't return before the Lease could expire, %s after the last renewal", s.LeaderElection.LeaseDuration)
 		}
-		if returned, bound := time.Now(), renewed.Add(LostDeadline(LeaderElection(s.LeaderElection))); returned.After(bound) {
-			t.Errorf("Serve returned %s after the last renewal, want by %s", returned.Sub(renewed), LostDeadline(LeaderElection(s.LeaderElection)))
+		if returned, bound := time.Now(), renewed.Add(lostDeadline(LeaderElection(s.LeaderElection))); returned.After(bound) {
+			t.Errorf("Serve returned %s after the last renewal, want by %s", returned.Sub(renewed), lostDeadline(LeaderElection(s.LeaderElection)))
 		}
 		time.Sleep(2 * time.Minute) // the stuck Reconciler returns, with a status
 		synctest.Wait()
@@ -315,7 +315,7 @@ func TestShutdownReturnsByItsDeadlineWhileTheReleaseHangs(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		start := time.Now()
-		ctrl.BeginShutdown()
+		ctrl.beginShutdown()
 		err := ctrl.Shutdown(ctx)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Shutdown = %v, want an error wrapping context.DeadlineExceeded", err)

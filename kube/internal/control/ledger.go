@@ -15,7 +15,7 @@ import (
 // records them). A Reader's read waits for the cache to bring the last
 // one of what it reads (Source.AwaitOwnWrite), so an App reads its own
 // writes. An entry goes once a read sees the cache has brought it, or
-// RYWBound after it was made: the Ledger holds only writes of the last
+// rywBound after it was made: the Ledger holds only writes of the last
 // 30 s whose event no read has seen yet.
 type Ledger struct {
 	mu    sync.RWMutex
@@ -65,7 +65,7 @@ func (l *Ledger) RecordWrite(gr schema.GroupResource, namespace, name string, a 
 	if !l.read[gr] {
 		return
 	}
-	if now.Sub(l.swept) > RYWBound {
+	if now.Sub(l.swept) > rywBound {
 		l.sweep(now)
 	}
 	byKey := l.m[gr]
@@ -80,13 +80,13 @@ func (l *Ledger) RecordWrite(gr schema.GroupResource, namespace, name string, a 
 	byKey[k] = w
 }
 
-// sweep forgets the writes older than RYWBound, such as those whose
+// sweep forgets the writes older than rywBound, such as those whose
 // objects no Reader has read since.
 func (l *Ledger) sweep(now time.Time) {
 	l.swept = now
 	for gr, byKey := range l.m {
 		for k, w := range byKey {
-			if now.Sub(w.at) > RYWBound {
+			if now.Sub(w.at) > rywBound {
 				delete(byKey, k)
 				l.n--
 			}
@@ -98,7 +98,7 @@ func (l *Ledger) sweep(now time.Time) {
 }
 
 // last is the last write of the object of gr at key, unless it is older
-// than RYWBound.
+// than rywBound.
 func (l *Ledger) last(gr schema.GroupResource, key string) (*Write, bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -106,14 +106,14 @@ func (l *Ledger) last(gr schema.GroupResource, key string) (*Write, bool) {
 		return nil, false
 	}
 	w, ok := l.m[gr][key]
-	if !ok || time.Since(w.at) > RYWBound {
+	if !ok || time.Since(w.at) > rywBound {
 		return nil, false
 	}
 	return w, true
 }
 
 // pending calls f with the last write of each object of gr that l holds,
-// but those older than RYWBound.
+// but those older than rywBound.
 func (l *Ledger) pending(gr schema.GroupResource, f func(key string, w *Write)) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -122,7 +122,7 @@ func (l *Ledger) pending(gr schema.GroupResource, f func(key string, w *Write)) 
 	}
 	now := time.Now()
 	for k, w := range l.m[gr] {
-		if now.Sub(w.at) <= RYWBound {
+		if now.Sub(w.at) <= rywBound {
 			f(k, w)
 		}
 	}

@@ -115,7 +115,7 @@ func TestFailureLogWaitsDoubleAndStartAgain(t *testing.T) {
 		t.Errorf("the waits between a's records = %v, want them doubling from 1s to 5m: %v", waits, want)
 	}
 
-	l.Forget("a")
+	l.forget("a")
 	if n, ok := fail("a", 30*time.Minute+time.Millisecond); !ok || n != 1 {
 		t.Errorf("a's first failure once it settled = %d, %t; want recorded at once, counting 1", n, ok)
 	}

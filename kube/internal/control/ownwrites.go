@@ -34,12 +34,12 @@ import (
 //   - cache.MarkingListed, which marks the versions a list brought, which are
 //     never own writes.
 
-// RYWBound is how long a write is remembered for reading one's own writes.
+// rywBound is how long a write is remembered for reading one's own writes.
 // The watch event that brings it normally comes within a second; a
 // remembered version that never comes, such as after etcd was restored and
 // the API server's resourceVersions went backwards, holds its key back no
 // longer than this.
-const RYWBound = 30 * time.Second
+const rywBound = 30 * time.Second
 
 // WrittenVersions keeps, per key, the resourceVersions of the
 // controller's own writes: the last one, to read one's own writes, and
@@ -106,7 +106,7 @@ func (w *WrittenVersions) AheadFor(key, cached string) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	if left := RYWBound - time.Since(wr.at); left > 0 {
+	if left := rywBound - time.Since(wr.at); left > 0 {
 		cmp, err := resourceversion.CompareResourceVersion(cached, wr.rv)
 		switch {
 		case err != nil:
@@ -153,9 +153,9 @@ func (w *WrittenVersions) redundant(key string, obj metav1.Object, finalizer str
 	return !cache.Listed(obj) && unchangedButOwn(input, obj, finalizer, w.Manager)
 }
 
-// Forget forgets key's writes: its object is gone, or its shard's term
+// forget forgets key's writes: its object is gone, or its shard's term
 // ended.
-func (w *WrittenVersions) Forget(key string) {
+func (w *WrittenVersions) forget(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.m, key)
@@ -272,11 +272,11 @@ func (w *OwnedWrites) RecordAnswer(gr schema.GroupResource, namespace, name stri
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	if now.Sub(w.swept) > RYWBound {
+	if now.Sub(w.swept) > rywBound {
 		// Forget the writes whose events never came, such as those a
 		// relist folded into a later version's.
 		for k, ow := range w.m {
-			if now.Sub(ow.at) > RYWBound {
+			if now.Sub(ow.at) > rywBound {
 				delete(w.m, k)
 			}
 		}

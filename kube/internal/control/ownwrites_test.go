@@ -107,11 +107,11 @@ func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanItsBound(t *testing.T) {
 		}
 		// The object changes, with a resourceVersion behind the write's.
 		resize(t, f, "m", 5)
-		sleepUntil(start, RYWBound-time.Second)
+		sleepUntil(start, rywBound-time.Second)
 		if got := calls.get("m"); got != 1 {
 			t.Errorf("reconciles within rywBound of the write = %d, want 1: a cache behind the key's own write holds it back", got)
 		}
-		sleepUntil(start, RYWBound+5*time.Second)
+		sleepUntil(start, rywBound+5*time.Second)
 		if got := calls.get("m"); got != 2 {
 			t.Errorf("reconciles by rywBound+5s = %d, want 2: a write the cache never catches up with is forgotten after rywBound", got)
 		}
@@ -131,9 +131,9 @@ func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanRywBoundAfterTheWrite(t *t
 		f.AnswerStatusAppliesAt("memcacheds", aheadRV)
 		var calls counter
 		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls)))
-		sleepUntil(start, RYWBound-time.Second)
+		sleepUntil(start, rywBound-time.Second)
 		resize(t, f, "m", 5)
-		sleepUntil(start, RYWBound+2*time.Second)
+		sleepUntil(start, rywBound+2*time.Second)
 		if got := calls.get("m"); got != 2 {
 			t.Errorf("reconciles by rywBound+2s after the write = %d, want 2", got)
 		}
@@ -244,7 +244,7 @@ func ownWriteEvents(input *unstructured.Unstructured) []ownWriteEvent {
 		}, 1},
 		{"a write forgotten", func(c *Controller, update func(*unstructured.Unstructured)) {
 			c.Versions.Wrote("default/m", "5", input)
-			c.Versions.Forget("default/m")
+			c.Versions.forget("default/m")
 			update(obj("5"))
 		}, 1},
 	}

@@ -52,7 +52,7 @@ type heldEvent struct {
 	changed   time.Time
 }
 
-func (f *inFlight) Begin(key string) {
+func (f *inFlight) begin(key string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.m == nil {
@@ -73,10 +73,10 @@ func (f *inFlight) hold(key string, e heldEvent) bool {
 	return ok
 }
 
-// End reports whether any event held for key's reconcile was not its own,
+// end reports whether any event held for key's reconcile was not its own,
 // so the key is to be queued again, at the highest priority of those, for
 // the oldest change among them. Each is judged, in the order it came.
-func (f *inFlight) End(key string) (again bool, p Priority, changed time.Time) {
+func (f *inFlight) end(key string) (again bool, p Priority, changed time.Time) {
 	f.mu.Lock()
 	held := f.m[key]
 	delete(f.m, key)

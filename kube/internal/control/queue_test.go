@@ -488,13 +488,13 @@ func TestAnEventThatComesBeforeItsWritesAnswerIsJudgedOnceTheReconcileEnds(t *te
 			sh := testWork(q)
 			c := &Controller{}
 			h := c.ObjectKeys(sh)
-			c.InFlight.Begin("default/m")
+			c.InFlight.begin("default/m")
 			h.OnUpdate(input, tc.event)
 			if len(q.added) != 0 {
 				t.Errorf("keys queued while the reconcile runs = %v, want none", q.added)
 			}
 			c.Versions.Wrote("default/m", "5", input)
-			if got, _, _ := c.InFlight.End("default/m"); got != tc.again {
+			if got, _, _ := c.InFlight.end("default/m"); got != tc.again {
 				t.Errorf("queued again once the reconcile ended = %v, want %v", got, tc.again)
 			}
 			h.OnUpdate(input, obj("6", 1))

@@ -77,7 +77,7 @@ func (r *Source) AwaitOwnWrite(ctx context.Context, store toolscache.Indexer, na
 		if !time.Now().Before(deadline) {
 			return &cacheBehindError{fmt.Sprintf("kube: reading %s %s: the cache hasn't brought the App's own %s within %v", r.Kind, key, w, readYourWrites)}
 		}
-		if !Sleep(ctx, 5*time.Millisecond) {
+		if !sleep(ctx, 5*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -123,7 +123,7 @@ func (r *Source) AwaitOwnWrites(ctx context.Context, store toolscache.Indexer, n
 		if !time.Now().Before(deadline) {
 			return &cacheBehindError{fmt.Sprintf("kube: listing %s: the cache hasn't brought the App's own %s of %s within %v", r.Kind, last, behind, readYourWrites)}
 		}
-		if !Sleep(ctx, 5*time.Millisecond) {
+		if !sleep(ctx, 5*time.Millisecond) {
 			return ctx.Err()
 		}
 	}

@@ -128,7 +128,7 @@ func (c *Controller) serve(ctx, stopping context.Context, fail context.CancelCau
 
 // Shutdown begins the controller's shutdown: kube.Controller.Shutdown.
 func (c *Controller) Shutdown(ctx context.Context) error {
-	c.BeginShutdown()
+	c.beginShutdown()
 	if !c.started.Load() {
 		return nil
 	}
@@ -142,8 +142,8 @@ func (c *Controller) Shutdown(ctx context.Context) error {
 	return fmt.Errorf("kube: controller %s: shutting down: %w", c.name, ctx.Err())
 }
 
-// BeginShutdown begins shutdown: it stops taking keys.
-func (c *Controller) BeginShutdown() { c.stopOnce.Do(func() { close(c.stop) }) }
+// beginShutdown begins shutdown: it stops taking keys.
+func (c *Controller) beginShutdown() { c.stopOnce.Do(func() { close(c.stop) }) }
 
 // stopped reports whether shutdown has begun.
 func (c *Controller) stopped() bool { return closed(c.stop) }

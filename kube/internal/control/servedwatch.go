@@ -126,7 +126,7 @@ func (w *servedWatch) stillUnserved(i int) error {
 		if !time.Now().Before(deadline) {
 			return err
 		}
-		if !Sleep(w.ctx, time.Second) {
+		if !sleep(w.ctx, time.Second) {
 			return nil
 		}
 	}

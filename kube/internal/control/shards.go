@@ -313,7 +313,7 @@ func (m *ShardManager) askFor(i int) {
 func (m *ShardManager) start(i int) {
 	r := shard.NewRange(i, len(m.electors))
 	t := &shardTerm{
-		r: r, w: m.c.NewWork([]attribute.KeyValue{attribute.String(AttrShard, r.String())}), el: m.electors[i],
+		r: r, w: m.c.NewWork([]attribute.KeyValue{attribute.String(attrShard, r.String())}), el: m.electors[i],
 		asked: make(chan struct{}), over: make(chan struct{}),
 	}
 	m.Mu.Lock()
@@ -417,7 +417,7 @@ func (m *ShardManager) end(t *shardTerm) {
 func (m *ShardManager) forgetKeys(w *Work) {
 	if w.Store != nil {
 		for _, k := range w.Store.ListKeys() {
-			m.c.Versions.Forget(k)
+			m.c.Versions.forget(k)
 			m.c.retry.Forget(k)
 		}
 	}
@@ -547,9 +547,9 @@ func (c *Controller) ownerUID(o metav1.Object) (string, bool) {
 	return "", false
 }
 
-// GuardOff is the WARN record of a replica with one shard that may not
+// guardOff is the WARN record of a replica with one shard that may not
 // list the Leases: it can't see a shard's Lease still held.
-const GuardOff = "this replica may not list the Leases: a rollout from several shards back to one can have two writers"
+const guardOff = "this replica may not list the Leases: a rollout from several shards back to one can have two writers"
 
 // shardLeasesHeld returns what reports whether a held Lease of c's shards
 // keeps a replica with one shard from the one Lease: when Settings.Shards
@@ -572,7 +572,7 @@ func shardLeasesHeld(c *Controller) func(ctx context.Context) bool {
 		switch {
 		case apierrors.IsForbidden(err):
 			warned.Do(func() {
-				c.tel.log.WarnContext(ctx, GuardOff, "missing", "list on leases.coordination.k8s.io in "+le.Namespace, "error", err.Error())
+				c.tel.log.WarnContext(ctx, guardOff, "missing", "list on leases.coordination.k8s.io in "+le.Namespace, "error", err.Error())
 			})
 			return false
 		case err != nil:

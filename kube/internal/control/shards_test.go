@@ -101,8 +101,8 @@ func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testi
 		for _, s := range tel.Spans() {
 			name := attrStrings(s.Attributes())[AttrObjectName]
 			want := shard.NewRange(shard.Of(shard.Hash("uid-"+name), 4), 4).String()
-			if got := attrStrings(s.Attributes())[AttrShard]; got != want {
-				t.Errorf("the span of %s has %s %q, want %q", name, AttrShard, got, want)
+			if got := attrStrings(s.Attributes())[attrShard]; got != want {
+				t.Errorf("the span of %s has %s %q, want %q", name, attrShard, got, want)
 			}
 		}
 		warnings := 0
@@ -128,8 +128,8 @@ func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testi
 			t.Fatalf("queue.oldest_wait = %+v, want a point for each shard and priority", oldest)
 		}
 		for _, dp := range oldest.DataPoints {
-			shard, _ := dp.Attributes.Value(AttrShard)
-			pr, _ := dp.Attributes.Value(AttrPriority)
+			shard, _ := dp.Attributes.Value(attrShard)
+			pr, _ := dp.Attributes.Value(attrPriority)
 			if dp.Value != 0 || shard.AsString() == "" || pr.AsString() == "" {
 				t.Errorf("a queue.oldest_wait point = %v with %v, want 0 with a shard and a priority", dp.Value, dp.Attributes.ToSlice())
 			}
@@ -249,7 +249,7 @@ func TestAShardedReplicaThatCannotRenewStopsItsShardsAndTakesThemAgain(t *testin
 		leases.hung.Store(true)
 		renewed := leases.lastRenewal()
 		le := testSettings().LeaderElection
-		time.Sleep(time.Until(renewed.Add(LostDeadline(LeaderElection(le)))))
+		time.Sleep(time.Until(renewed.Add(lostDeadline(LeaderElection(le)))))
 		synctest.Wait()
 		if n := cancelled.Load(); n != 8 {
 			t.Errorf("reconciles cancelled by the lost deadline = %d, want all 8", n)
@@ -404,7 +404,7 @@ func TestAShardedReplicaTakesNoShardWhileTheUnshardedLeaseIsHeld(t *testing.T) {
 		renewing, stopRenewing := context.WithCancel(t.Context())
 		defer stopRenewing()
 		go func() {
-			for Sleep(renewing, 2*time.Second) {
+			for sleep(renewing, 2*time.Second) {
 				l, err := leases.Get(renewing, "memcached-controller", metav1.GetOptions{})
 				if err != nil {
 					return
@@ -701,9 +701,9 @@ func TestAReplicaWithOneShardThatMayNotListTheLeasesSaysTheGuardIsOff(t *testing
 		stop := served(t, ctrl)
 		time.Sleep(10 * time.Second) // the Lease taken, and renewed
 		synctest.Wait()
-		recs := recordsWithBody(tel, GuardOff)
+		recs := recordsWithBody(tel, guardOff)
 		if len(recs) != 1 {
-			t.Fatalf("%q records = %d, want 1", GuardOff, len(recs))
+			t.Fatalf("%q records = %d, want 1", guardOff, len(recs))
 		}
 		if r := recs[0]; r.Severity() != otellog.SeverityWarn {
 			t.Errorf("the record's severity = %v, want WARN", r.Severity())

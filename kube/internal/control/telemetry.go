@@ -36,8 +36,8 @@ const (
 	AttrController    = "humus.kube.controller.name"
 	AttrResource      = "humus.kube.resource"
 	AttrOutcome       = "humus.kube.controller.reconcile.outcome"
-	AttrShard         = "humus.kube.controller.shard"
-	AttrPriority      = "humus.kube.controller.queue.priority"
+	attrShard         = "humus.kube.controller.shard"
+	attrPriority      = "humus.kube.controller.queue.priority"
 	AttrExcType       = "exception.type"
 	AttrExcMessage    = "exception.message"
 	AttrExcStacktrace = "exception.stacktrace"
@@ -71,7 +71,7 @@ func NewTelemetry(t humus.Telemetry, name string, resource schema.GroupResource)
 		slog.String(AttrController, name),
 		slog.String(AttrResource, resource.String()),
 	})
-	inst, err := NewInstruments(t.MeterProvider.Meter(InstrumentationScope))
+	inst, err := newInstruments(t.MeterProvider.Meter(InstrumentationScope))
 	if err != nil {
 		return nil, err
 	}
@@ -293,8 +293,8 @@ func (l *FailureLog) Failed(key string, now time.Time) (int, bool) {
 	return n, true
 }
 
-// Forget forgets key's failures: it settled.
-func (l *FailureLog) Forget(key string) {
+// forget forgets key's failures: it settled.
+func (l *FailureLog) forget(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.Keys, key)
@@ -349,7 +349,7 @@ type instruments struct {
 	changeLatency      metric.Float64Histogram
 }
 
-func NewInstruments(m metric.Meter) (*instruments, error) {
+func newInstruments(m metric.Meter) (*instruments, error) {
 	var errs []error
 	check := func(name string, err error) {
 		if err != nil {
@@ -412,7 +412,7 @@ type queueMetrics struct {
 func newQueueMetrics(inst *instruments, name string, attrs []attribute.KeyValue) *queueMetrics {
 	p := &queueMetrics{inst: inst, attrs: attrs, byPriority: map[Priority]metric.MeasurementOption{}}
 	for _, pr := range priorityqueue.Priorities {
-		p.byPriority[pr] = p.byController(name, attribute.String(AttrPriority, pr.String()))
+		p.byPriority[pr] = p.byController(name, attribute.String(attrPriority, pr.String()))
 	}
 	return p
 }

@@ -129,7 +129,7 @@ var controllerInstruments = []instrument{
 	{p + "reconcile.duration", "s", "How long each reconcile took, by its outcome.", "Histogram[float64]", false, []string{AttrController, AttrOutcome}},
 	{p + "reconcile.unfinished_duration", "s", "How long the reconciles in flight have run, added together.", "Gauge[float64]", false, []string{AttrController}},
 	{p + "reconcile.longest_unfinished_duration", "s", "How long the longest reconcile in flight has run.", "Gauge[float64]", false, []string{AttrController}},
-	{p + "queue.oldest_wait", "s", "How long the object that has waited longest in the work queue has waited, by priority.", "Gauge[float64]", false, []string{AttrController, AttrPriority}},
+	{p + "queue.oldest_wait", "s", "How long the object that has waited longest in the work queue has waited, by priority.", "Gauge[float64]", false, []string{AttrController, attrPriority}},
 	{p + "reconcile.change_latency", "s", "How long from a change's write, as the API server stamped it, to the end of the reconcile that handled it.", "Histogram[float64]", false, []string{AttrController}},
 }
 
@@ -324,7 +324,7 @@ func TestAStandbysQueueHoldsEveryObjectAndItsReconcileInstrumentsReadZero(t *tes
 		if got := gauged(t, ms, p+"reconcile.longest_unfinished_duration"); got != 0 {
 			t.Errorf("reconcile.longest_unfinished_duration = %v, want 0", got)
 		}
-		if got := gaugedBy(t, ms, p+"queue.oldest_wait", AttrPriority); len(got) != 2 || got["low"]+got["normal"] != 0 {
+		if got := gaugedBy(t, ms, p+"queue.oldest_wait", attrPriority); len(got) != 2 || got["low"]+got["normal"] != 0 {
 			t.Errorf("queue.oldest_wait = %v, want 0 for low and normal: a standby's keys wait for no worker", got)
 		}
 
@@ -530,7 +530,7 @@ func TestEachInstrumentIsCreatedWithItsKind(t *testing.T) {
 	}
 	for kind, names := range kinds {
 		t.Run(kind, func(t *testing.T) {
-			_, err := NewInstruments(refusingMeter{kind: kind})
+			_, err := newInstruments(refusingMeter{kind: kind})
 			var got []string
 			if err != nil {
 				got = strings.Split(err.Error(), "\n")
@@ -618,21 +618,21 @@ func TestOldestWaitIsTheLongestWaitByPriority(t *testing.T) {
 		j.mu.Lock()
 		leading := j.start
 		j.mu.Unlock()
-		if got := gaugedBy(t, instrumentsOf(t, tel), p+"queue.oldest_wait", AttrPriority); got["normal"] != 0 || got["low"] != time.Since(leading).Seconds() {
+		if got := gaugedBy(t, instrumentsOf(t, tel), p+"queue.oldest_wait", attrPriority); got["normal"] != 0 || got["low"] != time.Since(leading).Seconds() {
 			t.Errorf("queue.oldest_wait at 1s = %v, want normal 0 and low %vs, since the Lease was taken", got, time.Since(leading).Seconds())
 		}
 		time.Sleep(2 * time.Second)
 		relabel(t, f, "m-04", "a") // moves up from the backlog
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		got := gaugedBy(t, instrumentsOf(t, tel), p+"queue.oldest_wait", AttrPriority)
+		got := gaugedBy(t, instrumentsOf(t, tel), p+"queue.oldest_wait", attrPriority)
 		if want := map[string]float64{"normal": 2, "low": time.Since(leading).Seconds()}; got["normal"] != want["normal"] || got["low"] != want["low"] {
 			t.Errorf("queue.oldest_wait at 5s = %v, want %v", got, want)
 		}
 		if err := stop(); err != nil {
 			t.Errorf("Serve = %v, want nil", err)
 		}
-		got = gaugedBy(t, instrumentsOf(t, tel), p+"queue.oldest_wait", AttrPriority)
+		got = gaugedBy(t, instrumentsOf(t, tel), p+"queue.oldest_wait", attrPriority)
 		if got["normal"] != 0 || got["low"] != 0 || len(got) != 2 {
 			t.Errorf("queue.oldest_wait once Serve returned = %v, want 0 for normal and low", got)
 		}

@@ -188,7 +188,7 @@ func (t *term) lose() bool {
 	t.stopHolding()
 	t.c.API.Abort()
 	t.c.tel.log.WarnContext(t.ctx, "lost the lease", append([]any{"lease", t.el.Describe(), "renewed", t.el.RenewedAt()}, t.attrs...)...)
-	deadline := time.NewTimer(time.Until(t.el.RenewedAt().Add(LostDeadline(t.c.settings.LeaderElection))))
+	deadline := time.NewTimer(time.Until(t.el.RenewedAt().Add(lostDeadline(t.c.settings.LeaderElection))))
 	defer deadline.Stop()
 	select {
 	case <-t.finished:
@@ -205,10 +205,10 @@ func (t *term) close() {
 	close(t.over)
 }
 
-// LostDeadline is how long after its last renewal began a replica that
+// lostDeadline is how long after its last renewal began a replica that
 // lost the Lease has to stop: halfway from RenewDeadline to LeaseDuration,
 // so its workers are stopped with a margin before another replica can take
 // the Lease.
-func LostDeadline(le LeaderElection) time.Duration {
+func lostDeadline(le LeaderElection) time.Duration {
 	return le.RenewDeadline + (le.LeaseDuration-le.RenewDeadline)/2
 }

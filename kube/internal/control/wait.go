@@ -17,10 +17,10 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
-// Sleep waits d, or until ctx ends, and reports whether it waited d: the
+// sleep waits d, or until ctx ends, and reports whether it waited d: the
 // waits of step 1's retries, the served checks and a read of the App's
 // own write.
-func Sleep(ctx context.Context, d time.Duration) bool {
+func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -79,11 +79,11 @@ func (c *Controller) worker(ctx context.Context, w *Work, proof *Proof) {
 func (c *Controller) Process(ctx context.Context, w *Work, proof *Proof, item priorityqueue.Item) {
 	key := item.Key
 	defer w.Q.Done(key)
-	c.InFlight.Begin(key)
+	c.InFlight.begin(key)
 	defer func() {
 		// An event held while the key was reconciled, and not of its own
 		// writes, queues it again at once.
-		if again, p, changed := c.InFlight.End(key); again {
+		if again, p, changed := c.InFlight.end(key); again {
 			c.queueNow(w, key, p, changed)
 		}
 	}()
@@ -94,7 +94,7 @@ func (c *Controller) Process(ctx context.Context, w *Work, proof *Proof, item pr
 	cached, exists, err := w.Store.GetByKey(key)
 	if err != nil || !exists {
 		c.settle(w, key)
-		c.Versions.Forget(key)
+		c.Versions.forget(key)
 		c.tel.handled(ctx, item.Changed, w.attrs)
 		return
 	}
@@ -159,7 +159,7 @@ func (c *Controller) conclude(ctx context.Context, w *Work, item priorityqueue.I
 // settle forgets key's backoff, its failures' records and any wait it had.
 func (c *Controller) settle(w *Work, key string) {
 	c.retry.Forget(key)
-	c.tel.failures.Forget(key)
+	c.tel.failures.forget(key)
 	w.Later.cancel(key)
 }
 
