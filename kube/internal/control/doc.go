@@ -34,6 +34,14 @@
 //   - Every reconcile and queue is measured, traced and logged through the
 //     providers it is handed (telemetry.go), never global ones.
 //
+// Its unit tests run a Controller on client-go's fakes
+// (kube/internal/fakeapi) through one fixture, fixture_test.go's
+// newTestController, over a Type of a plain Go struct; package kube's
+// tests keep what goes through the public API. The package's files tie
+// into no cycle of more than 8 (tools/filecycles, in make lint): the
+// Controller's field types each live in a file that ties back to none of
+// its methods' files.
+//
 // What it may import: kube/internal/cache (the informers it runs on),
 // elector, shard, priorityqueue and transport, client-go and apimachinery,
 // and the core's humus and health packages. Never package kube: it knows
