@@ -90,7 +90,7 @@ type deployer struct {
 }
 
 func (d *deployer) Reconcile(ctx context.Context, m Object[cacheSpec, cacheStatus]) (Result[cacheStatus], error) {
-	d.calls.inc(m.Name)
+	d.calls.Inc(m.Name)
 	labels := map[string]string{"app": "memcached", "memcached": m.Name}
 	dep, err := d.kube.AppsV1().Deployments(m.Namespace).Apply(ctx,
 		appsv1ac.Deployment(m.Name, m.Namespace).
@@ -138,7 +138,7 @@ func readyReplicasAre(ctx context.Context, d dynamic.Interface, ns, name string,
 
 // reconciled is nil once calls counts a reconcile of name.
 func reconciled(calls *counter, name string) error {
-	if calls.get(name) == 0 {
+	if calls.Get(name) == 0 {
 		return fmt.Errorf("%s isn't reconciled yet", name)
 	}
 	return nil
@@ -175,7 +175,7 @@ func TestClusterMemcachedReconcilesIntoADeploymentItControls(t *testing.T) {
 	ctrl, err := NewController(setup, client, s, clusterCaches, rec,
 		Owns(deployments),
 		Finalize("cache.example.com/finalizer", func(ctx context.Context, m Object[cacheSpec, cacheStatus]) error {
-			finalized.inc(m.Name)
+			finalized.Inc(m.Name)
 			return nil
 		}))
 	if err != nil {
@@ -217,7 +217,7 @@ func TestClusterMemcachedReconcilesIntoADeploymentItControls(t *testing.T) {
 func checkOneReconcileAndOneStatusApply(t *testing.T, rec *deployer, tel *humustest.Telemetry) {
 	t.Helper()
 	time.Sleep(3 * time.Second) // time for a second reconcile, or a second apply, to show
-	if got := rec.calls.get("m"); got != 1 {
+	if got := rec.calls.Get("m"); got != 1 {
 		t.Errorf("reconciles = %d, want 1: the events of its finalizer, its status and its Deployment are its own", got)
 	}
 	if got := statusApplies(tel); got != 1 {
@@ -293,7 +293,7 @@ func checkDeletingMFinalizesItAndCollectsItsDeployment(t *testing.T, admin dynam
 		_, err := objects.Get(ctx, "m", metav1.GetOptions{})
 		return clustertest.Gone("the Memcached", err)
 	})
-	if got := finalized.get("m"); got != 1 {
+	if got := finalized.Get("m"); got != 1 {
 		t.Errorf("f ran %d times, want 1", got)
 	}
 	clustertest.Eventually(t, 60*time.Second, func(ctx context.Context) error {
@@ -390,7 +390,7 @@ func TestClusterOnlyTheLeaseHolderReconciles(t *testing.T) {
 	createCache(t, admin, gvr, ns, "a", 1)
 	clustertest.Eventually(t, 30*time.Second, func(context.Context) error { return reconciled(first.calls, "a") })
 	time.Sleep(time.Second)
-	if got := second.calls.get("a"); got != 0 {
+	if got := second.calls.Get("a"); got != 0 {
 		t.Errorf("the standby reconciled a %d times, want none", got)
 	}
 

@@ -51,7 +51,7 @@ func cacheObject(ns, name string, size int64) *unstructured.Unstructured {
 // Reconciler whose status settles after one apply.
 func readyReplicas(calls *counter) ReconcilerFunc[cacheSpec, cacheStatus] {
 	return func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
-		calls.inc(m.Name)
+		calls.Inc(m.Name)
 		st := m.Status
 		st.ReadyReplicas = m.Spec.Size
 		return Result[cacheStatus]{Status: &st}, nil
@@ -85,7 +85,7 @@ func TestKindControllerReconcilesClientGosStruct(t *testing.T) {
 		var calls, finalized counter
 		rec := &seenNamespace{calls: &calls}
 		fin := Finalize("example.com/default-deny", func(ctx context.Context, ns corev1.Namespace) error {
-			finalized.inc(ns.Name)
+			finalized.Inc(ns.Name)
 			return nil
 		})
 		stop := served(t, observedKindController(t, f, nil, testSettings(), rec, Owns(configMaps), fin))
@@ -95,7 +95,7 @@ func TestKindControllerReconcilesClientGosStruct(t *testing.T) {
 		rec.check(t)
 		// Once, and once after 20s: the finalizer's own change reconciles
 		// nothing.
-		if got := calls.get("team-a"); got != 2 {
+		if got := calls.Get("team-a"); got != 2 {
 			t.Errorf("reconciles in 30s = %d, want 2", got)
 		}
 		if got := len(f.AppliesTo("status")); got != 0 {
@@ -103,18 +103,18 @@ func TestKindControllerReconcilesClientGosStruct(t *testing.T) {
 		}
 
 		// A change to a ConfigMap it controls reconciles it.
-		before := calls.get("team-a")
+		before := calls.Get("team-a")
 		createControlledConfigMap(t, f)
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if got := calls.get("team-a"); got != before+1 {
+		if got := calls.Get("team-a"); got != before+1 {
 			t.Errorf("reconciles after an owned ConfigMap changed = %d, want %d", got, before+1)
 		}
 
 		f.BeginDeletion(t, namespacesGVR, "", "team-a")
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if got := finalized.get("team-a"); got != 1 {
+		if got := finalized.Get("team-a"); got != 1 {
 			t.Errorf("f ran %d times, want 1", got)
 		}
 		if err := stop(); err != nil {
@@ -135,7 +135,7 @@ func (r *seenNamespace) Reconcile(ctx context.Context, ns corev1.Namespace) (tim
 	r.mu.Lock()
 	r.seen = ns
 	r.mu.Unlock()
-	r.calls.inc(ns.Name)
+	r.calls.Inc(ns.Name)
 	return 20 * time.Second, nil
 }
 
@@ -178,11 +178,11 @@ func TestAKindsFinalizerIsRemovedAndItsDeletionCompletes(t *testing.T) {
 		f := newFakeCluster(t, listKinds, object("v1", "Namespace", "", "team-a", nil))
 		var calls, finalized counter
 		rec := KindReconcilerFunc[corev1.Namespace](func(ctx context.Context, ns corev1.Namespace) (time.Duration, error) {
-			calls.inc(ns.Name)
+			calls.Inc(ns.Name)
 			return 0, nil
 		})
 		fin := Finalize("example.com/default-deny", func(ctx context.Context, ns corev1.Namespace) error {
-			finalized.inc(ns.Name)
+			finalized.Inc(ns.Name)
 			return nil
 		})
 		stop := served(t, observedKindController(t, f, humustest.NewTelemetry(), testSettings(), rec, fin))
@@ -192,14 +192,14 @@ func TestAKindsFinalizerIsRemovedAndItsDeletionCompletes(t *testing.T) {
 		if got := ns.GetFinalizers(); len(got) != 1 || got[0] != "example.com/default-deny" {
 			t.Fatalf("finalizers = %v, want [example.com/default-deny]", got)
 		}
-		reconciled := calls.get("team-a")
+		reconciled := calls.Get("team-a")
 
 		now := metav1.Now()
 		ns.SetDeletionTimestamp(&now)
 		f.Update(t, namespacesGVR, ns)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if got := finalized.get("team-a"); got != 1 {
+		if got := finalized.Get("team-a"); got != 1 {
 			t.Errorf("f ran %d times, want 1", got)
 		}
 		applies := f.AppliesTo("")
@@ -217,7 +217,7 @@ func TestAKindsFinalizerIsRemovedAndItsDeletionCompletes(t *testing.T) {
 		if _, err := f.Dyn.Tracker().Get(namespacesGVR, "", "team-a"); !apierrors.IsNotFound(err) {
 			t.Errorf("the Namespace after its finalizer's removal: %v, want NotFound: its deletion completed", err)
 		}
-		if got := calls.get("team-a"); got != reconciled {
+		if got := calls.Get("team-a"); got != reconciled {
 			t.Errorf("reconciles once being deleted = %d, want none", got-reconciled)
 		}
 		if err := stop(); err != nil {

@@ -34,7 +34,7 @@ func reconciledOnce(t *testing.T, f *fakeCluster, tel *humustest.Telemetry) (han
 	stop = served(t, observedController(t, f, tel, testSettings(), rec))
 	time.Sleep(10 * time.Second)
 	synctest.Wait()
-	if got := calls.get("m"); got != 1 {
+	if got := calls.Get("m"); got != 1 {
 		t.Fatalf("reconciles = %d, want 1", got)
 	}
 	return handed, stop
@@ -169,7 +169,7 @@ func TestAnObjectThatCannotBeDecodedGetsNoFinalizer(t *testing.T) {
 		tel := humustest.NewTelemetry()
 		var calls, finalized counter
 		fin := Finalize("cache.example.com/finalizer", func(ctx context.Context, m memcached) error {
-			finalized.inc(m.Name)
+			finalized.Inc(m.Name)
 			return nil
 		})
 		stop := served(t, observedController(t, f, tel, testSettings(), readyReplicas(&calls), fin))
@@ -182,8 +182,8 @@ func TestAnObjectThatCannotBeDecodedGetsNoFinalizer(t *testing.T) {
 		if got := f.Get(t, cachesGVR, "default", "m").GetFinalizers(); len(got) != 0 {
 			t.Errorf("finalizers = %v, want none", got)
 		}
-		if calls.get("m") != 0 || finalized.get("m") != 0 {
-			t.Errorf("the Reconciler ran %d times and f %d, want neither", calls.get("m"), finalized.get("m"))
+		if calls.Get("m") != 0 || finalized.Get("m") != 0 {
+			t.Errorf("the Reconciler ran %d times and f %d, want neither", calls.Get("m"), finalized.Get("m"))
 		}
 		failed := recordsWithBody(tel, "reconcile failed")
 		if len(failed) == 0 {
@@ -244,7 +244,7 @@ func TestADeletingObjectThatCannotBeDecodedIsRetriedWithBackoff(t *testing.T) {
 		tel := humustest.NewTelemetry()
 		var calls, finalized counter
 		fin := Finalize("cache.example.com/finalizer", func(ctx context.Context, m memcached) error {
-			finalized.inc(m.Name)
+			finalized.Inc(m.Name)
 			return nil
 		})
 		s := testSettings()
@@ -252,7 +252,7 @@ func TestADeletingObjectThatCannotBeDecodedIsRetriedWithBackoff(t *testing.T) {
 		stop := served(t, observedController(t, f, tel, s, readyReplicas(&calls), fin))
 		sleepUntil(start, time.Minute)
 
-		if got := finalized.get("m"); got != 0 {
+		if got := finalized.Get("m"); got != 0 {
 			t.Errorf("f ran %d times, want never: the object can't be decoded", got)
 		}
 		if got := f.Get(t, cachesGVR, "default", "m").GetFinalizers(); len(got) != 1 {

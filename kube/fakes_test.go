@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"crypto/tls"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -126,42 +125,12 @@ func (q *countingQueue) Add(key string, p control.Priority, changed time.Time) {
 	q.Queue.Add(key, p, changed)
 }
 
-// object returns an unstructured object of the test's resource.
-func object(apiVersion, kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": apiVersion,
-		"kind":       kind,
-		"metadata":   map[string]any{"name": name, "uid": "uid-" + name},
-	}}
-	if ns != "" {
-		u.SetNamespace(ns)
-	}
-	if spec != nil {
-		u.Object["spec"] = spec
-	}
-	return u
-}
-
 // counter counts calls by key, safely across workers.
-type counter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
+type counter = fakeapi.Counter
 
-func (c *counter) inc(key string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n == nil {
-		c.n = map[string]int{}
-	}
-	c.n[key]++
-	return c.n[key]
-}
-
-func (c *counter) get(key string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[key]
+// object is an object of apiVersion and kind, with a uid of its name's.
+func object(apiVersion, kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
+	return fakeapi.Object(apiVersion, kind, ns, name, spec)
 }
 
 // served runs ctrl's Serve in the background, in a synctest bubble or on

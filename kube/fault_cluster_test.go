@@ -591,10 +591,10 @@ func poisonedDeployer(d *deployer, errored, panicked *counter) Reconciler[cacheS
 	return ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m Object[cacheSpec, cacheStatus]) (Result[cacheStatus], error) {
 		switch m.Name {
 		case "poison-error":
-			errored.inc(m.Name)
+			errored.Inc(m.Name)
 			return Result[cacheStatus]{}, errors.New("poisoned")
 		case "poison-panic":
-			panicked.inc(m.Name)
+			panicked.Inc(m.Name)
 			panic("poisoned")
 		}
 		return d.Reconcile(ctx, m)
@@ -609,7 +609,7 @@ func checkThePoisonObjectsRetries(t *testing.T, w *workload, s Settings, errored
 	// Let the backoff reach RetryMaxDelay: 0.1+0.2+...+3.2 is 6.3s,
 	// then every 4s.
 	time.Sleep(30 * time.Second)
-	n := errored.get("poison-error")
+	n := errored.Get("poison-error")
 	// 7 attempts reach the cap by 6.3s, then one each 4s: about 13
 	// in 30s, and never the hundreds an unbounded retry makes.
 	if n < 8 || n > 16 {
@@ -618,7 +618,7 @@ func checkThePoisonObjectsRetries(t *testing.T, w *workload, s Settings, errored
 	// Once: the change its finalizer's apply made, before the
 	// Reconciler panicked, is the reconcile's own, and a panic is not
 	// retried.
-	if n := panicked.get("poison-panic"); n != 1 {
+	if n := panicked.Get("poison-panic"); n != 1 {
 		t.Errorf("the panicking object was reconciled %d times, want 1: its finalizer's change is its own, and a panic is not retried", n)
 	}
 	patch := []byte(`{"spec":{"size":2}}`)
@@ -626,13 +626,13 @@ func checkThePoisonObjectsRetries(t *testing.T, w *workload, s Settings, errored
 		t.Fatal(err)
 	}
 	clustertest.Eventually(t, 30*time.Second, func(context.Context) error {
-		if n := panicked.get("poison-panic"); n != 2 {
+		if n := panicked.Get("poison-panic"); n != 2 {
 			return fmt.Errorf("the panicking object was reconciled %d times, want 2: once more for its change", n)
 		}
 		return nil
 	})
 	time.Sleep(5 * time.Second)
-	if n := panicked.get("poison-panic"); n != 2 {
+	if n := panicked.Get("poison-panic"); n != 2 {
 		t.Errorf("the panicking object was reconciled %d times after one change, want 2", n)
 	}
 }

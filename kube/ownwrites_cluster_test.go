@@ -71,7 +71,7 @@ func TestClusterANoOpApplyDoesNotSwallowAnotherClientsChange(t *testing.T) {
 		return readyReplicasAre(ctx, admin, ns, "m", 2)
 	})
 	time.Sleep(2 * time.Second) // a second reconcile would show
-	if got := rec.calls.get("m"); got != 1 {
+	if got := rec.calls.Get("m"); got != 1 {
 		t.Fatalf("reconciles before the race = %d, want 1: the Deployment's creation is the reconcile's own", got)
 	}
 
@@ -86,13 +86,13 @@ func TestClusterANoOpApplyDoesNotSwallowAnotherClientsChange(t *testing.T) {
 	}
 	// The race's reconcile, then the one the other client's status queues.
 	clustertest.Eventually(t, 5*time.Second, func(context.Context) error {
-		if got := rec.calls.get("m"); got < 3 {
+		if got := rec.calls.Get("m"); got < 3 {
 			return fmt.Errorf("reconciles = %d, want 3: the race's, and one for the other client's status of the Deployment", got)
 		}
 		return nil
 	})
 	time.Sleep(2 * time.Second)
-	if got := rec.calls.get("m"); got != 3 {
+	if got := rec.calls.Get("m"); got != 3 {
 		t.Errorf("reconciles = %d, want 3: the last apply changed nothing, and nothing else changed", got)
 	}
 	if err := stop(); err != nil {

@@ -162,11 +162,11 @@ func TestClusterReferencesFollowTheConfigMapsTheyName(t *testing.T) {
 	}
 	contentIs(t, admin, ns, "a", "two")
 	time.Sleep(time.Second)
-	before := calls.get("a")
+	before := calls.Get("a")
 	putConfigMap(t, adminKube, ns, "c1", "one, back", nil)
 	contentIs(t, admin, ns, "b", "one, back")
 	time.Sleep(2 * time.Second) // a reconcile of a would show
-	if got := calls.get("a") - before; got != 0 {
+	if got := calls.Get("a") - before; got != 0 {
 		t.Errorf("reconciles of a for c1's return, once a names c2 = %d, want 0", got)
 	}
 	if err := stop(); err != nil {
@@ -303,7 +303,7 @@ type echoer struct {
 }
 
 func (e *echoer) Reconcile(ctx context.Context, w website) (Result[siteStatus], error) {
-	e.calls.inc(w.Name)
+	e.calls.Inc(w.Name)
 	name := w.Name + "-echo"
 	cm := corev1ac.ConfigMap(name, w.Namespace).WithData(map[string]string{"echo": w.Spec.ContentFrom})
 	if _, err := e.kube.CoreV1().ConfigMaps(w.Namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: "site-controller", Force: true}); err != nil {
@@ -408,7 +408,7 @@ func TestClusterAHungReconcileTimesOut(t *testing.T) {
 	var calls counter
 	sc.serve(t, &s, ReconcilerFunc[siteSpec, siteStatus](
 		func(ctx context.Context, w website) (Result[siteStatus], error) {
-			calls.inc(w.Name)
+			calls.Inc(w.Name)
 			<-ctx.Done() // hangs, until the bound ends it
 			st := siteStatus{Content: "timed out"}
 			return Result[siteStatus]{Status: &st}, ctx.Err()
@@ -420,7 +420,7 @@ func TestClusterAHungReconcileTimesOut(t *testing.T) {
 		t.Errorf("the status was applied %v after the create, before the 2s bound", took)
 	}
 	clustertest.Eventually(t, 20*time.Second, func(context.Context) error {
-		if n := calls.get("hung"); n < 2 {
+		if n := calls.Get("hung"); n < 2 {
 			return fmt.Errorf("reconciles of hung = %d, want it retried", n)
 		}
 		return nil

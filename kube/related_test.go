@@ -64,7 +64,7 @@ func configMapObject(ns, name, content string, lbls map[string]string) *unstruct
 // ConfigMap it names, read from the cache, or "" when there is none.
 func serveContent(cms *Reader[corev1.ConfigMap], calls *counter) ReconcilerFunc[siteSpec, siteStatus] {
 	return func(ctx context.Context, w website) (Result[siteStatus], error) {
-		calls.inc(w.Name)
+		calls.Inc(w.Name)
 		st := w.Status
 		cm, err := cms.Get(ctx, w.Namespace, w.Spec.ContentFrom)
 		switch {
@@ -125,12 +125,12 @@ func TestReferencesReconcilesEveryReferrerOfARelatedChange(t *testing.T) {
 		}
 
 		count := func() map[string]int {
-			return map[string]int{"a": calls.get("a"), "b": calls.get("b"), "x": calls.get("x")}
+			return map[string]int{"a": calls.Get("a"), "b": calls.Get("b"), "x": calls.Get("x")}
 		}
 		expect := func(what string, before map[string]int, want map[string]int) {
 			t.Helper()
 			for name, n := range want {
-				if got := calls.get(name) - before[name]; got != n {
+				if got := calls.Get(name) - before[name]; got != n {
 					t.Errorf("%s: reconciles of %s = %d, want %d", what, name, got, n)
 				}
 			}
@@ -184,10 +184,10 @@ func TestRelatedReconcilesWhatItsFunctionNamesBeforeAndAfter(t *testing.T) {
 		served(t, siteController(t, f, client, nil, testSettings(), serveContent(cms, &calls), Related(cms, bySiteLabel)))
 		settle(10 * time.Second)
 
-		a, b := calls.get("a"), calls.get("b")
+		a, b := calls.Get("a"), calls.Get("b")
 		f.Update(t, configMapsGVR, configMapObject("default", "c1", "one", map[string]string{"site": "b"}))
 		settle(time.Second)
-		if got := [2]int{calls.get("a") - a, calls.get("b") - b}; got != [2]int{1, 1} {
+		if got := [2]int{calls.Get("a") - a, calls.Get("b") - b}; got != [2]int{1, 1} {
 			t.Errorf("reconciles of a and b when c1's label moved from a to b = %v, want [1 1]", got)
 		}
 	})
@@ -385,11 +385,11 @@ func TestAPanickingReferencesIsRecordedOnceAndStopsNothing(t *testing.T) {
 			f.Update(t, sitesGVR, siteObject("default", "bad", "c1"+strings.Repeat(" ", i)))
 			settle(time.Second)
 		}
-		good := calls.get("good")
+		good := calls.Get("good")
 		f.Update(t, configMapsGVR, configMapObject("default", "c1", "edited", nil))
 		settle(time.Second)
-		if calls.get("good")-good != 1 {
-			t.Errorf("reconciles of good for c1's change = %d, want 1", calls.get("good")-good)
+		if calls.Get("good")-good != 1 {
+			t.Errorf("reconciles of good for c1's change = %d, want 1", calls.Get("good")-good)
 		}
 		panics := 0
 		for _, r := range tel.Records() {
@@ -563,8 +563,8 @@ func TestSelectorsLimitTheOwnAndTheOwnedCaches(t *testing.T) {
 		served(t, siteController(t, f, client, nil, s, serveContent(cms, &calls), Reads(cms),
 			OwnsSelected(deployments, Selector{Labels: "app=web"})))
 		settle(10 * time.Second)
-		if calls.get("web") != 1 || calls.get("other") != 0 {
-			t.Errorf("reconciles: web %d, other %d; want 1 and 0", calls.get("web"), calls.get("other"))
+		if calls.Get("web") != 1 || calls.Get("other") != 0 {
+			t.Errorf("reconciles: web %d, other %d; want 1 and 0", calls.Get("web"), calls.Get("other"))
 		}
 		selectors := map[string]string{}
 		for _, a := range append(f.Dyn.Actions(), f.Meta.Actions()...) {

@@ -43,7 +43,7 @@ func TestClusterAStatusEmptiedIsApplied(t *testing.T) {
 	var calls counter
 	ctrl, err := NewController(setup, client, s, notes, ReconcilerFunc[noteSpec, noteStatus](
 		func(ctx context.Context, n Object[noteSpec, noteStatus]) (Result[noteStatus], error) {
-			calls.inc(n.Name)
+			calls.Inc(n.Name)
 			st := noteStatus{Echo: n.Spec.Note}
 			return Result[noteStatus]{Status: &st}, nil
 		}))

@@ -158,10 +158,10 @@ func stderrHelperRanAll(tel *humustest.Telemetry, calls *counter, updates *atomi
 			errs = append(errs, fmt.Errorf("no record %q", body))
 		}
 	}
-	if n := calls.get("rejected") + calls.get("fail"); n < 6 {
+	if n := calls.Get("rejected") + calls.Get("fail"); n < 6 {
 		errs = append(errs, fmt.Errorf("%d failed reconciles, want retries", n))
 	}
-	if calls.get("ok") == 0 {
+	if calls.Get("ok") == 0 {
 		errs = append(errs, errors.New("ok wasn't reconciled"))
 	}
 	if n := updates.Load(); n < 5 {

@@ -75,7 +75,7 @@ func TestClusterAReconcilesSpansIncludeItsRequestsAndNoWatch(t *testing.T) {
 		n, _, _ := unstructured.NestedInt64(got.Object, "status", "readyReplicas")
 		if spans := len(reconcileSpansOf(tel, "Memcached", "cache")); n != 3 || spans < 1 {
 			return fmt.Errorf("the object didn't settle: status.readyReplicas = %d, want 3; %d reconcile spans, want 1; reconciles: %d; spans: %v",
-				n, spans, calls.get("cache"), spanNames(tel))
+				n, spans, calls.Get("cache"), spanNames(tel))
 		}
 		return nil
 	})
@@ -106,7 +106,7 @@ func namespaceReadingController(t *testing.T, c *clustertest.Cluster, tel *humus
 	}
 	calls := new(counter)
 	rec := ReconcilerFunc[cacheSpec, cacheStatus](func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
-		calls.inc(m.Name)
+		calls.Inc(m.Name)
 		if _, err := kc.CoreV1().Namespaces().Get(ctx, m.Namespace, metav1.GetOptions{}); err != nil {
 			return Result[cacheStatus]{}, err
 		}

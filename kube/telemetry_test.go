@@ -32,7 +32,7 @@ func reconcileSpansOf(tel *humustest.Telemetry, kind, name string) []sdktrace.Re
 func outcomes(tel *humustest.Telemetry, calls *counter) ReconcilerFunc[cacheSpec, cacheStatus] {
 	tracer := tel.Telemetry().TracerProvider.Tracer("memcached-operator")
 	return func(ctx context.Context, m memcached) (Result[cacheStatus], error) {
-		calls.inc(m.Name)
+		calls.Inc(m.Name)
 		switch m.Name {
 		case "fail":
 			return Result[cacheStatus]{}, errors.New("the memcached image can't be pulled")

@@ -93,7 +93,7 @@ func TestATrimmedReaderKeepsOnlyWhatItsTypeDecodes(t *testing.T) {
 		again := ReadTrimmed(client, replicasKind, Selector{}) // the same type: the same cache
 		var calls counter
 		rec := ReconcilerFunc[siteSpec, siteStatus](func(_ context.Context, w website) (Result[siteStatus], error) {
-			calls.inc(w.Name)
+			calls.Inc(w.Name)
 			return Result[siteStatus]{}, nil
 		})
 		served(t, siteController(t, f, client, nil, testSettings(), rec, Owns(deployments), Reads(ds), Reads(again)))
@@ -117,10 +117,10 @@ func TestATrimmedReaderKeepsOnlyWhatItsTypeDecodes(t *testing.T) {
 		}
 
 		// Someone else's change reconciles the owner, and is read.
-		before := calls.get("a")
+		before := calls.Get("a")
 		f.Update(t, deployments, siteDeployment("a", 5))
 		settle(time.Second)
-		if calls.get("a") == before {
+		if calls.Get("a") == before {
 			t.Error("a change to the Deployment didn't reconcile the Website that owns it")
 		}
 		if d, err := again.Get(t.Context(), "default", "a"); err != nil || d.Spec.Replicas == nil || *d.Spec.Replicas != 5 {

@@ -92,7 +92,7 @@ func TestAWriteRefusedForAStaleObjectIsNotRetried(t *testing.T) {
 
 				skipped, failed := recordsWithBody(tel, "reconcile skipped a stale object"), recordsWithBody(tel, "reconcile failed")
 				if tc.stale {
-					if got := calls.get("m"); got != 1 {
+					if got := calls.Get("m"); got != 1 {
 						t.Errorf("reconciles in a minute = %d, want 1: a write refused for a stale object drops the key", got)
 					}
 					if len(skipped) != 1 || len(failed) != 0 {
@@ -101,7 +101,7 @@ func TestAWriteRefusedForAStaleObjectIsNotRetried(t *testing.T) {
 						t.Errorf("the stale record's error = %q, want it to carry %q", got, tc.err)
 					}
 				} else {
-					if got := calls.get("m"); got < 3 {
+					if got := calls.Get("m"); got < 3 {
 						t.Errorf("reconciles in a minute = %d, want the error retried", got)
 					}
 					if len(skipped) != 0 || len(failed) < 3 {

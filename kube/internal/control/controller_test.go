@@ -34,7 +34,7 @@ func TestControllerSettlesInOneReconcile(t *testing.T) {
 		if err := ctrl.Ready.Healthy(t.Context()); err != nil {
 			t.Errorf("Synced once the caches have synced: %v", err)
 		}
-		if got := calls.get("m"); got != 1 {
+		if got := calls.Get("m"); got != 1 {
 			t.Errorf("reconciles = %d, want 1: the event of its own status reconciles nothing", got)
 		}
 		statuses := f.AppliesTo("status")
@@ -69,7 +69,7 @@ func TestAStatusIsAppliedWhenReconcileFails(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		var calls counter
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
-			calls.inc(m.Name)
+			calls.Inc(m.Name)
 			st := m.Status
 			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 				Type: "Available", Status: metav1.ConditionFalse, Reason: "ApplyFailed", Message: "quota exceeded",
@@ -85,7 +85,7 @@ func TestAStatusIsAppliedWhenReconcileFails(t *testing.T) {
 		if got := len(f.AppliesTo("status")); got != 1 {
 			t.Errorf("status applies = %d, want 1: the failure's condition, once, however often it retries", got)
 		}
-		if got := calls.get("m"); got < 3 {
+		if got := calls.Get("m"); got < 3 {
 			t.Errorf("reconciles = %d, want the error retried", got)
 		}
 		conds, _, _ := unstructured.NestedSlice(f.Get(t, cachesGVR, "default", "m").Object, "status", "conditions")
@@ -103,13 +103,13 @@ func TestControllerReconcilesAgainAfter(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		var calls counter
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
-			calls.inc(m.Name)
+			calls.Inc(m.Name)
 			return result{After: 10 * time.Second}, nil
 		})
 		stop := served(t, newTestController(t, f, testSettings(), rec))
 		time.Sleep(35 * time.Second)
 		synctest.Wait()
-		if got := calls.get("m"); got != 4 {
+		if got := calls.Get("m"); got != 4 {
 			t.Errorf("reconciles in 35s with After 10s = %d, want 4 (at 0, 10, 20 and 30s)", got)
 		}
 		if err := stop(); err != nil {
@@ -196,7 +196,7 @@ func TestShutdownFinishesTheReconcileInFlightAndLeavesTheBacklog(t *testing.T) {
 		inFlight, release := make(chan struct{}), make(chan struct{})
 		var once sync.Once
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
-			calls.inc(m.Name)
+			calls.Inc(m.Name)
 			once.Do(func() {
 				close(inFlight)
 				<-release
@@ -215,7 +215,7 @@ func TestShutdownFinishesTheReconcileInFlightAndLeavesTheBacklog(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("Serve = %v, want nil", err)
 		}
-		if keys := calls.keys(); len(keys) != 1 {
+		if keys := calls.Keys(); len(keys) != 1 {
 			t.Errorf("reconciled %v, want only the one in flight at shutdown", keys)
 		}
 		if h := holder(f.Lease(t, "kube-system", "memcached-controller")); h != "" {
@@ -234,7 +234,7 @@ func TestAPanicIsRecoveredAndNotRetried(t *testing.T) {
 		ready := readyReplicas(&calls)
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
 			if m.Name == "bad" {
-				calls.inc(m.Name)
+				calls.Inc(m.Name)
 				var replicas []int32
 				_ = replicas[m.Spec.Size] // index out of range
 			}
@@ -245,10 +245,10 @@ func TestAPanicIsRecoveredAndNotRetried(t *testing.T) {
 		stop := served(t, newTestController(t, f, s, rec))
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if got := calls.get("bad"); got != 1 {
+		if got := calls.Get("bad"); got != 1 {
 			t.Errorf("the panicking object's reconciles = %d, want 1: a panic isn't retried", got)
 		}
-		if got := calls.get("good"); got != 1 {
+		if got := calls.Get("good"); got != 1 {
 			t.Errorf("the other object's reconciles = %d, want 1", got)
 		}
 		for _, a := range f.AppliesTo("status") {
@@ -262,7 +262,7 @@ func TestAPanicIsRecoveredAndNotRetried(t *testing.T) {
 		f.Update(t, cachesGVR, bad)
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if got := calls.get("bad"); got != 2 {
+		if got := calls.Get("bad"); got != 2 {
 			t.Errorf("the panicking object's reconciles after it changed = %d, want 2", got)
 		}
 		if err := stop(); err != nil {
@@ -279,7 +279,7 @@ func TestAStatusAppliedIsNotAppliedAgainOnALaggingCache(t *testing.T) {
 		ready := readyReplicas(&calls)
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
 			res, err := ready(ctx, m)
-			if calls.get(m.Name) == 1 {
+			if calls.Get(m.Name) == 1 {
 				res.After = time.Second // comes up while the watch lags
 			}
 			return res, err
@@ -290,7 +290,7 @@ func TestAStatusAppliedIsNotAppliedAgainOnALaggingCache(t *testing.T) {
 		if got := len(f.AppliesTo("status")); got != 1 {
 			t.Errorf("status applies = %d, want 1: the key came up on a cache older than its own write", got)
 		}
-		if got := calls.get("m"); got != 2 {
+		if got := calls.Get("m"); got != 2 {
 			t.Errorf("reconciles = %d, want 2", got)
 		}
 		if err := stop(); err != nil {
@@ -304,7 +304,7 @@ func TestFinalizeAddsRunsAndRemovesTheFinalizer(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		var calls, finalized counter
 		fin := finalizing(func(ctx context.Context, m memcached) error {
-			finalized.inc(m.Name)
+			finalized.Inc(m.Name)
 			return nil
 		})
 		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls), fin))
@@ -324,13 +324,13 @@ func TestFinalizeAddsRunsAndRemovesTheFinalizer(t *testing.T) {
 		f.Update(t, cachesGVR, m)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if got := finalized.get("m"); got != 1 {
+		if got := finalized.Get("m"); got != 1 {
 			t.Errorf("f ran %d times, want 1", got)
 		}
 		if _, err := f.Dyn.Tracker().Get(cachesGVR, "default", "m"); err == nil {
 			t.Errorf("the object is still there: its finalizer wasn't removed")
 		}
-		if got := calls.get("m"); got != 1 {
+		if got := calls.Get("m"); got != 1 {
 			t.Errorf("reconciles = %d, want 1: none for its own finalizer and status, none once the object is being deleted", got)
 		}
 		if err := stop(); err != nil {
@@ -344,14 +344,14 @@ func TestAPanickingFinalizerKeepsTheFinalizer(t *testing.T) {
 		f := newFakeCluster(t, listKinds, deleting(cacheObject("default", "m", 1), "cache.example.com/finalizer"))
 		var finalized counter
 		fin := finalizing(func(ctx context.Context, m memcached) error {
-			finalized.inc(m.Name)
+			finalized.Inc(m.Name)
 			panic("the cache's volume is gone")
 		})
 		var calls counter
 		stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls), fin))
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if got := finalized.get("m"); got != 1 {
+		if got := finalized.Get("m"); got != 1 {
 			t.Errorf("f ran %d times, want 1: a panic isn't retried", got)
 		}
 		if got := f.Get(t, cachesGVR, "default", "m").GetFinalizers(); len(got) != 1 {
@@ -430,7 +430,7 @@ func TestResyncReconcilesEveryObjectAgain(t *testing.T) {
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
 		for _, name := range []string{"a", "b"} {
-			if got := calls.get(name); got != 1 {
+			if got := calls.Get(name); got != 1 {
 				t.Fatalf("%s's reconciles before the first resync = %d, want 1", name, got)
 			}
 		}
@@ -440,7 +440,7 @@ func TestResyncReconcilesEveryObjectAgain(t *testing.T) {
 			time.Sleep(time.Minute)
 			synctest.Wait()
 			for _, name := range []string{"a", "b"} {
-				if got, want := calls.get(name), 1+resync; got != want {
+				if got, want := calls.Get(name), 1+resync; got != want {
 					t.Errorf("%s's reconciles after resync %d = %d, want %d", name, resync, got, want)
 				}
 			}
@@ -481,7 +481,7 @@ func TestOwnsIgnoresAnOwnedObjectWhoseControllerIsAnother(t *testing.T) {
 				stop := served(t, newTestController(t, f, testSettings(), readyReplicas(&calls), owning(deployments, "")))
 				time.Sleep(10 * time.Second)
 				synctest.Wait()
-				before := calls.get("m")
+				before := calls.Get("m")
 
 				owned := f.Meta.Resource(deployments).Namespace("default")
 				dep := &metav1.PartialObjectMetadata{
@@ -507,7 +507,7 @@ func TestOwnsIgnoresAnOwnedObjectWhoseControllerIsAnother(t *testing.T) {
 					time.Sleep(time.Second)
 					synctest.Wait()
 				}
-				if got := calls.get("m") - before; got != tc.want {
+				if got := calls.Get("m") - before; got != tc.want {
 					t.Errorf("reconciles of m for its Deployment's creation, update and deletion = %d, want %d", got, tc.want)
 				}
 				if err := stop(); err != nil {
@@ -532,7 +532,7 @@ func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 		var seen []metav1.ManagedFieldsEntry
 		var calls counter
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
-			if calls.inc(m.Name) == 1 {
+			if calls.Inc(m.Name) == 1 {
 				seen = m.ManagedFields
 			}
 			return result{}, nil
@@ -540,7 +540,7 @@ func TestTheCacheKeepsNoManagedFields(t *testing.T) {
 		stop := served(t, newTestController(t, f, testSettings(), rec))
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if calls.get("m") == 0 {
+		if calls.Get("m") == 0 {
 			t.Fatal("m wasn't reconciled")
 		}
 		if seen != nil {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"slices"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -149,57 +147,16 @@ type build struct {
 
 type option func(*build)
 
-// object returns an unstructured object of the test's resource.
-func object(apiVersion, kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": apiVersion,
-		"kind":       kind,
-		"metadata":   map[string]any{"name": name, "uid": "uid-" + name},
-	}}
-	if ns != "" {
-		u.SetNamespace(ns)
-	}
-	if spec != nil {
-		u.Object["spec"] = spec
-	}
-	return u
-}
-
 func cacheObject(ns, name string, size int64) *unstructured.Unstructured {
 	return object("cache.example.com/v1alpha1", "Memcached", ns, name, map[string]any{"size": size})
 }
 
 // counter counts calls by key, safely across workers.
-type counter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
+type counter = fakeapi.Counter
 
-func (c *counter) inc(key string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n == nil {
-		c.n = map[string]int{}
-	}
-	c.n[key]++
-	return c.n[key]
-}
-
-func (c *counter) get(key string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[key]
-}
-
-func (c *counter) keys() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var ks []string
-	for k := range c.n {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
+// object is an object of apiVersion and kind, with a uid of its name's.
+func object(apiVersion, kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
+	return fakeapi.Object(apiVersion, kind, ns, name, spec)
 }
 
 // countingQueue counts the keys added to it, and keeps their priorities.
@@ -323,7 +280,7 @@ func resize(t *testing.T, f *fakeCluster, name string, size int64) {
 // reconcile whose status settles after one apply.
 func readyReplicas(calls *counter) reconcileFunc {
 	return func(ctx context.Context, m memcached) (result, error) {
-		calls.inc(m.Name)
+		calls.Inc(m.Name)
 		st := m.Status
 		st.ReadyReplicas = m.Spec.Size
 		return result{Status: &st}, nil

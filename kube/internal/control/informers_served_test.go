@@ -90,7 +90,7 @@ func TestServeRetriesATransientErrorAtStart(t *testing.T) {
 				if err := ctrl.Ready.Healthy(t.Context()); err != nil {
 					t.Errorf("Synced once the list answered: %v", err)
 				}
-				if got := calls.get("m"); got == 0 {
+				if got := calls.Get("m"); got == 0 {
 					t.Error("the object wasn't reconciled")
 				}
 				if err := stop(); err != nil {
@@ -131,7 +131,7 @@ func TestATransientErrorOutlastingStartRetryEndsServe(t *testing.T) {
 				if got := lists.count(); got < 5 {
 					t.Errorf("lists = %d, want the transient error retried with backoff", got)
 				}
-				if got := calls.get("m"); got != 0 {
+				if got := calls.Get("m"); got != 0 {
 					t.Errorf("reconciles = %d, want none", got)
 				}
 			})
@@ -200,7 +200,7 @@ func TestServeEndsWhenAnOwnedResourceIsNotServedOrForbidden(t *testing.T) {
 				if err == nil || !errors.Is(err, tc.err) || !strings.HasPrefix(err.Error(), want) {
 					t.Errorf("Serve = %v, want %q followed by the error, and wrapping it", err, want)
 				}
-				if got := calls.get("m"); got != 0 {
+				if got := calls.Get("m"); got != 0 {
 					t.Errorf("reconciles = %d, want none", got)
 				}
 			})
@@ -455,11 +455,11 @@ func TestAResourceUnservedForLessThanTheGraceKeepsServing(t *testing.T) {
 		if err := ctrl.Ready.Healthy(t.Context()); err != nil {
 			t.Errorf("Synced after the outage: %v", err)
 		}
-		before := calls.get("m")
+		before := calls.Get("m")
 		resize(t, f, "m", 2)
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if got := calls.get("m"); got <= before {
+		if got := calls.Get("m"); got <= before {
 			t.Errorf("reconciles after a change once served again = %d, want more than %d", got, before)
 		}
 		if err := stop(); err != nil {

@@ -122,7 +122,7 @@ func applyTimes(f *fakeCluster) func() []time.Time {
 // it (sawCancel counts it); both return a status after it.
 func stuckAndSlow(calls *counter, inFlight chan<- struct{}, sawCancel *atomic.Int32) reconciler {
 	return reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
-		if calls.inc(m.Name) > 1 {
+		if calls.Inc(m.Name) > 1 {
 			return result{}, nil
 		}
 		inFlight <- struct{}{}
@@ -202,7 +202,7 @@ func TestALeaderThatCannotRenewStopsAtItsRenewDeadline(t *testing.T) {
 				t.Errorf("an apply reached the API server %s after the last renewal, past the renew deadline", at.Sub(renewed))
 			}
 		}
-		if got := calls.get("late"); got != 0 {
+		if got := calls.Get("late"); got != 0 {
 			t.Errorf("an object changed after the renew deadline was reconciled %d times, want none", got)
 		}
 		if got := len(f.AppliesTo("status")); got != 0 {
@@ -217,7 +217,7 @@ func TestTheLeaseIsReleasedOnlyByItsHolder(t *testing.T) {
 		var calls counter
 		inFlight, finish := make(chan struct{}), make(chan struct{})
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
-			if calls.inc(m.Name) == 1 {
+			if calls.Inc(m.Name) == 1 {
 				close(inFlight)
 				<-finish
 			}
@@ -382,7 +382,7 @@ func TestServeEndsWhenTheLeaseIsForbidden(t *testing.T) {
 		if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("Serve = %v, want %q followed by the Forbidden", err, want)
 		}
-		if got := calls.get("m"); got != 0 {
+		if got := calls.Get("m"); got != 0 {
 			t.Errorf("reconciles = %d, want none without the Lease", got)
 		}
 		if err := ctrl.Ready.Healthy(t.Context()); err == nil {
@@ -438,7 +438,7 @@ func TestALeaseForbiddenForAFewSecondsIsWaitedOut(t *testing.T) {
 				if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != "replica-1" || time.Since(lease.Spec.RenewTime.Time) > 3*time.Second {
 					t.Errorf("the Lease's holder = %q, renewed %s ago; want replica-1, renewed within RetryPeriod", h, time.Since(lease.Spec.RenewTime.Time))
 				}
-				if got := calls.get("m"); got == 0 {
+				if got := calls.Get("m"); got == 0 {
 					t.Error("m wasn't reconciled")
 				}
 				if err := stop(); err != nil {
@@ -483,7 +483,7 @@ func TestServeEndsWhenAReleasedLeaseMayBeReadButNotTaken(t *testing.T) {
 		if err == nil || err.Error() != want || !errors.Is(err, denied) {
 			t.Errorf("Serve = %v, want %q", err, want)
 		}
-		if got := calls.get("m"); got != 0 {
+		if got := calls.Get("m"); got != 0 {
 			t.Errorf("reconciles = %d, want none without the Lease", got)
 		}
 		if err := ctrl.Ready.Healthy(t.Context()); err == nil {
@@ -534,7 +534,7 @@ func TestServeEndsWhenTheLeaseCanNeverBeCreated(t *testing.T) {
 				if err == nil || err.Error() != want || !errors.Is(err, tc.err) {
 					t.Errorf("Serve = %v, want %q", err, want)
 				}
-				if got := calls.get("m"); tc.verb == "create" && got != 0 {
+				if got := calls.Get("m"); tc.verb == "create" && got != 0 {
 					t.Errorf("reconciles = %d, want none without the Lease", got)
 				}
 				if err := ctrl.Ready.Healthy(t.Context()); err == nil {

@@ -32,7 +32,7 @@ func TestAKeyThatKeepsFailingIsRecordedAtASlowingRate(t *testing.T) {
 				f := newFakeCluster(t, listKinds, cacheObject("default", "fail", 1))
 				var calls counter
 				fails := reconcileFunc(func(context.Context, memcached) (result, error) {
-					calls.inc("fail")
+					calls.Inc("fail")
 					return result{}, errors.New(failMessage)
 				})
 				stop := served(t, newTestController(t, f, testSettings(), fails, observed(tel)))
@@ -48,7 +48,7 @@ func TestAKeyThatKeepsFailingIsRecordedAtASlowingRate(t *testing.T) {
 				if err := stop(); err != nil {
 					t.Errorf("Serve = %v, want nil", err)
 				}
-				checkFailuresRecordedAtASlowingRate(t, tel, calls.get("fail"))
+				checkFailuresRecordedAtASlowingRate(t, tel, calls.Get("fail"))
 			})
 		})
 	}

@@ -108,11 +108,11 @@ func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanItsBound(t *testing.T) {
 		// The object changes, with a resourceVersion behind the write's.
 		resize(t, f, "m", 5)
 		sleepUntil(start, rywBound-time.Second)
-		if got := calls.get("m"); got != 1 {
+		if got := calls.Get("m"); got != 1 {
 			t.Errorf("reconciles within rywBound of the write = %d, want 1: a cache behind the key's own write holds it back", got)
 		}
 		sleepUntil(start, rywBound+5*time.Second)
-		if got := calls.get("m"); got != 2 {
+		if got := calls.Get("m"); got != 2 {
 			t.Errorf("reconciles by rywBound+5s = %d, want 2: a write the cache never catches up with is forgotten after rywBound", got)
 		}
 		if n, _, _ := unstructured.NestedInt64(f.Get(t, cachesGVR, "default", "m").Object, "status", "readyReplicas"); n != 5 {
@@ -134,7 +134,7 @@ func TestReadingYourOwnWritesHoldsAKeyBackNoLongerThanRywBoundAfterTheWrite(t *t
 		sleepUntil(start, rywBound-time.Second)
 		resize(t, f, "m", 5)
 		sleepUntil(start, rywBound+2*time.Second)
-		if got := calls.get("m"); got != 2 {
+		if got := calls.Get("m"); got != 2 {
 			t.Errorf("reconciles by rywBound+2s after the write = %d, want 2", got)
 		}
 		if err := stop(); err != nil {

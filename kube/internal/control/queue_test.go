@@ -324,7 +324,7 @@ func newHeldReconciler(first, rest func() (result, error)) *heldReconciler {
 }
 
 func (h *heldReconciler) Reconcile(ctx context.Context, m memcached) (result, error) {
-	if h.calls.inc(m.Name) == 1 {
+	if h.calls.Inc(m.Name) == 1 {
 		close(h.inFlight)
 		<-h.release
 		return h.first()
@@ -351,22 +351,22 @@ func TestAChangeSupersedesAPendingAfter(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		var calls counter
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
-			calls.inc(m.Name)
+			calls.Inc(m.Name)
 			return result{After: 10 * time.Second}, nil
 		})
 		stop := served(t, newTestController(t, f, testSettings(), rec))
 
 		sleepUntil(start, 5*time.Second)
-		if got := calls.get("m"); got != 1 {
+		if got := calls.Get("m"); got != 1 {
 			t.Fatalf("reconciles in 5s = %d, want 1", got)
 		}
 		resize(t, f, "m", 2)
 		sleepUntil(start, 12*time.Second)
-		if got := calls.get("m"); got != 2 {
+		if got := calls.Get("m"); got != 2 {
 			t.Errorf("reconciles by 12s = %d, want 2 (at 0 and 5s): the change at 5s replaces the After of 10s due at 10s", got)
 		}
 		sleepUntil(start, 16*time.Second)
-		if got := calls.get("m"); got != 3 {
+		if got := calls.Get("m"); got != 3 {
 			t.Errorf("reconciles by 16s = %d, want 3: the change's own reconcile's After is due at 15s", got)
 		}
 		if err := stop(); err != nil {
@@ -381,7 +381,7 @@ func TestAChangeSupersedesAPendingBackoff(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "m", 1))
 		var calls counter
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
-			if calls.inc(m.Name) == 1 {
+			if calls.Inc(m.Name) == 1 {
 				return result{}, errors.New("the memcached image can't be pulled")
 			}
 			return result{}, nil
@@ -393,11 +393,11 @@ func TestAChangeSupersedesAPendingBackoff(t *testing.T) {
 		sleepUntil(start, time.Second)
 		resize(t, f, "m", 2)
 		sleepUntil(start, 2*time.Second)
-		if got := calls.get("m"); got != 2 {
+		if got := calls.Get("m"); got != 2 {
 			t.Fatalf("reconciles by 2s = %d, want 2: the failure at 0, and the change at 1s", got)
 		}
 		sleepUntil(start, 30*time.Second)
-		if got := calls.get("m"); got != 2 {
+		if got := calls.Get("m"); got != 2 {
 			t.Errorf("reconciles in 30s = %d, want 2: the change, reconciled, replaced the failure's backoff due at 10s", got)
 		}
 		if err := stop(); err != nil {
@@ -424,11 +424,11 @@ func TestASuccessfulReconcileSupersedesAPendingBackoff(t *testing.T) {
 		// backoff is set after the change, and only the reconcile that
 		// follows, which succeeds, can take it back.
 		rec.changeWhileInFlight(t, f)
-		if got := rec.calls.get("m"); got != 2 {
+		if got := rec.calls.Get("m"); got != 2 {
 			t.Fatalf("reconciles once the first failed = %d, want 2: the change queued the key behind it", got)
 		}
 		sleepUntil(start, 30*time.Second)
-		if got := rec.calls.get("m"); got != 2 {
+		if got := rec.calls.Get("m"); got != 2 {
 			t.Errorf("reconciles in 30s = %d, want 2: the success forgets the failure's backoff, due at 11s", got)
 		}
 		if err := stop(); err != nil {
@@ -448,11 +448,11 @@ func TestAPanicSupersedesAPendingAfter(t *testing.T) {
 		stop := served(t, newTestController(t, f, testSettings(), rec))
 
 		rec.changeWhileInFlight(t, f)
-		if got := rec.calls.get("m"); got != 2 {
+		if got := rec.calls.Get("m"); got != 2 {
 			t.Fatalf("reconciles once the first returned = %d, want 2: the change queued the key behind it", got)
 		}
 		sleepUntil(start, 30*time.Second)
-		if got := rec.calls.get("m"); got != 2 {
+		if got := rec.calls.Get("m"); got != 2 {
 			t.Errorf("reconciles in 30s = %d, want 2: the panic forgets the first reconcile's After, due at 11s", got)
 		}
 		if err := stop(); err != nil {

@@ -94,7 +94,7 @@ func TestAShardedReplicaAloneTakesEveryShardAndReconcilesEachObjectOnce(t *testi
 			t.Errorf("Synced with every shard's caches synced: %v", err)
 		}
 		for i := range 40 {
-			if got := calls.get(fmt.Sprintf("m-%d", i)); got != 1 {
+			if got := calls.Get(fmt.Sprintf("m-%d", i)); got != 1 {
 				t.Errorf("m-%d reconciled %d times, want 1", i, got)
 			}
 		}
@@ -212,7 +212,7 @@ func TestAReplicaThatJoinsIsHandedItsShareOnceTheReconcilesInFlightFinish(t *tes
 func runUntilCancelled(cancelled *atomic.Int32) reconciler {
 	var calls counter
 	return reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
-		if calls.inc(m.Name) == 1 {
+		if calls.Inc(m.Name) == 1 {
 			<-ctx.Done()
 			cancelled.Add(1)
 		}
@@ -297,7 +297,7 @@ func TestAShardedReplicaReconcilesAtMostWorkersObjectsAtOnce(t *testing.T) {
 		var now, most int
 		var calls counter
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
-			calls.inc(m.Name)
+			calls.Inc(m.Name)
 			mu.Lock()
 			now++
 			most = max(most, now)
@@ -316,8 +316,8 @@ func TestAShardedReplicaReconcilesAtMostWorkersObjectsAtOnce(t *testing.T) {
 		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
 			t.Errorf("the shards' holders = %q, want replica-1 for each", got)
 		}
-		if len(calls.keys()) != 40 {
-			t.Errorf("objects reconciled = %d, want 40", len(calls.keys()))
+		if len(calls.Keys()) != 40 {
+			t.Errorf("objects reconciled = %d, want 40", len(calls.Keys()))
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -509,7 +509,7 @@ func TestAReplicaWithOneShardWaitsForAHeldShardsLease(t *testing.T) {
 		stop := served(t, ctrl)
 		time.Sleep(14 * time.Second) // the shard's Lease runs 15s from when it was first seen
 		synctest.Wait()
-		if got := calls.get("m"); got != 0 {
+		if got := calls.Get("m"); got != 0 {
 			t.Errorf("reconciles while a shard's Lease is held = %d, want none", got)
 		}
 		if _, err := leases.Get(t.Context(), "memcached-controller", metav1.GetOptions{}); err == nil {
@@ -520,7 +520,7 @@ func TestAReplicaWithOneShardWaitsForAHeldShardsLease(t *testing.T) {
 		if h := holder(f.Lease(t, "kube-system", "memcached-controller")); h != "replica-1" {
 			t.Errorf("the one Lease's holder once the shard's expired = %q, want replica-1", h)
 		}
-		if got := calls.get("m"); got != 1 {
+		if got := calls.Get("m"); got != 1 {
 			t.Errorf("reconciles once the shard's Lease expired = %d, want 1", got)
 		}
 		if err := stop(); err != nil {
@@ -555,7 +555,7 @@ func TestTheOneLeaseTakenAsAShardIsTakenIsGivenBack(t *testing.T) {
 		if h := holder(f.Lease(t, "kube-system", "memcached-controller")); h != "" {
 			t.Errorf("the one Lease's holder, taken as a shard's was = %q, want none: given back", h)
 		}
-		if got := calls.get("m"); got != 0 {
+		if got := calls.Get("m"); got != 0 {
 			t.Errorf("reconciles = %d, want none: the Lease given back before reconciling", got)
 		}
 		if err := stop(); err != nil {
@@ -596,7 +596,7 @@ func TestAReplicaOfAnotherShardKeyTakesNoShardWhileTheOldKeysAreHeld(t *testing.
 		if got := shardHoldersOf(t, f); !slices.Equal(got, []string{"replica-1", "replica-1", "replica-1", "replica-1"}) {
 			t.Errorf("the uid shards' holders a minute after a replica by namespace started = %q, want replica-1 for each", got)
 		}
-		if got := len(newCalls.keys()); got != 0 {
+		if got := len(newCalls.Keys()); got != 0 {
 			t.Errorf("the replica by namespace reconciled %d times while the uid shards were held, want none", got)
 		}
 		leases, err := f.Kube.CoordinationV1().Leases("kube-system").List(t.Context(), metav1.ListOptions{})
@@ -621,7 +621,7 @@ func TestAReplicaOfAnotherShardKeyTakesNoShardWhileTheOldKeysAreHeld(t *testing.
 				t.Errorf("%s's holder %s after the uid replica released its shards = %q, want replica-2", name, time.Since(stopped), h)
 			}
 		}
-		if got := len(newCalls.keys()); got == 0 {
+		if got := len(newCalls.Keys()); got == 0 {
 			t.Error("the replica by namespace reconciled nothing once it held the shards")
 		}
 		if err := stopNew(); err != nil {
@@ -712,7 +712,7 @@ func TestAReplicaWithOneShardThatMayNotListTheLeasesSaysTheGuardIsOff(t *testing
 		if got := recordAttrs(recs[0]); got["missing"] != rule || !strings.Contains(got["error"], "list not allowed") {
 			t.Errorf("the record's attributes = %v, want missing %q and the 403", got, rule)
 		}
-		if got := calls.get("m"); got != 1 {
+		if got := calls.Get("m"); got != 1 {
 			t.Errorf("reconciles = %d, want 1: the replica leads as before", got)
 		}
 		if err := stop(); err != nil {

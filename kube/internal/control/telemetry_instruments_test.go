@@ -268,7 +268,7 @@ func TestReconcileDurationIsRecordedByOutcome(t *testing.T) {
 		if got := points["success"].Count; got != 1 {
 			t.Errorf("success's count = %d, want 1", got)
 		}
-		if got, want := points["error"].Count, uint64(calls.get("fail")); got != want || got < 5 {
+		if got, want := points["error"].Count, uint64(calls.Get("fail")); got != want || got < 5 {
 			t.Errorf("error's count = %d, want one per failed reconcile, %d, with retries", got, want)
 		}
 		if got := points["panic"].Count; got != 1 {
@@ -302,7 +302,7 @@ func TestAStandbysQueueHoldsEveryObjectAndItsReconcileInstrumentsReadZero(t *tes
 		if h := holder(f.Lease(t, "kube-system", "memcached-controller")); h != "replica-2" {
 			t.Fatalf("the Lease's holder = %q, want replica-2", h)
 		}
-		if keys := calls.keys(); len(keys) != 0 {
+		if keys := calls.Keys(); len(keys) != 0 {
 			t.Fatalf("a standby reconciled %v", keys)
 		}
 		ms := instrumentsOf(t, tel)
@@ -369,7 +369,7 @@ func TestQueueDepthFallsAsAWorkerTakesEachKey(t *testing.T) {
 		inFlight, release := make(chan struct{}), make(chan struct{})
 		var once sync.Once
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
-			calls.inc(m.Name)
+			calls.Inc(m.Name)
 			once.Do(func() {
 				close(inFlight)
 				<-release
@@ -394,7 +394,7 @@ func TestQueueDepthFallsAsAWorkerTakesEachKey(t *testing.T) {
 		close(release)
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if keys := calls.keys(); !slices.Equal(keys, []string{"a", "b", "c"}) {
+		if keys := calls.Keys(); !slices.Equal(keys, []string{"a", "b", "c"}) {
 			t.Fatalf("reconciled %v, want a, b and c", keys)
 		}
 		ms = instrumentsOf(t, tel)
@@ -419,7 +419,7 @@ func TestQueueDurationExcludesTheWaitOfAfterAndOfABackoff(t *testing.T) {
 		f := newFakeCluster(t, listKinds, cacheObject("default", "later", 1), cacheObject("default", "fail", 1))
 		var calls counter
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
-			calls.inc(m.Name)
+			calls.Inc(m.Name)
 			if m.Name == "fail" {
 				return result{}, errors.New("the memcached image can't be pulled")
 			}
@@ -442,14 +442,14 @@ func TestQueueDurationExcludesTheWaitOfAfterAndOfABackoff(t *testing.T) {
 			t.Errorf("Serve = %v, want nil", err)
 		}
 
-		if got := calls.get("later"); got != 4 {
+		if got := calls.Get("later"); got != 4 {
 			t.Fatalf("later was reconciled %d times, want 4 (at 0, 10, 20 and 30s)", got)
 		}
-		if got := calls.get("fail"); got < 6 {
+		if got := calls.Get("fail"); got < 6 {
 			t.Fatalf("fail was reconciled %d times, want at least 6 (at 0, 1, 3, 7, 15 and 23s)", got)
 		}
 		dp := queueDurations(t, instrumentsOf(t, tel))
-		if got, want := dp.Count, uint64(calls.get("later")+calls.get("fail")); got != want {
+		if got, want := dp.Count, uint64(calls.Get("later")+calls.Get("fail")); got != want {
 			t.Errorf("queue.duration counted %d takes, want one per reconcile, %d", got, want)
 		}
 		// Every take after the first waited for no worker. Had the waits of

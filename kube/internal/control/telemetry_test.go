@@ -64,7 +64,7 @@ func spanOf(tel *humustest.Telemetry, r sdklog.Record) sdktrace.ReadOnlySpan {
 func outcomes(tel *humustest.Telemetry, calls *counter) reconcileFunc {
 	tracer := tel.Telemetry().TracerProvider.Tracer("memcached-operator")
 	return func(ctx context.Context, m memcached) (result, error) {
-		calls.inc(m.Name)
+		calls.Inc(m.Name)
 		switch m.Name {
 		case "fail":
 			return result{}, errors.New("the memcached image can't be pulled")
@@ -123,7 +123,7 @@ func checkRootSpansOfEachReconcile(t *testing.T, tel *humustest.Telemetry, calls
 	if len(spans) == 0 {
 		t.Fatalf("no span reconcile Memcached for %s; spans: %v", name, spanNames(tel))
 	}
-	if got, want := len(spans), calls.get(name); got != want {
+	if got, want := len(spans), calls.Get(name); got != want {
 		t.Errorf("%s: %d reconcile spans, want one per reconcile, %d", name, got, want)
 	}
 	for _, s := range spans {
@@ -228,10 +228,10 @@ func TestAFailedReconcileIsOneWarnRecordInItsSpan(t *testing.T) {
 		}
 
 		recs := recordsWithBody(tel, "reconcile failed")
-		if calls.get("fail") < 2 {
-			t.Fatalf("fail was reconciled %d times, want retries", calls.get("fail"))
+		if calls.Get("fail") < 2 {
+			t.Fatalf("fail was reconciled %d times, want retries", calls.Get("fail"))
 		}
-		if got, want := len(recs), calls.get("fail"); got != want {
+		if got, want := len(recs), calls.Get("fail"); got != want {
 			t.Errorf("%d records reconcile failed, want one per failed reconcile, %d", got, want)
 		}
 		seen := map[trace.SpanID]bool{}
@@ -309,8 +309,8 @@ func TestAPanicIsOneErrorRecordInItsSpan(t *testing.T) {
 			}
 			counted += failuresOf(t, r)
 		}
-		if counted != calls.get("fail") {
-			t.Errorf("the records reconcile failed count %d failures, want fail's %d", counted, calls.get("fail"))
+		if counted != calls.Get("fail") {
+			t.Errorf("the records reconcile failed count %d failures, want fail's %d", counted, calls.Get("fail"))
 		}
 	})
 }
@@ -321,7 +321,7 @@ func TestAKindIsTracedAndLoggedAsAResourceIs(t *testing.T) {
 		f := newFakeCluster(t, listKinds, object("v1", "Namespace", "", "team-a", nil))
 		var calls counter
 		rec := namespacesType(func(ctx context.Context, ns corev1.Namespace) (time.Duration, error) {
-			if calls.inc(ns.Name) == 1 {
+			if calls.Inc(ns.Name) == 1 {
 				return 0, errors.New("the default-deny policy can't be applied")
 			}
 			if !trace.SpanFromContext(ctx).SpanContext().IsValid() {

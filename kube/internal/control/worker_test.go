@@ -24,7 +24,7 @@ func TestAReconcilePastItsTimeoutIsEndedAndRetried(t *testing.T) {
 		s.Workers, s.ReconcileTimeout = 2, 30*time.Second
 		var calls counter
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
-			calls.inc(m.Name)
+			calls.Inc(m.Name)
 			st := m.Status
 			st.ReadyReplicas = m.Spec.Size
 			if m.Name == "hung" {
@@ -36,12 +36,12 @@ func TestAReconcilePastItsTimeoutIsEndedAndRetried(t *testing.T) {
 		served(t, newTestController(t, f, s, rec, observed(tel)))
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if calls.get("quick") != 1 || calls.get("hung") != 1 {
-			t.Fatalf("reconciles at 10s: quick %d, hung %d; want 1 each, hung's still running", calls.get("quick"), calls.get("hung"))
+		if calls.Get("quick") != 1 || calls.Get("hung") != 1 {
+			t.Fatalf("reconciles at 10s: quick %d, hung %d; want 1 each, hung's still running", calls.Get("quick"), calls.Get("hung"))
 		}
 		time.Sleep(25 * time.Second) // past the bound, and its first backoff
 		synctest.Wait()
-		if got := calls.get("hung"); got < 2 {
+		if got := calls.Get("hung"); got < 2 {
 			t.Errorf("reconciles of hung past its timeout = %d, want it retried", got)
 		}
 		if got := f.AppliesTo("status"); len(got) < 2 {
@@ -88,7 +88,7 @@ func TestANilAfterTheTimeoutIsASuccess(t *testing.T) {
 		s.Workers, s.ReconcileTimeout = 2, 30*time.Second
 		var calls, finalized counter
 		rec := reconcileFunc(func(ctx context.Context, m memcached) (result, error) {
-			if calls.inc(m.Name) == 1 {
+			if calls.Inc(m.Name) == 1 {
 				<-ctx.Done()
 				time.Sleep(5 * time.Second) // returns nil 5s past its bound
 			}
@@ -97,7 +97,7 @@ func TestANilAfterTheTimeoutIsASuccess(t *testing.T) {
 			return result{Status: &st, After: 10 * time.Minute}, nil
 		})
 		fin := finalizing(func(ctx context.Context, m memcached) error {
-			finalized.inc(m.Name)
+			finalized.Inc(m.Name)
 			<-ctx.Done()
 			time.Sleep(5 * time.Second)
 			return nil
@@ -105,13 +105,13 @@ func TestANilAfterTheTimeoutIsASuccess(t *testing.T) {
 		served(t, newTestController(t, f, s, rec, observed(tel), fin))
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if n := finalized.get("gone"); n != 1 {
+		if n := finalized.Get("gone"); n != 1 {
 			t.Errorf("f called %d times, want once: its late nil is a success", n)
 		}
 		if _, err := f.Dyn.Tracker().Get(cachesGVR, "default", "gone"); err == nil {
 			t.Error("gone is still there a minute on, want its finalizer removed and its deletion completed")
 		}
-		if n := calls.get("late"); n != 1 {
+		if n := calls.Get("late"); n != 1 {
 			t.Errorf("late reconciled %d times in a minute, want once: its late nil is a success, its After 10m", n)
 		}
 		if u := f.Get(t, cachesGVR, "default", "late"); u.Object["status"] == nil {
@@ -119,7 +119,7 @@ func TestANilAfterTheTimeoutIsASuccess(t *testing.T) {
 		}
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
-		if n := calls.get("late"); n != 2 {
+		if n := calls.Get("late"); n != 2 {
 			t.Errorf("late reconciled %d times by 11m, want twice: its Result.After kept", n)
 		}
 

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -264,4 +265,59 @@ func Served(t testing.TB, ctx context.Context, s interface{ Serve(context.Contex
 	}
 	t.Cleanup(func() { _ = stop() })
 	return stop
+}
+
+// Object is an object of apiVersion and kind named name, in namespace ns
+// unless it is "", with a uid of its name's ("uid-" and the name) and spec,
+// unless it is nil.
+func Object(apiVersion, kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": apiVersion,
+		"kind":       kind,
+		"metadata":   map[string]any{"name": name, "uid": "uid-" + name},
+	}}
+	if ns != "" {
+		u.SetNamespace(ns)
+	}
+	if spec != nil {
+		u.Object["spec"] = spec
+	}
+	return u
+}
+
+// Counter counts calls by key, safely across workers: a test's
+// Reconciler counts its reconciles of each key with it.
+type Counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// Inc counts one more call of key's, and returns how many there were.
+func (c *Counter) Inc(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[key]++
+	return c.n[key]
+}
+
+// Get is how many calls of key's were counted.
+func (c *Counter) Get(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[key]
+}
+
+// Keys is the keys counted, in order.
+func (c *Counter) Keys() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ks := make([]string, 0, len(c.n))
+	for k := range c.n {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
 }
